@@ -1,0 +1,33 @@
+# Chassis: `make run` brings the platform up on embedded defaults, `make test` runs the suite.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint venv browser clean
+
+venv: $(STAMP)
+
+# torch goes in first: anything that depends on it would otherwise pull a multi-GB CUDA build.
+$(STAMP): pyproject.toml requirements.lock
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip setuptools
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -r requirements.lock
+	$(BIN)/pip install -q --no-deps -e .
+	touch $(STAMP)
+
+run: venv
+	$(BIN)/chassis up
+
+lint: venv
+	$(BIN)/ruff check .
+
+browser:
+	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+
+test: venv browser lint
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf var .pytest_cache .ruff_cache

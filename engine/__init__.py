@@ -1,0 +1,33 @@
+"""Chassis inference engine.
+
+``from engine import LLM, SamplingParams`` is the public Python API. Imports are lazy so that
+``import engine`` (and ``chassis --help``) never pays for torch.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__all__ = ["LLM", "SamplingParams", "AsyncLLMEngine"]
+
+_LAZY = {
+    "LLM": ("engine.llm", "LLM"),
+    "SamplingParams": ("engine.sampling.params", "SamplingParams"),
+    "AsyncLLMEngine": ("engine.async_engine", "AsyncLLMEngine"),
+}
+
+if TYPE_CHECKING:  # pragma: no cover
+    from engine.async_engine import AsyncLLMEngine
+    from engine.llm import LLM
+    from engine.sampling.params import SamplingParams
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'engine' has no attribute {name!r}")
+    import importlib
+
+    module_name, attr = _LAZY[name]
+    value = getattr(importlib.import_module(module_name), attr)
+    globals()[name] = value
+    return value

@@ -1,0 +1,1 @@
+"""KV-cache bookkeeping: block hashing, block pool, prefix cache, tiers."""
