@@ -111,6 +111,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)
+WHITENOISE_USE_FINDERS = DEBUG
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 

@@ -1,0 +1,132 @@
+"""``chassis up``: the whole platform on this machine, on embedded defaults unless told otherwise."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+HELP = "Run the control plane, a Celery worker and beat on this machine (embedded defaults: SQLite, filesystem broker)."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="control plane bind address (default: %(default)s)")
+    parser.add_argument("--port", type=int, default=8000, help="control plane port (default: %(default)s)")
+    parser.add_argument("--no-beat", action="store_true", help="do not start Celery beat")
+    parser.add_argument("--worker-concurrency", type=int, default=2, help="Celery worker processes (default: %(default)s)")
+    parser.add_argument("--ready-timeout", type=float, default=90.0, help="seconds to wait for everything to come up")
+    parser.add_argument(
+        "--exit-when-ready", action="store_true", help="stop everything and exit 0 once all parts answer (smoke test)"
+    )
+
+
+def _django_setup() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+    import django
+
+    django.setup()
+
+
+def _manage(*args: str) -> list[str]:
+    return [sys.executable, "-m", "django", *args]
+
+
+def _celery(*args: str) -> list[str]:
+    return [sys.executable, "-m", "celery", "-A", "controlplane", *args]
+
+
+def _wait_for_health(url: str, deadline: float) -> dict:
+    import httpx
+
+    last_error = "no answer yet"
+    while time.monotonic() < deadline:
+        try:
+            response = httpx.get(url, timeout=3.0)
+            if response.status_code == 200:
+                return response.json()
+            last_error = f"HTTP {response.status_code}: {response.text[:200]}"
+        except httpx.HTTPError as exc:
+            last_error = str(exc)
+        time.sleep(0.5)
+    raise TimeoutError(f"{url} did not become healthy: {last_error}")
+
+
+def _wait_for_worker(deadline: float) -> list[dict]:
+    from controlplane.celery import app
+
+    while time.monotonic() < deadline:
+        replies = app.control.ping(timeout=2.0)
+        if replies:
+            return replies
+    raise TimeoutError("no Celery worker answered a ping")
+
+
+def run(args: argparse.Namespace) -> int:
+    import subprocess
+
+    from engine.cli.processes import Child, ProcessGroup
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+    _django_setup()
+    from django.conf import settings
+    from django.core.management import get_commands
+
+    log_dir = Path(settings.VAR_DIR) / "log"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    print(f"chassis up: database {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]}, "
+          f"broker {settings.CELERY_BROKER_URL.split('://', 1)[0]}, state in {settings.VAR_DIR}", flush=True)
+
+    print("chassis up: applying database migrations", flush=True)
+    subprocess.run(_manage("migrate", "--noinput", "-v", "0"), check=True)
+    if not settings.DEBUG:
+        subprocess.run(_manage("collectstatic", "--noinput", "-v", "0"), check=True)
+    if "bootstrap_demo" in get_commands():
+        print("chassis up: preparing the demo (admin user, tiny checkpoint, one-replica deployment)", flush=True)
+        subprocess.run(_manage("bootstrap_demo"), check=True)
+
+    group = ProcessGroup()
+    stop_requested = False
+
+    def request_stop(signum, frame):  # noqa: ARG001
+        nonlocal stop_requested
+        stop_requested = True
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+
+    base_url = f"http://{args.host}:{args.port}"
+    group.start(Child("web", [sys.executable, "-m", "uvicorn", "controlplane.asgi:application", "--host", args.host, "--port", str(args.port)],
+                      log_path=log_dir / "web.log"))
+    group.start(Child("worker", _celery("worker", "-n", "controlplane@%h", "-Q", "controlplane", "-l", "info",
+                                        "--concurrency", str(args.worker_concurrency)), log_path=log_dir / "worker.log"))
+    if not args.no_beat:
+        group.start(Child("beat", _celery("beat", "-l", "info", "-s", settings.CELERY_BEAT_SCHEDULE_FILENAME),
+                          log_path=log_dir / "beat.log"))
+    try:
+        deadline = time.monotonic() + args.ready_timeout
+        health = _wait_for_health(f"{base_url}/health", deadline)
+        workers = _wait_for_worker(deadline)
+        print(f"chassis up: control plane {base_url} healthy: database {health['database']['backend']} "
+              f"reachable, broker {health['broker']['backend']} reachable", flush=True)
+        print(f"chassis up: {len(workers)} Celery worker(s) answered ping: "
+              f"{', '.join(name for reply in workers for name in reply)}", flush=True)
+        print(f"chassis up: ready. Open {base_url}/  (Ctrl-C stops everything)", flush=True)
+        if args.exit_when_ready:
+            return 0
+        while not stop_requested:
+            dead = group.exited()
+            if dead:
+                names = ", ".join(f"{c.name} (exit {c.popen.returncode})" for c in dead)
+                print(f"chassis up: stopping, a part exited: {names}; logs in {log_dir}", file=sys.stderr)
+                return 1
+            time.sleep(0.5)
+        return 0
+    except TimeoutError as exc:
+        print(f"chassis up: {exc}; logs in {log_dir}", file=sys.stderr)
+        return 1
+    finally:
+        print("chassis up: stopping", flush=True)
+        group.stop()
