@@ -1,0 +1,89 @@
+"""Helpers shared by every kernel file: Triton import guard, dispatch rule, block sizes.
+
+Triton is imported here and nowhere else, so ``import kernels.<op>`` works on machines without it
+(Ascend NPU hosts). Without Triton, ``triton.jit`` is an identity decorator and ``tl.constexpr`` a
+placeholder: the kernel functions still get defined, but ``use_triton`` never lets them launch.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from types import SimpleNamespace
+
+import torch
+
+try:
+    import triton
+    import triton.language as tl
+
+    HAS_TRITON = True
+except ImportError:  # pragma: no cover - exercised only on hosts without Triton
+    HAS_TRITON = False
+    triton = SimpleNamespace(jit=lambda fn: fn, cdiv=lambda a, b: -(-a // b))
+    tl = SimpleNamespace(constexpr=None)
+
+__all__ = [
+    "HAS_TRITON",
+    "cdiv",
+    "next_power_of_2",
+    "num_compute_units",
+    "tl",
+    "triton",
+    "use_triton",
+]
+
+KERNELS_ENV = "CHASSIS_KERNELS"
+_MODES = ("auto", "torch", "triton")
+
+
+def kernels_mode() -> str:
+    """``CHASSIS_KERNELS``: ``auto`` (default), ``torch`` (references everywhere) or ``triton``."""
+    mode = os.environ.get(KERNELS_ENV, "auto").strip().lower() or "auto"
+    if mode not in _MODES:
+        raise ValueError(f"{KERNELS_ENV}={mode!r} is not one of {', '.join(_MODES)}")
+    return mode
+
+
+def use_triton(*tensors: torch.Tensor) -> bool:
+    """Whether an op on these tensors should run its Triton kernel.
+
+    ``auto``: only when Triton imports and every tensor is on CUDA. ``torch``: never.
+    ``triton``: always (with ``TRITON_INTERPRET=1`` that runs kernels on CPU tensors, which is how
+    the tests exercise them without a GPU); it fails loudly when Triton is missing.
+    """
+    mode = kernels_mode()
+    if mode == "torch":
+        return False
+    if mode == "triton":
+        if not HAS_TRITON:
+            raise RuntimeError(f"{KERNELS_ENV}=triton but triton is not installed")
+        return True
+    return HAS_TRITON and all(t.is_cuda for t in tensors)
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def next_power_of_2(n: int) -> int:
+    """Smallest power of two >= n (1 for n <= 1); Triton tiles need power-of-two extents."""
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+@functools.lru_cache(maxsize=16)
+def _sm_count(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def num_compute_units(device: torch.device) -> int:
+    """Streaming multiprocessors on a CUDA device; a nominal 16 elsewhere (the CPU interpreter)."""
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        return _sm_count(index)
+    return 16
+
+
+def check_last_dim_contiguous(name: str, t: torch.Tensor) -> None:
+    if t.stride(-1) != 1:
+        raise ValueError(f"{name} must be contiguous in its last dimension, got strides {t.stride()}")

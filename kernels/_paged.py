@@ -1,0 +1,87 @@
+"""Pieces shared by the varlen and decode paged-attention ops: input checks and the torch math."""
+
+from __future__ import annotations
+
+import torch
+
+# Cap on one score tensor in the torch reference (elements), so a long CPU prefill stays in memory.
+_MAX_SCORE_ELEMENTS = 1 << 26
+
+
+def check_paged_inputs(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    sliding_window: int | None,
+) -> None:
+    """Shape/dtype checks that need no device sync."""
+    if q.dim() != 3:
+        raise ValueError(f"q must be [tokens, q_heads, head_dim], got {tuple(q.shape)}")
+    if k_cache.dim() != 4 or v_cache.shape != k_cache.shape:
+        raise ValueError(
+            f"caches must both be [blocks, block_size, kv_heads, head_dim], "
+            f"got {tuple(k_cache.shape)} / {tuple(v_cache.shape)}"
+        )
+    num_q_heads, head_dim = q.shape[1], q.shape[2]
+    num_kv_heads = k_cache.shape[2]
+    if k_cache.shape[3] != head_dim:
+        raise ValueError(f"cache head_dim {k_cache.shape[3]} != q head_dim {head_dim}")
+    if num_q_heads % num_kv_heads != 0:
+        raise ValueError(f"q heads ({num_q_heads}) must be a multiple of kv heads ({num_kv_heads})")
+    if block_tables.dim() != 2 or block_tables.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"block_tables must be int [batch, max_blocks], got {tuple(block_tables.shape)}")
+    batch = block_tables.shape[0]
+    if seq_lens.shape != (batch,) or seq_lens.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"seq_lens must be int [batch={batch}], got {tuple(seq_lens.shape)}")
+    if sliding_window is not None and sliding_window <= 0:
+        raise ValueError(f"sliding_window must be positive or None, got {sliding_window}")
+
+
+def gather_context(
+    k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor, context_len: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One sequence's first ``context_len`` keys and values, each ``[context_len, kv_heads, head_dim]``."""
+    block_size = k_cache.shape[1]
+    num_blocks = -(-context_len // block_size)
+    blocks = block_table[:num_blocks].long()
+    keys = k_cache.index_select(0, blocks).flatten(0, 1)[:context_len]
+    values = v_cache.index_select(0, blocks).flatten(0, 1)[:context_len]
+    return keys, values
+
+
+def attend(
+    q: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    first_position: int,
+    scale: float,
+    sliding_window: int | None,
+) -> torch.Tensor:
+    """Causal GQA attention of ``q: [n, Hq, D]`` (positions ``first_position + i``) over ``keys``.
+
+    Computed in fp32 and returned in ``q.dtype``. Query heads are viewed as ``[Hk, G]`` so each
+    KV head is broadcast to its group instead of being copied G times.
+    """
+    n, num_q_heads, head_dim = q.shape
+    context_len, num_kv_heads = keys.shape[0], keys.shape[1]
+    group = num_q_heads // num_kv_heads
+    k = keys.float().permute(1, 2, 0).unsqueeze(1)  # [Hk, 1, D, L]
+    v = values.float().permute(1, 0, 2).unsqueeze(1)  # [Hk, 1, L, D]
+    key_positions = torch.arange(context_len, device=q.device)
+    out = torch.empty_like(q)
+    rows_per_chunk = max(1, _MAX_SCORE_ELEMENTS // max(1, num_q_heads * context_len))
+    for start in range(0, n, rows_per_chunk):
+        stop = min(n, start + rows_per_chunk)
+        qf = q[start:stop].float().view(stop - start, num_kv_heads, group, head_dim).permute(1, 2, 0, 3)
+        scores = torch.matmul(qf, k) * scale  # [Hk, G, rows, L]
+        query_positions = first_position + torch.arange(start, stop, device=q.device)
+        allowed = key_positions[None, :] <= query_positions[:, None]
+        if sliding_window is not None:
+            allowed &= key_positions[None, :] > query_positions[:, None] - sliding_window
+        scores.masked_fill_(~allowed, float("-inf"))
+        probs = torch.softmax(scores, dim=-1)
+        chunk = torch.matmul(probs, v)  # [Hk, G, rows, D]
+        out[start:stop] = chunk.permute(2, 0, 1, 3).reshape(stop - start, num_q_heads, head_dim).to(q.dtype)
+    return out

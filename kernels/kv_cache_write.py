@@ -1,0 +1,124 @@
+"""Scatter this step's keys and values into the paged KV cache.
+
+Cache layout per layer: ``[num_blocks, block_size, num_kv_heads, head_dim]``; token ``t`` goes to
+slot ``slot_mapping[t] = block_id * block_size + offset``; slot ``-1`` skips the token (padding,
+or a token whose KV is already cached).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from kernels._common import next_power_of_2, tl, triton, use_triton
+
+__all__ = ["write_kv_cache", "write_kv_cache_torch"]
+
+
+@triton.jit
+def _write_kv_cache_kernel(
+    key_ptr,
+    value_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    slot_mapping_ptr,
+    key_token_stride,
+    key_head_stride,
+    value_token_stride,
+    value_head_stride,
+    num_heads,
+    head_dim,
+    BLOCK_H: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
+    token = tl.program_id(0).to(tl.int64)
+    slot = tl.load(slot_mapping_ptr + token).to(tl.int64)
+    if slot >= 0:
+        heads = tl.arange(0, BLOCK_H)[:, None]
+        dims = tl.arange(0, BLOCK_D)[None, :]
+        mask = (heads < num_heads) & (dims < head_dim)
+        cache_offsets = slot * num_heads * head_dim + heads * head_dim + dims
+        key = tl.load(key_ptr + token * key_token_stride + heads * key_head_stride + dims, mask=mask)
+        tl.store(k_cache_ptr + cache_offsets, key.to(k_cache_ptr.dtype.element_ty), mask=mask)
+        value = tl.load(value_ptr + token * value_token_stride + heads * value_head_stride + dims, mask=mask)
+        tl.store(v_cache_ptr + cache_offsets, value.to(v_cache_ptr.dtype.element_ty), mask=mask)
+
+
+def _check(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+) -> None:
+    if key.dim() != 3 or value.shape != key.shape:
+        raise ValueError(f"key/value must both be [T, Hk, D], got {tuple(key.shape)} / {tuple(value.shape)}")
+    if k_cache.dim() != 4 or v_cache.shape != k_cache.shape:
+        raise ValueError(
+            f"caches must both be [blocks, block_size, Hk, D], got {tuple(k_cache.shape)} / {tuple(v_cache.shape)}"
+        )
+    if k_cache.shape[2:] != key.shape[1:]:
+        raise ValueError(
+            f"cache heads/dim {tuple(k_cache.shape[2:])} != key heads/dim {tuple(key.shape[1:])}"
+        )
+    if slot_mapping.shape != (key.shape[0],) or slot_mapping.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"slot_mapping must be int [T={key.shape[0]}], got {tuple(slot_mapping.shape)}")
+    if not (k_cache.is_contiguous() and v_cache.is_contiguous()):
+        raise ValueError("k_cache and v_cache must be contiguous")
+
+
+def _launch(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+) -> None:
+    if key.stride(-1) != 1 or value.stride(-1) != 1:
+        raise ValueError("key and value must be contiguous in head_dim")
+    tokens, num_heads, head_dim = key.shape
+    if tokens == 0:
+        return
+    _write_kv_cache_kernel[(tokens,)](
+        key,
+        value,
+        k_cache,
+        v_cache,
+        slot_mapping,
+        key.stride(0),
+        key.stride(1),
+        value.stride(0),
+        value.stride(1),
+        num_heads,
+        head_dim,
+        BLOCK_H=next_power_of_2(num_heads),
+        BLOCK_D=next_power_of_2(head_dim),
+        num_warps=4,
+    )
+
+
+def write_kv_cache_torch(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+) -> None:
+    keep = slot_mapping >= 0
+    slots = slot_mapping[keep].long()
+    k_cache.view(-1, *k_cache.shape[2:])[slots] = key[keep].to(k_cache.dtype)
+    v_cache.view(-1, *v_cache.shape[2:])[slots] = value[keep].to(v_cache.dtype)
+
+
+def write_kv_cache(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+) -> None:
+    """In place: ``cache.view(-1, Hk, D)[slot_mapping[t]] = key[t]`` for every ``t`` whose slot is >= 0."""
+    _check(key, value, k_cache, v_cache, slot_mapping)
+    if use_triton(key, value, k_cache, v_cache, slot_mapping):
+        _launch(key, value, k_cache, v_cache, slot_mapping)
+    else:
+        write_kv_cache_torch(key, value, k_cache, v_cache, slot_mapping)

@@ -1,0 +1,241 @@
+"""Rotary position embedding on token-major q/k, with a cos/sin cache built like HF transformers.
+
+``cos_sin_cache[p] = concat(cos(p * inv_freq), sin(p * inv_freq))``, shape ``[max_pos, head_dim]``,
+fp32. Neox style rotates first half against second half (HF ``rotate_half``); GPT-J style rotates
+interleaved even/odd pairs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from kernels._common import next_power_of_2, tl, triton, use_triton
+
+__all__ = ["build_cos_sin_cache", "rotary_embedding", "rotary_embedding_torch"]
+
+
+def _llama3_inv_freq(inv_freq: torch.Tensor, scaling: dict) -> torch.Tensor:
+    # Same arithmetic, in the same order, as transformers' _compute_llama3_parameters.
+    factor = scaling["factor"]
+    low_freq_factor = scaling["low_freq_factor"]
+    high_freq_factor = scaling["high_freq_factor"]
+    old_context_len = scaling["original_max_position_embeddings"]
+    low_freq_wavelen = old_context_len / low_freq_factor
+    high_freq_wavelen = old_context_len / high_freq_factor
+    wavelen = 2 * math.pi / inv_freq
+    inv_freq_llama = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth_factor = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    smoothed_inv_freq = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
+    is_medium_freq = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+    return torch.where(is_medium_freq, smoothed_inv_freq, inv_freq_llama)
+
+
+def build_cos_sin_cache(
+    head_dim: int,
+    max_position: int,
+    base: float,
+    scaling: dict | None = None,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """fp32 ``[max_position, head_dim]`` cache for plain RoPE, ``linear`` or ``llama3`` scaling."""
+    if head_dim <= 0 or head_dim % 2 != 0:
+        raise ValueError(f"head_dim must be a positive even number, got {head_dim}")
+    if max_position <= 0:
+        raise ValueError(f"max_position must be positive, got {max_position}")
+    rope_type = "default"
+    if scaling:
+        rope_type = scaling.get("rope_type", scaling.get("type", "default"))
+    inv_freq = 1.0 / (
+        base
+        ** (torch.arange(0, head_dim, 2, dtype=torch.int64).to(device=device, dtype=torch.float) / head_dim)
+    )
+    if rope_type == "llama3":
+        missing = {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"} - set(
+            scaling
+        )
+        if missing:
+            raise ValueError(f"llama3 rope scaling is missing {sorted(missing)}")
+        inv_freq = _llama3_inv_freq(inv_freq, scaling)
+    elif rope_type == "linear":
+        inv_freq = inv_freq / scaling["factor"]
+    elif rope_type != "default":
+        raise ValueError(f"unsupported rope scaling type {rope_type!r} (supported: default, linear, llama3)")
+    positions = torch.arange(max_position, device=device, dtype=torch.int64).float()
+    freqs = positions[:, None] * inv_freq[None, :]
+    return torch.cat((freqs.cos(), freqs.sin()), dim=-1).contiguous()
+
+
+@triton.jit
+def _rotate_heads(
+    src_ptr,
+    src_head_stride,
+    dst_ptr,
+    dst_head_stride,
+    num_heads,
+    cos,
+    sin,
+    offs_1,
+    offs_2,
+    pair_mask,
+    BLOCK_H: tl.constexpr,
+):
+    heads = tl.arange(0, BLOCK_H)[:, None]
+    mask = (heads < num_heads) & pair_mask[None, :]
+    x1 = tl.load(src_ptr + heads * src_head_stride + offs_1[None, :], mask=mask, other=0.0)
+    x2 = tl.load(src_ptr + heads * src_head_stride + offs_2[None, :], mask=mask, other=0.0)
+    x1f = x1.to(tl.float32)
+    x2f = x2.to(tl.float32)
+    out_1 = x1f * cos[None, :] - x2f * sin[None, :]
+    out_2 = x2f * cos[None, :] + x1f * sin[None, :]
+    tl.store(dst_ptr + heads * dst_head_stride + offs_1[None, :], out_1.to(x1.dtype), mask=mask)
+    tl.store(dst_ptr + heads * dst_head_stride + offs_2[None, :], out_2.to(x1.dtype), mask=mask)
+
+
+@triton.jit
+def _rotary_kernel(
+    positions_ptr,
+    cos_sin_ptr,
+    cos_sin_row_stride,
+    q_ptr,
+    q_token_stride,
+    q_head_stride,
+    k_ptr,
+    k_token_stride,
+    k_head_stride,
+    q_out_ptr,
+    k_out_ptr,
+    num_q_heads,
+    num_k_heads,
+    half_dim,
+    IS_NEOX: tl.constexpr,
+    BLOCK_HQ: tl.constexpr,
+    BLOCK_HK: tl.constexpr,
+    BLOCK_HALF: tl.constexpr,
+):
+    token = tl.program_id(0).to(tl.int64)
+    position = tl.load(positions_ptr + token).to(tl.int64)
+    pairs = tl.arange(0, BLOCK_HALF)
+    pair_mask = pairs < half_dim
+    cos = tl.load(cos_sin_ptr + position * cos_sin_row_stride + pairs, mask=pair_mask, other=0.0)
+    sin = tl.load(cos_sin_ptr + position * cos_sin_row_stride + half_dim + pairs, mask=pair_mask, other=0.0)
+    if IS_NEOX:
+        offs_1 = pairs
+        offs_2 = pairs + half_dim
+    else:
+        offs_1 = 2 * pairs
+        offs_2 = 2 * pairs + 1
+    head_dim = 2 * half_dim
+    _rotate_heads(
+        q_ptr + token * q_token_stride,
+        q_head_stride,
+        q_out_ptr + token * num_q_heads * head_dim,
+        head_dim,
+        num_q_heads,
+        cos,
+        sin,
+        offs_1,
+        offs_2,
+        pair_mask,
+        BLOCK_HQ,
+    )
+    _rotate_heads(
+        k_ptr + token * k_token_stride,
+        k_head_stride,
+        k_out_ptr + token * num_k_heads * head_dim,
+        head_dim,
+        num_k_heads,
+        cos,
+        sin,
+        offs_1,
+        offs_2,
+        pair_mask,
+        BLOCK_HK,
+    )
+
+
+def _launch(
+    positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin_cache: torch.Tensor, is_neox: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    for name, t in (("q", q), ("k", k), ("cos_sin_cache", cos_sin_cache)):
+        if t.stride(-1) != 1:
+            raise ValueError(f"{name} must be contiguous in its last dimension")
+    tokens, num_q_heads, head_dim = q.shape
+    num_k_heads = k.shape[1]
+    q_out = torch.empty((tokens, num_q_heads, head_dim), dtype=q.dtype, device=q.device)
+    k_out = torch.empty((tokens, num_k_heads, head_dim), dtype=k.dtype, device=k.device)
+    if tokens == 0:
+        return q_out, k_out
+    _rotary_kernel[(tokens,)](
+        positions,
+        cos_sin_cache,
+        cos_sin_cache.stride(0),
+        q,
+        q.stride(0),
+        q.stride(1),
+        k,
+        k.stride(0),
+        k.stride(1),
+        q_out,
+        k_out,
+        num_q_heads,
+        num_k_heads,
+        head_dim // 2,
+        IS_NEOX=is_neox,
+        BLOCK_HQ=next_power_of_2(num_q_heads),
+        BLOCK_HK=next_power_of_2(num_k_heads),
+        BLOCK_HALF=next_power_of_2(head_dim // 2),
+        num_warps=4,
+    )
+    return q_out, k_out
+
+
+def _rotate_torch(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, is_neox: bool) -> torch.Tensor:
+    xf = x.float()
+    half = x.shape[-1] // 2
+    if is_neox:
+        x1, x2 = xf[..., :half], xf[..., half:]
+    else:
+        x1, x2 = xf[..., 0::2], xf[..., 1::2]
+    out_1 = x1 * cos - x2 * sin
+    out_2 = x2 * cos + x1 * sin
+    if is_neox:
+        out = torch.cat((out_1, out_2), dim=-1)
+    else:
+        out = torch.stack((out_1, out_2), dim=-1).flatten(-2)
+    return out.to(x.dtype)
+
+
+def rotary_embedding_torch(
+    positions: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos_sin_cache: torch.Tensor,
+    is_neox: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    cos_sin = cos_sin_cache.index_select(0, positions.long()).float()
+    cos, sin = cos_sin.chunk(2, dim=-1)
+    cos, sin = cos[:, None, :], sin[:, None, :]
+    return _rotate_torch(q, cos, sin, is_neox), _rotate_torch(k, cos, sin, is_neox)
+
+
+def rotary_embedding(
+    positions: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos_sin_cache: torch.Tensor,
+    is_neox: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotate ``q: [T, Hq, D]`` and ``k: [T, Hk, D]`` at ``positions: [T]``; returns new tensors."""
+    if q.dim() != 3 or k.dim() != 3 or q.shape[0] != k.shape[0] or q.shape[2] != k.shape[2]:
+        raise ValueError(f"q must be [T, Hq, D] and k [T, Hk, D], got {tuple(q.shape)} and {tuple(k.shape)}")
+    if positions.shape != (q.shape[0],):
+        raise ValueError(f"positions must be [T={q.shape[0]}], got {tuple(positions.shape)}")
+    if positions.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"positions must be an integer tensor, got {positions.dtype}")
+    if cos_sin_cache.dim() != 2 or cos_sin_cache.shape[1] != q.shape[2]:
+        raise ValueError(f"cos_sin_cache must be [max_pos, {q.shape[2]}], got {tuple(cos_sin_cache.shape)}")
+    if use_triton(positions, q, k, cos_sin_cache):
+        return _launch(positions, q, k, cos_sin_cache, is_neox)
+    return rotary_embedding_torch(positions, q, k, cos_sin_cache, is_neox)
