@@ -1,0 +1,56 @@
+"""Run the Triton kernels on CPU through Triton's interpreter when no GPU is present.
+
+``TRITON_INTERPRET`` is read when ``@triton.jit`` decorates a kernel, so it is set here at import
+time, and kernel modules that another test directory imported earlier are reloaded to pick it up.
+On a CUDA machine it must stay unset so the same tests run the compiled kernels.
+"""
+
+import importlib
+import os
+import sys
+
+import pytest
+import torch
+
+HAS_CUDA = torch.cuda.is_available()
+
+if not HAS_CUDA:
+    os.environ["TRITON_INTERPRET"] = "1"
+    for _name in sorted(m for m in sys.modules if m == "kernels" or m.startswith("kernels.")):
+        importlib.reload(sys.modules[_name])
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA"))]
+
+# (atol, rtol) per dtype for kernel-vs-reference comparisons; bf16 differences are one rounding step.
+TOLERANCES = {
+    torch.float32: (1e-5, 1e-5),
+    torch.float16: (2e-3, 2e-3),
+    torch.bfloat16: (2e-2, 2e-2),
+}
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+@pytest.fixture(params=DEVICES)
+def device(request):
+    return torch.device(request.param)
+
+
+@pytest.fixture
+def force_triton(monkeypatch):
+    """Make the public ops take the Triton path, on CPU tensors too (interpreter)."""
+    monkeypatch.setenv("CHASSIS_KERNELS", "triton")
+
+
+@pytest.fixture
+def force_torch(monkeypatch):
+    monkeypatch.setenv("CHASSIS_KERNELS", "torch")
+
+
+def assert_close(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype) -> None:
+    atol, rtol = TOLERANCES[dtype]
+    assert actual.dtype == expected.dtype
+    torch.testing.assert_close(actual.float(), expected.float(), atol=atol, rtol=rtol)

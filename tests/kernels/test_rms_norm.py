@@ -1,0 +1,73 @@
+import pytest
+import torch
+from conftest import assert_close
+
+from kernels.rms_norm import fused_add_rms_norm, fused_add_rms_norm_torch, rms_norm, rms_norm_torch
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+SHAPES = [(7, 131), (1, 64), (3, 1000)]
+
+
+def naive_rms_norm(x, weight, eps):
+    x64 = x.double()
+    return x64 / torch.sqrt(x64.pow(2).mean(-1, keepdim=True) + eps) * weight.double()
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_reference_matches_float64(shape):
+    x, weight = torch.randn(shape), torch.randn(shape[1])
+    torch.testing.assert_close(
+        rms_norm_torch(x, weight, 1e-6).double(), naive_rms_norm(x, weight, 1e-6), atol=1e-6, rtol=1e-6
+    )
+
+
+def test_reference_matches_hf_llama_rms_norm():
+    from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+    hf = LlamaRMSNorm(131, eps=1e-5).to(torch.bfloat16)
+    torch.nn.init.normal_(hf.weight)
+    x = torch.randn(7, 131, dtype=torch.bfloat16)
+    with torch.no_grad():
+        torch.testing.assert_close(rms_norm_torch(x, hf.weight, 1e-5), hf(x), atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_triton_matches_reference(device, force_triton, shape, dtype):
+    x = torch.randn(shape, device=device).to(dtype)
+    weight = torch.randn(shape[1], device=device).to(dtype)
+    assert_close(rms_norm(x, weight, 1e-6), rms_norm_torch(x, weight, 1e-6), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_triton_fused_add_matches_reference(device, force_triton, dtype):
+    x = torch.randn(7, 131, device=device).to(dtype)
+    residual = torch.randn(7, 131, device=device).to(dtype)
+    weight = torch.randn(131, device=device).to(dtype)
+    x_before, residual_before = x.clone(), residual.clone()
+    out, new_residual = fused_add_rms_norm(x, residual, weight, 1e-6)
+    ref_out, ref_residual = fused_add_rms_norm_torch(x, residual, weight, 1e-6)
+    assert_close(out, ref_out, dtype)
+    assert_close(new_residual, ref_residual, dtype)
+    assert torch.equal(x, x_before) and torch.equal(residual, residual_before)
+
+
+def test_triton_reads_strided_rows(device, force_triton):
+    wide = torch.randn(5, 300, device=device)
+    x = wide[:, :131]
+    weight = torch.randn(131, device=device)
+    assert_close(rms_norm(x, weight, 1e-6), rms_norm_torch(x, weight, 1e-6), torch.float32)
+
+
+def test_torch_mode_uses_reference(force_torch):
+    x, weight = torch.randn(4, 32), torch.randn(32)
+    torch.testing.assert_close(rms_norm(x, weight, 1e-6), rms_norm_torch(x, weight, 1e-6), atol=0, rtol=0)
+
+
+def test_bad_shapes_are_rejected():
+    with pytest.raises(ValueError, match="weight"):
+        rms_norm(torch.randn(4, 32), torch.randn(31), 1e-6)
+    with pytest.raises(ValueError, match="tokens, hidden"):
+        rms_norm(torch.randn(32), torch.randn(32), 1e-6)
+    with pytest.raises(ValueError, match="residual"):
+        fused_add_rms_norm(torch.randn(4, 32), torch.randn(4, 33), torch.randn(32), 1e-6)
