@@ -1,0 +1,69 @@
+"""One validated configuration object for an engine instance, passed explicitly everywhere."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+DEVICES = ("auto", "cpu", "cuda", "npu")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+# Without a memory probe on CPU we size the pool for every sequence at full length, capped so a
+# careless max_model_len cannot allocate gigabytes of host memory.
+CPU_MAX_DEFAULT_BLOCKS = 4096
+
+
+@dataclass
+class EngineConfig:
+    model_dir: str | Path
+    device: str = "auto"
+    dtype: str = "auto"
+    block_size: int = 16
+    max_num_batched_tokens: int = 2048
+    max_num_seqs: int = 64
+    max_model_len: int | None = None  # None: the checkpoint's max_position_embeddings
+    enable_prefix_caching: bool = True
+    num_gpu_blocks: int | None = None  # None: sized from memory (see engine.runner.kv_sizing)
+    gpu_memory_utilization: float = 0.9
+    seed: int = 0
+    tensor_parallel_size: int = 1
+    kv_event_capacity: int = 10_000
+
+    def __post_init__(self) -> None:
+        self.model_dir = Path(self.model_dir)
+        if self.device not in DEVICES:
+            raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        _require_positive("block_size", self.block_size)
+        _require_positive("max_num_batched_tokens", self.max_num_batched_tokens)
+        _require_positive("max_num_seqs", self.max_num_seqs)
+        _require_positive("kv_event_capacity", self.kv_event_capacity)
+        if self.max_model_len is not None:
+            _require_positive("max_model_len", self.max_model_len)
+        if self.num_gpu_blocks is not None:
+            _require_positive("num_gpu_blocks", self.num_gpu_blocks)
+        if not 0.0 < self.gpu_memory_utilization <= 1.0:
+            raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+        if self.tensor_parallel_size != 1:
+            raise ValueError(
+                f"tensor_parallel_size={self.tensor_parallel_size} is not supported yet; only 1 is accepted"
+            )
+        if not isinstance(self.seed, int):
+            raise ValueError(f"seed must be an integer, got {self.seed!r}")
+
+    def resolved_device(self) -> str:
+        """'auto' becomes cuda when a CUDA device is visible, npu when torch_npu is, else cpu."""
+        if self.device != "auto":
+            return self.device
+        import torch
+
+        if torch.cuda.is_available():
+            return "cuda"
+        if hasattr(torch, "npu") and torch.npu.is_available():  # pragma: no cover - needs Ascend
+            return "npu"
+        return "cpu"
+
+
+def _require_positive(name: str, value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")

@@ -1,0 +1,146 @@
+"""Per-request KV block bookkeeping on top of the block pool; the scheduler's only view of KV memory.
+
+The scheduler asks two questions: "which leading blocks of this request are already cached?" and
+"can I get slots for N more tokens?". It never touches free lists. Pure Python: no torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from engine.kv.block_hash import BlockHash, hash_block, salt_bytes
+from engine.kv.block_pool import Block, BlockPool
+from engine.kv.events import KVEventLog
+
+
+class KVRequest(Protocol):
+    request_id: str
+    cache_salt: str | None
+
+    @property
+    def all_token_ids(self) -> list[int]: ...
+
+
+@dataclass
+class PrefixHit:
+    blocks: list[Block]
+    num_tokens: int
+
+
+class KVCacheManager:
+    def __init__(
+        self,
+        num_blocks: int,
+        block_size: int,
+        enable_caching: bool = True,
+        events: KVEventLog | None = None,
+    ) -> None:
+        if block_size <= 0:
+            raise ValueError(f"block_size must be positive, got {block_size}")
+        self.block_size = block_size
+        self.enable_caching = enable_caching
+        self.pool = BlockPool(num_blocks, enable_caching, events)
+        self._blocks: dict[str, list[Block]] = {}
+        self._hashes: dict[str, list[BlockHash]] = {}
+        self._num_cached_blocks: dict[str, int] = {}
+        self.prefix_cache_queries = 0  # tokens looked up
+        self.prefix_cache_hits = 0  # tokens found
+
+    @property
+    def events(self) -> KVEventLog:
+        return self.pool.events
+
+    def block_ids(self, request_id: str) -> list[int]:
+        return [b.block_id for b in self._blocks.get(request_id, ())]
+
+    def find_cached_prefix(self, request: KVRequest) -> PrefixHit:
+        """Longest run of leading full blocks already in the cache.
+
+        At least one token is always left to compute, since the last prompt position must run
+        through the model to produce logits.
+        """
+        if not self.enable_caching:
+            return PrefixHit([], 0)
+        tokens = request.all_token_ids
+        hashes = self._block_hashes(request)
+        max_blocks = (len(tokens) - 1) // self.block_size
+        hit: list[Block] = []
+        parent: BlockHash | None = None
+        for i, block_hash in enumerate(hashes[:max_blocks]):
+            chunk = tokens[i * self.block_size : (i + 1) * self.block_size]
+            block = self.pool.lookup(block_hash, parent, chunk)
+            if block is None:
+                break
+            hit.append(block)
+            parent = block_hash
+        num_tokens = len(hit) * self.block_size
+        self.prefix_cache_queries += len(tokens)
+        self.prefix_cache_hits += num_tokens
+        return PrefixHit(hit, num_tokens)
+
+    def allocate_slots(
+        self,
+        request: KVRequest,
+        num_computed_tokens: int,
+        num_new_tokens: int,
+        prefix_hit: PrefixHit | None = None,
+    ) -> bool:
+        """Reserve blocks so tokens up to num_computed + num_new have slots; False (and no change) if
+        the pool cannot supply them. ``num_computed_tokens`` includes the prefix hit's tokens."""
+        hit_blocks = prefix_hit.blocks if prefix_hit else []
+        held = self._blocks.get(request.request_id, [])
+        total_tokens = num_computed_tokens + num_new_tokens
+        needed = -(-total_tokens // self.block_size) - len(held) - len(hit_blocks)
+        # Reviving a cached-but-free block takes it off the free list as well.
+        revived = sum(1 for b in hit_blocks if b.ref_cnt == 0)
+        if needed + revived > self.pool.num_free_blocks:
+            return False
+        self.pool.touch(hit_blocks)
+        blocks = self._blocks.setdefault(request.request_id, [])
+        blocks.extend(hit_blocks)
+        if hit_blocks:
+            self._num_cached_blocks[request.request_id] = len(blocks)
+        if needed > 0:
+            blocks.extend(self.pool.allocate(needed))
+        self._cache_full_blocks(request, total_tokens)
+        return True
+
+    def free(self, request: KVRequest) -> None:
+        blocks = self._blocks.pop(request.request_id, [])
+        self.pool.free(reversed(blocks))
+        self._hashes.pop(request.request_id, None)
+        self._num_cached_blocks.pop(request.request_id, None)
+
+    def usage(self) -> float:
+        return self.pool.usage()
+
+    def reset_prefix_cache(self) -> bool:
+        return self.pool.reset_prefix_cache()
+
+    def _cache_full_blocks(self, request: KVRequest, num_tokens: int) -> None:
+        if not self.enable_caching:
+            return
+        rid = request.request_id
+        blocks = self._blocks[rid]
+        hashes = self._block_hashes(request)
+        tokens = request.all_token_ids
+        start = self._num_cached_blocks.get(rid, 0)
+        end = min(num_tokens // self.block_size, len(hashes))
+        for i in range(start, end):
+            parent = hashes[i - 1] if i else None
+            self.pool.cache(
+                blocks[i], hashes[i], parent, tokens[i * self.block_size : (i + 1) * self.block_size]
+            )
+        self._num_cached_blocks[rid] = max(start, end)
+
+    def _block_hashes(self, request: KVRequest) -> list[BlockHash]:
+        """Hashes of the request's full blocks, extended incrementally as tokens are appended."""
+        hashes = self._hashes.setdefault(request.request_id, [])
+        tokens = request.all_token_ids
+        extra = salt_bytes(request.cache_salt)
+        for i in range(len(hashes), len(tokens) // self.block_size):
+            parent = hashes[i - 1] if i else None
+            chunk = tokens[i * self.block_size : (i + 1) * self.block_size]
+            hashes.append(hash_block(parent, chunk, extra if i == 0 else None))
+        return hashes

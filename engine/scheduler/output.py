@@ -1,0 +1,32 @@
+"""What one scheduling step decided, as typed data for the model runner."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from engine.scheduler.request import Request
+
+
+@dataclass
+class ScheduledRequest:
+    request: Request
+    start: int  # position of the first token fed this step (= num_computed_tokens before the step)
+    num_tokens: int  # tokens fed this step
+    block_ids: list[int]
+    token_ids: list[int]
+    # A token is sampled only when this step reaches the end of the known tokens (not mid-prefill).
+    samples: bool
+
+
+@dataclass
+class SchedulerOutput:
+    scheduled: list[ScheduledRequest] = field(default_factory=list)
+    preempted_ids: list[str] = field(default_factory=list)
+
+    @property
+    def total_num_tokens(self) -> int:
+        return sum(s.num_tokens for s in self.scheduled)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.scheduled

@@ -1,0 +1,1 @@
+"""Chat templates for the tiny generated checkpoints (package data)."""
