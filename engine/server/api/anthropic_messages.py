@@ -1,0 +1,223 @@
+"""Anthropic Messages: request -> Conversation, engine choice -> message or event stream."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from engine.server.api.common import new_id
+from engine.server.api.sampling import build_params, resolve_max_tokens
+from engine.server.conversation import ChoiceResult, Conversation, Message, ToolSpec, Usage
+from engine.server.errors import anthropic_body, as_api_error, bad_request, unsupported
+from engine.server.generation import ChoiceEvent
+from engine.server.protocol.anthropic import ContentBlock, CountTokensRequest, MessagesRequest
+from engine.server.sse import named_event
+from engine.server.tool_parsers import ToolCall
+
+
+def _block_text(block: ContentBlock, where: str) -> str:
+    if block.type != "text" or block.text is None:
+        raise unsupported(f"{where}.type", f"content block of type '{block.type}' here")
+    return block.text
+
+
+def _tool_result_text(block: ContentBlock, where: str) -> str:
+    if block.content is None or isinstance(block.content, str):
+        return block.content or ""
+    texts = []
+    for k, part in enumerate(block.content):
+        if part.get("type") != "text":
+            raise unsupported(
+                f"{where}.content[{k}].type", f"tool_result content of type '{part.get('type')}'"
+            )
+        texts.append(part.get("text", ""))
+    return "".join(texts)
+
+
+def to_conversation(req: MessagesRequest | CountTokensRequest) -> tuple[Conversation, bool]:
+    if req.thinking is not None and req.thinking.get("type") != "disabled":
+        raise unsupported("thinking")
+    for name in ("container", "mcp_servers"):
+        if getattr(req, name, None) is not None:
+            raise unsupported(name)
+    messages: list[Message] = []
+    if req.system:
+        system = (
+            req.system
+            if isinstance(req.system, str)
+            else "".join(_block_text(b, f"system[{k}]") for k, b in enumerate(req.system))
+        )
+        messages.append(Message(role="system", content=system))
+    tool_names: dict[str, str] = {}
+    for i, m in enumerate(req.messages):
+        if isinstance(m.content, str):
+            messages.append(Message(role=m.role, content=m.content))
+            continue
+        text, calls = [], []
+        for j, block in enumerate(m.content):
+            where = f"messages[{i}].content[{j}]"
+            if block.type == "tool_use" and m.role == "assistant":
+                if not block.id or not block.name:
+                    raise bad_request(f"{where}: tool_use needs id and name.", param=where)
+                calls.append(
+                    ToolCall(block.id, block.name, json.dumps(block.input or {}, ensure_ascii=False))
+                )
+                tool_names[block.id] = block.name
+            elif block.type == "tool_result" and m.role == "user":
+                if not block.tool_use_id:
+                    raise bad_request(f"{where}: tool_result needs tool_use_id.", param=where)
+                result = _tool_result_text(block, where)
+                messages.append(
+                    Message(
+                        role="tool",
+                        content=result,
+                        tool_call_id=block.tool_use_id,
+                        name=tool_names.get(block.tool_use_id),
+                    )
+                )
+            else:
+                text.append(_block_text(block, where))
+        if text or calls:
+            messages.append(Message(role=m.role, content="".join(text), tool_calls=calls))
+    choice = (req.tool_choice or {}).get("type", "auto")
+    if choice not in ("auto", "none"):
+        raise unsupported("tool_choice", "only 'auto' and 'none' until structured output lands")
+    use_tools = bool(req.tools) and choice != "none"
+    tools = []
+    for k, tool in enumerate(req.tools or []):
+        if tool.type not in (None, "custom"):
+            raise unsupported(f"tools[{k}].type", f"server tool '{tool.type}'")
+        tools.append(ToolSpec(tool.name, tool.description or "", tool.input_schema))
+    return Conversation(messages=messages, tools=tools if use_tools else []), use_tools
+
+
+def sampling(req: MessagesRequest, prompt_len: int, max_model_len: int) -> list[Any]:
+    max_tokens = resolve_max_tokens(max_model_len, prompt_len, req.max_tokens, "messages")
+    if any(not s for s in req.stop_sequences or []):
+        raise bad_request("stop_sequences must be non-empty strings.", param="stop_sequences")
+    return build_params(
+        1,
+        None,
+        max_tokens=max_tokens,
+        temperature=req.temperature,
+        top_p=req.top_p,
+        top_k=req.top_k or None,
+        stop=list(req.stop_sequences or []),
+    )
+
+
+def stop_reason(
+    choice_finish: str | None, stop: str | int | None, has_tool_calls: bool
+) -> tuple[str, str | None]:
+    if has_tool_calls:
+        return "tool_use", None
+    if choice_finish == "length":
+        return "max_tokens", None
+    if isinstance(stop, str):
+        return "stop_sequence", stop
+    return "end_turn", None
+
+
+def tool_use_id(call_id: str) -> str:
+    return "toolu_" + call_id.removeprefix("call_")
+
+
+def _usage(usage: Usage) -> dict[str, Any]:
+    return {
+        "input_tokens": usage.prompt_tokens - usage.cached_tokens,
+        "output_tokens": usage.completion_tokens,
+        "cache_read_input_tokens": usage.cached_tokens,
+        "cache_creation_input_tokens": 0,
+    }
+
+
+def build_response(model: str, choice: ChoiceResult, usage: Usage) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    if choice.text and (choice.text.strip() or not choice.tool_calls):
+        content.append({"type": "text", "text": choice.text})
+    for call in choice.tool_calls:
+        content.append(
+            {
+                "type": "tool_use",
+                "id": tool_use_id(call.id),
+                "name": call.name,
+                "input": json.loads(call.arguments),
+            }
+        )
+    reason, sequence = stop_reason(choice.finish_reason, choice.stop_reason, bool(choice.tool_calls))
+    return {
+        "id": new_id("msg_"),
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": reason,
+        "stop_sequence": sequence,
+        "usage": _usage(usage),
+    }
+
+
+async def stream_response(model: str, events: AsyncIterator[ChoiceEvent]) -> AsyncIterator[str]:
+    usage = Usage()
+    block = -1  # index of the last content block opened
+    text_open = False
+    saw_tool = False
+    started = False
+    try:
+        async for event in events:
+            usage.prompt_tokens = event.prompt_tokens
+            usage.cached_tokens = max(usage.cached_tokens, event.cached_tokens)
+            usage.completion_tokens += len(event.token_ids)
+            if not started:  # message_start carries the prompt usage, known from the first output
+                started = True
+                message = {
+                    **build_response(model, ChoiceResult(index=0), usage),
+                    "content": [],
+                    "stop_reason": None,
+                }
+                message["usage"]["output_tokens"] = 0
+                yield named_event({"type": "message_start", "message": message})
+            if event.content:
+                if not text_open:
+                    block += 1
+                    text_open = True
+                    yield named_event(
+                        {
+                            "type": "content_block_start",
+                            "index": block,
+                            "content_block": {"type": "text", "text": ""},
+                        }
+                    )
+                yield named_event(
+                    {
+                        "type": "content_block_delta",
+                        "index": block,
+                        "delta": {"type": "text_delta", "text": event.content},
+                    }
+                )
+            for call in event.tool_calls:
+                if text_open:
+                    text_open = False
+                    yield named_event({"type": "content_block_stop", "index": block})
+                block += 1
+                saw_tool = True
+                start = {"type": "tool_use", "id": tool_use_id(call.id), "name": call.name, "input": {}}
+                yield named_event({"type": "content_block_start", "index": block, "content_block": start})
+                delta = {"type": "input_json_delta", "partial_json": call.arguments}
+                yield named_event({"type": "content_block_delta", "index": block, "delta": delta})
+                yield named_event({"type": "content_block_stop", "index": block})
+            if event.finished:
+                if text_open:
+                    yield named_event({"type": "content_block_stop", "index": block})
+                reason, sequence = stop_reason(event.finish_reason, event.stop_reason, saw_tool)
+                yield named_event(
+                    {
+                        "type": "message_delta",
+                        "delta": {"stop_reason": reason, "stop_sequence": sequence},
+                        "usage": {"output_tokens": usage.completion_tokens},
+                    }
+                )
+                yield named_event({"type": "message_stop"})
+    except Exception as exc:  # headers are gone: report in-band, as Anthropic does
+        yield named_event(anthropic_body(as_api_error(exc)))

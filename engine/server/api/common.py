@@ -1,0 +1,44 @@
+"""Helpers every API module uses: ids, timestamps, usage, token text for logprobs, model check."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from functools import lru_cache
+from typing import Any
+
+from engine.server.conversation import Usage
+from engine.server.errors import APIError
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex}"
+
+
+def now() -> int:
+    return int(time.time())
+
+
+def openai_usage(usage: Usage) -> dict[str, Any]:
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.total_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
+    }
+
+
+def check_model(requested: str, served: list[str]) -> str:
+    if requested not in served:
+        raise APIError(404, f"The model `{requested}` does not exist.", param="model", code="model_not_found")
+    return requested
+
+
+class TokenText:
+    """Text of single token ids (for logprobs), cached: the same ids recur constantly."""
+
+    def __init__(self, tokenizer: Any):
+        self._decode = lru_cache(maxsize=65536)(lambda token_id: tokenizer.decode([token_id]))
+
+    def __call__(self, token_id: int) -> str:
+        return self._decode(token_id)

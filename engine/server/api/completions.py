@@ -1,0 +1,136 @@
+"""OpenAI (legacy) Completions: raw prompts in, text choices out."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from engine.server.api.common import TokenText, new_id, now, openai_usage
+from engine.server.api.sampling import build_params, refuse_unsupported_openai, resolve_max_tokens, stop_list
+from engine.server.conversation import ChoiceResult, TokenLogprob, Usage
+from engine.server.errors import as_api_error, bad_request, openai_body, unsupported
+from engine.server.generation import ChoiceEvent
+from engine.server.protocol.openai import CompletionRequest
+from engine.server.sse import DONE, data_event
+
+
+def prompt_ids(req: CompletionRequest, tokenizer: Any) -> list[int]:
+    """The one prompt as token ids (a batch of several prompts is refused by name)."""
+    prompt = req.prompt
+    if isinstance(prompt, list) and prompt and isinstance(prompt[0], (str, list)):
+        if len(prompt) != 1:
+            raise unsupported("prompt", "send one prompt per request (batched prompts are not supported)")
+        prompt = prompt[0]
+    if isinstance(prompt, str):
+        if not prompt:
+            raise bad_request("prompt must not be empty.", param="prompt")
+        return list(tokenizer.encode(prompt, add_special_tokens=True))
+    if not prompt:
+        raise bad_request("prompt must not be empty.", param="prompt")
+    return list(prompt)
+
+
+def sampling(req: CompletionRequest, prompt_len: int, max_model_len: int) -> list[Any]:
+    refuse_unsupported_openai(req)
+    if req.echo:
+        raise unsupported("echo")
+    if req.suffix is not None:
+        raise unsupported("suffix")
+    if req.best_of is not None and req.best_of != req.n:
+        raise unsupported("best_of", "best_of must equal n")
+    max_tokens = resolve_max_tokens(
+        max_model_len, prompt_len, req.max_tokens if req.max_tokens is not None else 16, "prompt"
+    )
+    return build_params(
+        req.n,
+        req.seed,
+        max_tokens=max_tokens,
+        temperature=req.temperature,
+        top_p=req.top_p,
+        top_k=req.top_k,
+        min_p=req.min_p,
+        repetition_penalty=req.repetition_penalty,
+        frequency_penalty=req.frequency_penalty,
+        presence_penalty=req.presence_penalty,
+        stop=stop_list(req.stop),
+        stop_token_ids=req.stop_token_ids,
+        ignore_eos=req.ignore_eos,
+        min_tokens=req.min_tokens,
+        logprobs=req.logprobs,
+        skip_special_tokens=req.skip_special_tokens,
+        include_stop_str_in_output=req.include_stop_str_in_output,
+    )
+
+
+def completion_logprobs(logprobs: list[TokenLogprob], token_text: TokenText, top_n: int, offset: int) -> dict:
+    tokens, token_logprobs, top, offsets = [], [], [], []
+    for lp in logprobs:
+        text = token_text(lp.token_id)
+        tokens.append(text)
+        token_logprobs.append(lp.logprob)
+        top.append({token_text(t): v for t, v in lp.top[:top_n]})
+        offsets.append(offset)
+        offset += len(text)
+    return {"tokens": tokens, "token_logprobs": token_logprobs, "top_logprobs": top, "text_offset": offsets}
+
+
+def build_response(
+    req: CompletionRequest, model: str, choices: list[ChoiceResult], usage: Usage, token_text: TokenText
+) -> dict[str, Any]:
+    return {
+        "id": new_id("cmpl-"),
+        "object": "text_completion",
+        "created": now(),
+        "model": model,
+        "choices": [
+            {
+                "index": c.index,
+                "text": c.text,
+                "logprobs": None
+                if req.logprobs is None
+                else completion_logprobs(c.logprobs, token_text, req.logprobs, 0),
+                "finish_reason": c.finish_reason,
+                "stop_reason": c.stop_reason,
+            }
+            for c in choices
+        ],
+        "usage": openai_usage(usage),
+        "system_fingerprint": None,
+    }
+
+
+async def stream_response(
+    req: CompletionRequest, model: str, events: AsyncIterator[ChoiceEvent], token_text: TokenText
+) -> AsyncIterator[str]:
+    include_usage = bool(req.stream_options and req.stream_options.include_usage)
+    base = {"id": new_id("cmpl-"), "object": "text_completion", "created": now(), "model": model}
+    usage = Usage()
+    offsets = [0] * req.n
+    try:
+        async for event in events:
+            usage.prompt_tokens = event.prompt_tokens
+            usage.completion_tokens += len(event.token_ids)
+            if event.index == 0:
+                usage.cached_tokens = max(usage.cached_tokens, event.cached_tokens)
+            if not (event.content or event.finished or event.logprobs):
+                continue
+            logprobs = None
+            if req.logprobs is not None:
+                logprobs = completion_logprobs(event.logprobs, token_text, req.logprobs, offsets[event.index])
+            offsets[event.index] += len(event.content)
+            choice = {
+                "index": event.index,
+                "text": event.content,
+                "logprobs": logprobs,
+                "finish_reason": event.finish_reason if event.finished else None,
+                "stop_reason": event.stop_reason if event.finished else None,
+            }
+            payload = {**base, "choices": [choice]}
+            if include_usage:
+                payload["usage"] = None
+            yield data_event(payload)
+        if include_usage:
+            yield data_event({**base, "choices": [], "usage": openai_usage(usage)})
+    except Exception as exc:  # headers are gone: report in-band, as OpenAI does
+        yield data_event(openai_body(as_api_error(exc)))
+    yield DONE

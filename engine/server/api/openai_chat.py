@@ -1,0 +1,204 @@
+"""OpenAI Chat Completions: request -> Conversation, engine choices -> response or SSE chunks."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from engine.server.api.common import TokenText, new_id, now, openai_usage
+from engine.server.api.sampling import build_params, refuse_unsupported_openai, resolve_max_tokens, stop_list
+from engine.server.conversation import ChoiceResult, Conversation, Message, TokenLogprob, ToolSpec, Usage
+from engine.server.errors import as_api_error, bad_request, openai_body, unsupported
+from engine.server.generation import ChoiceEvent
+from engine.server.protocol.openai import ChatCompletionRequest, ChatMessage
+from engine.server.sse import DONE, data_event
+from engine.server.tool_parsers import ToolCall
+
+
+def _text(message: ChatMessage, index: int) -> str:
+    if message.content is None:
+        return ""
+    if isinstance(message.content, str):
+        return message.content
+    parts = []
+    for j, part in enumerate(message.content):
+        if part.type not in ("text", "input_text") or part.text is None:
+            raise unsupported(f"messages[{index}].content[{j}].type", f"content of type '{part.type}'")
+        parts.append(part.text)
+    return "".join(parts)
+
+
+def to_conversation(req: ChatCompletionRequest) -> tuple[Conversation, bool]:
+    """The conversation, and whether tool calls should be parsed from the reply."""
+    for name in (
+        "audio",
+        "prediction",
+        "web_search_options",
+        "functions",
+        "function_call",
+        "reasoning_effort",
+    ):
+        if getattr(req, name) is not None:
+            raise unsupported(name)
+    if req.modalities not in (None, ["text"]):
+        raise unsupported("modalities", "only ['text']")
+    messages = []
+    for i, m in enumerate(req.messages):
+        role = "system" if m.role == "developer" else m.role
+        if role == "tool" and not m.tool_call_id:
+            raise bad_request(
+                f"messages[{i}]: a tool message needs tool_call_id.", param=f"messages[{i}].tool_call_id"
+            )
+        calls = [ToolCall(c.id, c.function.name, c.function.arguments) for c in m.tool_calls or []]
+        messages.append(
+            Message(
+                role=role, content=_text(m, i), tool_calls=calls, tool_call_id=m.tool_call_id, name=m.name
+            )
+        )
+    choice = req.tool_choice
+    if choice not in (None, "auto", "none"):
+        raise unsupported("tool_choice", "only 'auto' and 'none' until structured output lands")
+    use_tools = bool(req.tools) and choice != "none"
+    tools = [
+        ToolSpec(t.function.name, t.function.description or "", t.function.parameters or {"type": "object"})
+        for t in (req.tools or [])
+    ]
+    return Conversation(messages=messages, tools=tools if use_tools else []), use_tools
+
+
+def sampling(req: ChatCompletionRequest, prompt_len: int, max_model_len: int) -> list[Any]:
+    refuse_unsupported_openai(req)
+    if req.top_logprobs is not None and not req.logprobs:
+        raise bad_request("top_logprobs requires logprobs to be true.", param="top_logprobs")
+    requested = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
+    max_tokens = resolve_max_tokens(max_model_len, prompt_len, requested, "messages")
+    return build_params(
+        req.n,
+        req.seed,
+        max_tokens=max_tokens,
+        temperature=req.temperature,
+        top_p=req.top_p,
+        top_k=req.top_k,
+        min_p=req.min_p,
+        repetition_penalty=req.repetition_penalty,
+        frequency_penalty=req.frequency_penalty,
+        presence_penalty=req.presence_penalty,
+        stop=stop_list(req.stop),
+        stop_token_ids=req.stop_token_ids,
+        ignore_eos=req.ignore_eos,
+        min_tokens=req.min_tokens,
+        logprobs=(req.top_logprobs or 0) if req.logprobs else None,
+        skip_special_tokens=req.skip_special_tokens,
+        include_stop_str_in_output=req.include_stop_str_in_output,
+    )
+
+
+def logprobs_content(logprobs: list[TokenLogprob], token_text: TokenText, top_n: int) -> list[dict[str, Any]]:
+    def entry(token_id: int, logprob: float) -> dict[str, Any]:
+        text = token_text(token_id)
+        return {"token": text, "logprob": logprob, "bytes": list(text.encode("utf-8"))}
+
+    return [
+        {**entry(lp.token_id, lp.logprob), "top_logprobs": [entry(t, v) for t, v in lp.top[:top_n]]}
+        for lp in logprobs
+    ]
+
+
+def tool_call_json(call: ToolCall, index: int | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.arguments},
+    }
+    if index is not None:
+        out["index"] = index
+    return out
+
+
+def finish_reason(reason: str | None, has_tool_calls: bool) -> str | None:
+    if has_tool_calls and reason == "stop":
+        return "tool_calls"
+    return reason
+
+
+def build_response(
+    req: ChatCompletionRequest, model: str, choices: list[ChoiceResult], usage: Usage, token_text: TokenText
+) -> dict[str, Any]:
+    out_choices = []
+    for choice in choices:
+        content: str | None = choice.text
+        if choice.tool_calls and not choice.text.strip():
+            content = None
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if choice.tool_calls:
+            message["tool_calls"] = [tool_call_json(c) for c in choice.tool_calls]
+        logprobs = None
+        if req.logprobs:
+            logprobs = {"content": logprobs_content(choice.logprobs, token_text, req.top_logprobs or 0)}
+        out_choices.append(
+            {
+                "index": choice.index,
+                "message": message,
+                "logprobs": logprobs,
+                "finish_reason": finish_reason(choice.finish_reason, bool(choice.tool_calls)),
+                "stop_reason": choice.stop_reason,
+            }
+        )
+    return {
+        "id": new_id("chatcmpl-"),
+        "object": "chat.completion",
+        "created": now(),
+        "model": model,
+        "choices": out_choices,
+        "usage": openai_usage(usage),
+        "system_fingerprint": None,
+    }
+
+
+async def stream_response(
+    req: ChatCompletionRequest, model: str, events: AsyncIterator[ChoiceEvent], token_text: TokenText
+) -> AsyncIterator[str]:
+    include_usage = bool(req.stream_options and req.stream_options.include_usage)
+    base = {"id": new_id("chatcmpl-"), "object": "chat.completion.chunk", "created": now(), "model": model}
+
+    def chunk(index: int, delta: dict, finish: str | None = None, logprobs: Any = None) -> str:
+        payload = {
+            **base,
+            "choices": [{"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish}],
+        }
+        if include_usage:
+            payload["usage"] = None
+        return data_event(payload)
+
+    usage = Usage()
+    tool_counts = [0] * req.n
+    try:
+        for i in range(req.n):
+            yield chunk(i, {"role": "assistant", "content": ""})
+        async for event in events:
+            usage.prompt_tokens = event.prompt_tokens
+            usage.completion_tokens += len(event.token_ids)
+            if event.index == 0:
+                usage.cached_tokens = max(usage.cached_tokens, event.cached_tokens)
+            delta: dict[str, Any] = {}
+            if event.content:
+                delta["content"] = event.content
+            if event.tool_calls:
+                delta["tool_calls"] = [
+                    tool_call_json(call, tool_counts[event.index] + k)
+                    for k, call in enumerate(event.tool_calls)
+                ]
+                tool_counts[event.index] += len(event.tool_calls)
+            logprobs = None
+            if req.logprobs and event.logprobs:
+                logprobs = {"content": logprobs_content(event.logprobs, token_text, req.top_logprobs or 0)}
+            finish = (
+                finish_reason(event.finish_reason, tool_counts[event.index] > 0) if event.finished else None
+            )
+            if delta or logprobs or finish:
+                yield chunk(event.index, delta, finish, logprobs)
+        if include_usage:
+            yield data_event({**base, "choices": [], "usage": openai_usage(usage)})
+    except Exception as exc:  # headers are gone: report in-band, as OpenAI does
+        yield data_event(openai_body(as_api_error(exc)))
+    yield DONE

@@ -1,0 +1,289 @@
+"""OpenAI Responses: items -> Conversation (with stored history), choice -> response or events."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from engine.server.api.common import new_id, now
+from engine.server.api.response_store import ResponseStore, StoredResponse
+from engine.server.api.sampling import build_params, resolve_max_tokens
+from engine.server.conversation import ChoiceResult, Conversation, Message, ToolSpec, Usage
+from engine.server.errors import APIError, as_api_error, bad_request, openai_body, unsupported
+from engine.server.generation import ChoiceEvent
+from engine.server.protocol.responses import InputItem, ResponsesRequest
+from engine.server.sse import named_event
+from engine.server.tool_parsers import ToolCall
+
+_TEXT_PARTS = ("input_text", "output_text", "text")
+
+
+def _refuse_unsupported(req: ResponsesRequest) -> None:
+    for name in ("include", "prompt", "conversation", "max_tool_calls", "top_logprobs"):
+        if getattr(req, name):
+            raise unsupported(name)
+    if req.background:
+        raise unsupported("background")
+    if req.reasoning and any(v is not None for v in req.reasoning.values()):
+        raise unsupported("reasoning")
+    if req.truncation not in (None, "disabled"):
+        raise unsupported("truncation", "only 'disabled'")
+    fmt = (req.text or {}).get("format") or {"type": "text"}
+    if fmt.get("type") != "text":
+        raise unsupported("text.format", "only {'type': 'text'} until structured output lands")
+
+
+def _content_text(content: str | list[dict[str, Any]] | None, where: str) -> str:
+    if content is None or isinstance(content, str):
+        return content or ""
+    texts = []
+    for k, part in enumerate(content):
+        if part.get("type") not in _TEXT_PARTS:
+            raise unsupported(f"{where}.content[{k}].type", f"content of type '{part.get('type')}'")
+        texts.append(part.get("text") or "")
+    return "".join(texts)
+
+
+def _items_to_messages(items: list[InputItem]) -> list[Message]:
+    messages: list[Message] = []
+    for i, item in enumerate(items):
+        where = f"input[{i}]"
+        kind = item.type or "message"
+        if kind == "message":
+            role = {"developer": "system"}.get(item.role or "", item.role)
+            if role not in ("system", "user", "assistant"):
+                raise bad_request(
+                    f"{where}.role must be user, assistant, system or developer.", param=f"{where}.role"
+                )
+            messages.append(Message(role=role, content=_content_text(item.content, where)))
+        elif kind == "function_call":
+            if not (item.call_id and item.name):
+                raise bad_request(f"{where}: function_call needs call_id and name.", param=where)
+            call = ToolCall(item.call_id, item.name, item.arguments or "{}")
+            if messages and messages[-1].role == "assistant":
+                messages[-1].tool_calls.append(call)
+            else:
+                messages.append(Message(role="assistant", tool_calls=[call]))
+        elif kind == "function_call_output":
+            if not item.call_id:
+                raise bad_request(f"{where}: function_call_output needs call_id.", param=f"{where}.call_id")
+            messages.append(
+                Message(role="tool", content=_content_text(item.output, where), tool_call_id=item.call_id)
+            )
+        else:
+            raise unsupported(f"{where}.type", f"input item of type '{kind}'")
+    return messages
+
+
+def to_conversation(req: ResponsesRequest, store: ResponseStore) -> tuple[Conversation, list[Message], bool]:
+    """The conversation to render, the history to store (no instructions), and whether tools apply."""
+    _refuse_unsupported(req)
+    history: list[Message] = []
+    if req.previous_response_id:
+        previous = store.get(req.previous_response_id)
+        if previous is None:
+            raise APIError(
+                404, f"Response with id '{req.previous_response_id}' not found.", param="previous_response_id"
+            )
+        history = list(previous.history)
+    if isinstance(req.input, str):
+        history.append(Message(role="user", content=req.input))
+    else:
+        history.extend(_items_to_messages(req.input))
+    tools = []
+    for k, tool in enumerate(req.tools or []):
+        if tool.type != "function" or not tool.name:
+            raise unsupported(f"tools[{k}].type", f"tool of type '{tool.type}' (only named functions)")
+        tools.append(ToolSpec(tool.name, tool.description or "", tool.parameters or {"type": "object"}))
+    if req.tool_choice not in (None, "auto", "none"):
+        raise unsupported("tool_choice", "only 'auto' and 'none' until structured output lands")
+    use_tools = bool(tools) and req.tool_choice != "none"
+    messages = ([Message(role="system", content=req.instructions)] if req.instructions else []) + history
+    return Conversation(messages=messages, tools=tools if use_tools else []), history, use_tools
+
+
+def sampling(req: ResponsesRequest, prompt_len: int, max_model_len: int) -> list[Any]:
+    max_tokens = resolve_max_tokens(max_model_len, prompt_len, req.max_output_tokens, "input")
+    return build_params(1, None, max_tokens=max_tokens, temperature=req.temperature, top_p=req.top_p)
+
+
+def _usage(usage: Usage) -> dict[str, Any]:
+    return {
+        "input_tokens": usage.prompt_tokens,
+        "input_tokens_details": {"cached_tokens": usage.cached_tokens},
+        "output_tokens": usage.completion_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": usage.total_tokens,
+    }
+
+
+def _message_item(item_id: str, text: str, status: str) -> dict[str, Any]:
+    content = (
+        [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}]
+        if status == "completed"
+        else []
+    )
+    return {"id": item_id, "type": "message", "status": status, "role": "assistant", "content": content}
+
+
+def _call_item(call: ToolCall, status: str = "completed", arguments: str | None = None) -> dict[str, Any]:
+    return {
+        "id": "fc_" + call.id.removeprefix("call_"),
+        "type": "function_call",
+        "status": status,
+        "call_id": call.id,
+        "name": call.name,
+        "arguments": call.arguments if arguments is None else arguments,
+    }
+
+
+class ResponseBuilder:
+    """The response object of one call, shared by the streaming and the non-streaming path."""
+
+    def __init__(self, req: ResponsesRequest, model: str):
+        self.req = req
+        self.model = model
+        self.id = new_id("resp_")
+        self.created_at = now()
+
+    def body(
+        self, status: str, output: list[dict[str, Any]], usage: Usage | None, incomplete: bool = False
+    ) -> dict[str, Any]:
+        req = self.req
+        return {
+            "id": self.id,
+            "object": "response",
+            "created_at": self.created_at,
+            "status": status,
+            "model": self.model,
+            "output": output,
+            "usage": None if usage is None else _usage(usage),
+            "instructions": req.instructions,
+            "previous_response_id": req.previous_response_id,
+            "tools": [t.model_dump(exclude_none=True) for t in req.tools or []],
+            "tool_choice": req.tool_choice or "auto",
+            "parallel_tool_calls": req.parallel_tool_calls if req.parallel_tool_calls is not None else True,
+            "temperature": req.temperature,
+            "top_p": req.top_p,
+            "max_output_tokens": req.max_output_tokens,
+            "metadata": req.metadata or {},
+            "text": {"format": {"type": "text"}},
+            "truncation": "disabled",
+            "store": req.store,
+            "error": None,
+            "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
+        }
+
+    def final(self, choice: ChoiceResult, usage: Usage) -> dict[str, Any]:
+        output = []
+        if choice.text.strip() or not choice.tool_calls:
+            output.append(_message_item(new_id("msg_"), choice.text, "completed"))
+        output.extend(_call_item(call) for call in choice.tool_calls)
+        incomplete = choice.finish_reason == "length"
+        return self.body("incomplete" if incomplete else "completed", output, usage, incomplete)
+
+    def remember(
+        self, store: ResponseStore, history: list[Message], choice: ChoiceResult, body: dict[str, Any]
+    ) -> None:
+        if not self.req.store:
+            return
+        reply = Message(role="assistant", content=choice.text, tool_calls=list(choice.tool_calls))
+        store.put(self.id, StoredResponse(body=body, history=[*history, reply]))
+
+    async def stream(
+        self, events: AsyncIterator[ChoiceEvent], store: ResponseStore, history: list[Message]
+    ) -> AsyncIterator[str]:
+        seq = 0
+        usage = Usage()
+        choice = ChoiceResult(index=0)
+        output: list[dict[str, Any]] = []
+        text_item: dict[str, Any] | None = None
+
+        def event(payload: dict[str, Any]) -> str:
+            nonlocal seq
+            seq += 1
+            return named_event({**payload, "sequence_number": seq - 1})
+
+        def close_text() -> list[str]:
+            nonlocal text_item
+            if text_item is None:
+                return []
+            done = _message_item(text_item["id"], choice.text, "completed")
+            where = {"item_id": done["id"], "output_index": len(output), "content_index": 0}
+            out = [
+                event({"type": "response.output_text.done", **where, "text": choice.text, "logprobs": []}),
+                event({"type": "response.content_part.done", **where, "part": done["content"][0]}),
+                event({"type": "response.output_item.done", "output_index": len(output), "item": done}),
+            ]
+            output.append(done)
+            text_item = None
+            return out
+
+        try:
+            yield event({"type": "response.created", "response": self.body("in_progress", [], None)})
+            yield event({"type": "response.in_progress", "response": self.body("in_progress", [], None)})
+            async for ev in events:
+                usage.prompt_tokens = ev.prompt_tokens
+                usage.cached_tokens = max(usage.cached_tokens, ev.cached_tokens)
+                usage.completion_tokens += len(ev.token_ids)
+                if ev.content:
+                    if text_item is None:
+                        text_item = _message_item(new_id("msg_"), "", "in_progress")
+                        where = {"item_id": text_item["id"], "output_index": len(output)}
+                        yield event(
+                            {
+                                "type": "response.output_item.added",
+                                "output_index": len(output),
+                                "item": text_item,
+                            }
+                        )
+                        part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+                        yield event(
+                            {"type": "response.content_part.added", **where, "content_index": 0, "part": part}
+                        )
+                    choice.text += ev.content
+                    where = {"item_id": text_item["id"], "output_index": len(output), "content_index": 0}
+                    yield event(
+                        {"type": "response.output_text.delta", **where, "delta": ev.content, "logprobs": []}
+                    )
+                for call in ev.tool_calls:
+                    for chunk in close_text():
+                        yield chunk
+                    choice.tool_calls.append(call)
+                    item = _call_item(call, "in_progress", arguments="")
+                    where = {"item_id": item["id"], "output_index": len(output)}
+                    yield event(
+                        {"type": "response.output_item.added", "output_index": len(output), "item": item}
+                    )
+                    yield event(
+                        {"type": "response.function_call_arguments.delta", **where, "delta": call.arguments}
+                    )
+                    yield event(
+                        {
+                            "type": "response.function_call_arguments.done",
+                            **where,
+                            "arguments": call.arguments,
+                            "name": call.name,
+                        }
+                    )
+                    done = _call_item(call)
+                    yield event(
+                        {"type": "response.output_item.done", "output_index": len(output), "item": done}
+                    )
+                    output.append(done)
+                if ev.finished:
+                    choice.finish_reason, choice.stop_reason = ev.finish_reason, ev.stop_reason
+            for chunk in close_text():
+                yield chunk
+            if not output:  # nothing generated: still a (empty) message, as the non-streaming path gives
+                output.append(_message_item(new_id("msg_"), "", "completed"))
+            incomplete = choice.finish_reason == "length"
+            body = self.body("incomplete" if incomplete else "completed", output, usage, incomplete)
+            self.remember(store, history, choice, body)
+            kind = "response.incomplete" if incomplete else "response.completed"
+            yield event({"type": kind, "response": body})
+        except Exception as exc:  # headers are gone: report in-band
+            err = openai_body(as_api_error(exc))["error"]
+            yield event(
+                {"type": "error", "code": err["code"], "message": err["message"], "param": err["param"]}
+            )

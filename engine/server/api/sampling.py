@@ -1,0 +1,65 @@
+"""Turn API sampling fields into engine SamplingParams, refusing what the engine cannot honour."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.server.errors import bad_request, unsupported
+
+
+def resolve_max_tokens(max_model_len: int, prompt_len: int, requested: int | None, prompt_param: str) -> int:
+    """vLLM's rule: the prompt plus the completion must fit in the context; default fills it."""
+    if prompt_len >= max_model_len:
+        raise bad_request(
+            f"This model's maximum context length is {max_model_len} tokens. However, your prompt has "
+            f"{prompt_len} tokens, which leaves no room for a completion. Please reduce the length of "
+            f"the {prompt_param}.",
+            param=prompt_param,
+        )
+    if requested is None:
+        return max_model_len - prompt_len
+    if prompt_len + requested > max_model_len:
+        raise bad_request(
+            f"This model's maximum context length is {max_model_len} tokens. However, you requested "
+            f"{prompt_len + requested} tokens ({prompt_len} in the {prompt_param}, {requested} in the "
+            f"completion). Please reduce the length of the {prompt_param} or the completion.",
+            param="max_tokens",
+        )
+    return requested
+
+
+def stop_list(stop: str | list[str] | None) -> list[str]:
+    if stop is None:
+        return []
+    stops = [stop] if isinstance(stop, str) else list(stop)
+    if any(not s for s in stops):
+        raise bad_request("Stop sequences must be non-empty strings.", param="stop")
+    return stops
+
+
+def refuse_unsupported_openai(req: Any) -> None:
+    """Parameters the OpenAI APIs define and this server does not implement yet: refused by name."""
+    if req.logit_bias:
+        raise unsupported("logit_bias")
+    fmt = req.response_format
+    if fmt is not None and fmt.get("type") != "text":
+        raise unsupported("response_format", "only {'type': 'text'} until structured output lands")
+    if req.stream_options is not None:
+        if not req.stream:
+            raise bad_request("stream_options is only allowed when stream is true.", param="stream_options")
+        if req.stream_options.continuous_usage_stats:
+            raise unsupported("stream_options.continuous_usage_stats")
+
+
+def build_params(n: int, seed: int | None, **fields: Any) -> list[Any]:
+    """One SamplingParams per choice; a seeded request gives choice i the seed ``seed + i``."""
+    from engine.sampling.params import SamplingParams
+
+    given = {key: value for key, value in fields.items() if value is not None}
+    params = []
+    for i in range(n):
+        try:
+            params.append(SamplingParams(**given, seed=None if seed is None else seed + i))
+        except (TypeError, ValueError) as exc:
+            raise bad_request(f"Invalid sampling parameters: {exc}") from exc
+    return params

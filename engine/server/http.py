@@ -1,0 +1,87 @@
+"""Request plumbing shared by the route modules: auth, body parsing, SSE responses, disconnects."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any, TypeVar
+
+from fastapi import Request
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ValidationError
+
+from engine.server.errors import APIError, bad_request, from_validation_error
+from engine.server.state import ServerState
+
+M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
+
+
+class ClientGone(Exception):
+    """The client disconnected before the response was ready; its requests were aborted."""
+
+
+def server_state(request: Request) -> ServerState:
+    return request.app.state.server
+
+
+def uses_anthropic_shape(path: str) -> bool:
+    return path.startswith("/v1/messages")
+
+
+def require_api_key(request: Request) -> None:
+    """FastAPI dependency: Bearer for every API; ``x-api-key`` also on Anthropic's routes."""
+    expected = server_state(request).settings.api_key
+    if not expected:
+        return
+    given = ""
+    auth = request.headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        given = auth[7:].strip()
+    if not given and uses_anthropic_shape(request.url.path):
+        given = request.headers.get("x-api-key", "")
+    if not given or not hmac.compare_digest(given.encode(), expected.encode()):
+        raise APIError(401, "Incorrect API key provided.", code="invalid_api_key")
+
+
+async def parse_body(request: Request, model: type[M]) -> M:
+    raw = await request.body()
+    try:
+        data = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise bad_request(f"The request body is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise bad_request("The request body must be a JSON object.")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise from_validation_error(exc) from exc
+
+
+def sse(stream: AsyncIterator[str]) -> StreamingResponse:
+    # Starlette cancels the iterator when the client disconnects; generation.py then aborts.
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
+
+
+async def unless_disconnected(request: Request, work: Coroutine[Any, Any, T]) -> T:
+    """Run a non-streaming generation, cancelling it (which aborts its requests) if the client leaves."""
+    task = asyncio.ensure_future(work)
+
+    async def wait_for_disconnect() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    watcher = asyncio.ensure_future(wait_for_disconnect())
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not task.done():
+            task.cancel()
+        watcher.cancel()
+        await asyncio.gather(task, watcher, return_exceptions=True)
+    if task.cancelled():
+        raise ClientGone()
+    return task.result()

@@ -1,0 +1,114 @@
+"""Prometheus metrics with vLLM's names and meanings, so existing vLLM dashboards work unchanged.
+
+Latency histograms and finished-request counts are recorded by the server as requests end.
+Token, prefix-cache and preemption counters and the load gauges are read from the engine's own
+cumulative ``stats()`` at scrape time (a custom collector), so they can never drift from it.
+Everything lives in a per-app ``CollectorRegistry``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+# vLLM's bucket boundaries (seconds).
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+                20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)  # fmt: skip
+ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+               20.0, 40.0, 80.0)  # fmt: skip
+REQUEST_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
+                   120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)  # fmt: skip
+FINISHED_REASONS = ("stop", "length", "abort")
+
+
+class _EngineStatsCollector(Collector):
+    def __init__(self, model_name: str, stats: Callable[[], Any | None]):
+        self._model_name = model_name
+        self._stats = stats
+
+    def collect(self):
+        stats = self._stats()
+        if stats is None:  # engine still loading
+            return
+        labels = [self._model_name]
+
+        def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
+            family = CounterMetricFamily(name, doc, labels=["model_name"])
+            family.add_metric(labels, value)
+            return family
+
+        def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+            family = GaugeMetricFamily(name, doc, labels=["model_name"])
+            family.add_metric(labels, value)
+            return family
+
+        yield counter("vllm:prompt_tokens", "Number of prefill tokens processed.", stats.prompt_tokens)
+        yield counter(
+            "vllm:generation_tokens", "Number of generation tokens processed.", stats.generation_tokens
+        )
+        yield counter("vllm:num_preemptions", "Cumulative number of preemptions.", stats.num_preemptions)
+        yield counter(
+            "vllm:prefix_cache_queries", "Prefix cache queries, in tokens.", stats.prefix_cache_queries
+        )
+        yield counter("vllm:prefix_cache_hits", "Prefix cache hits, in tokens.", stats.prefix_cache_hits)
+        yield gauge(
+            "vllm:num_requests_running", "Number of requests in model execution batches.", stats.num_running
+        )
+        yield gauge(
+            "vllm:num_requests_waiting", "Number of requests waiting to be processed.", stats.num_waiting
+        )
+        yield gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", stats.kv_usage)
+
+
+class ServerMetrics:
+    def __init__(self, model_name: str, stats: Callable[[], Any | None]):
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.model_name = model_name
+        common = {"labelnames": ["model_name"], "registry": self.registry}
+        self._ttft = Histogram(
+            "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+            buckets=TTFT_BUCKETS, **common,
+        )  # fmt: skip
+        self._itl = Histogram(
+            "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+            buckets=ITL_BUCKETS, **common,
+        )  # fmt: skip
+        self._e2e = Histogram(
+            "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
+            buckets=REQUEST_BUCKETS, **common,
+        )  # fmt: skip
+        self._queue = Histogram(
+            "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
+            buckets=REQUEST_BUCKETS, **common,
+        )  # fmt: skip
+        self._success = Counter(
+            "vllm:request_success", "Count of successfully processed requests.",
+            labelnames=["model_name", "finished_reason"], registry=self.registry,
+        )  # fmt: skip
+        for reason in FINISHED_REASONS:  # export zeros so dashboards see every series from the start
+            self._success.labels(model_name, reason)
+        self.inter_token_latency = self._itl.labels(model_name)
+        self.registry.register(_EngineStatsCollector(model_name, stats))
+
+    def request_finished(self, times: Any | None, finish_reason: str | None) -> None:
+        """Record one finished engine request; ``times`` is its RequestOutput.metrics (None if unknown)."""
+        self._success.labels(self.model_name, finish_reason or "abort").inc()
+        if times is None:
+            return
+        arrival = getattr(times, "arrival_time", None)
+        if arrival is None:
+            return
+        label = self.model_name
+        first_token = getattr(times, "first_token_time", None)
+        scheduled = getattr(times, "first_scheduled_time", None)
+        finished = getattr(times, "finished_time", None)
+        if first_token is not None:
+            self._ttft.labels(label).observe(max(0.0, first_token - arrival))
+        if scheduled is not None:
+            self._queue.labels(label).observe(max(0.0, scheduled - arrival))
+        if finished is not None:
+            self._e2e.labels(label).observe(max(0.0, finished - arrival))

@@ -1,0 +1,26 @@
+"""Pieces shared by the request models of all three APIs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Strict(BaseModel):
+    """Unknown fields are refused (400 naming them), never silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Loose(BaseModel):
+    """For nested objects whose extra fields carry no meaning for generation (e.g. cache_control)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class FunctionDef(Strict):
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None

@@ -1,0 +1,112 @@
+"""What one server process knows: settings, the engine once loaded, readiness, metrics, stores."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.server.api.common import TokenText
+from engine.server.api.response_store import ResponseStore
+from engine.server.conversation import Conversation
+from engine.server.errors import APIError, bad_request
+from engine.server.metrics import ServerMetrics
+from engine.server.tool_parsers import PARSERS, ToolParser, detect_parser
+
+log = logging.getLogger("chassis.server")
+
+
+@dataclass
+class ServeSettings:
+    served_model_names: list[str]
+    model_dir: str = ""
+    api_key: str | None = None
+    tool_parser: str = "auto"
+    replica_id: str = ""
+    block_size: int = 16
+    response_store_size: int = 1024
+
+
+class ServerState:
+    def __init__(self, settings: ServeSettings):
+        self.settings = settings
+        self.model_name = settings.served_model_names[0]
+        self.engine: Any | None = None
+        self.ready = False
+        self.draining = False
+        self.load_error: str | None = None
+        self.metrics = ServerMetrics(self.model_name, self.engine_stats)
+        self.responses = ResponseStore(settings.response_store_size)
+        self.parser_cls: type[ToolParser] | None = None
+        self.token_text: TokenText | None = None
+        self.on_fatal: Callable[[], None] | None = None  # set by the CLI: stop the process
+
+    def engine_stats(self) -> Any | None:
+        return self.engine.stats() if self.ready and self.engine is not None else None
+
+    async def load(self, factory: Callable[[], Awaitable[Any]]) -> None:
+        try:
+            engine = await factory()
+        except Exception as exc:
+            log.exception("engine failed to load")
+            self.load_error = f"{type(exc).__name__}: {exc}"
+            if self.on_fatal is not None:
+                self.on_fatal()
+            return
+        self.attach(engine)
+
+    def attach(self, engine: Any) -> None:
+        self.engine = engine
+        tokenizer = engine.tokenizer
+        name = self.settings.tool_parser
+        if name == "auto":
+            name = detect_parser(_vocab(tokenizer), _model_type(self.settings.model_dir))
+        self.parser_cls = PARSERS[name]
+        self.token_text = TokenText(tokenizer)
+        self.ready = True
+        log.info("engine ready: %s (tool parser %s)", self.model_name, name)
+
+    def admit(self) -> Any:
+        """The engine, if a new request may start now; otherwise a 503 saying why."""
+        if self.draining:
+            raise APIError(
+                503, "This replica is draining and accepts no new requests; retry on another replica."
+            )
+        if self.load_error:
+            raise APIError(503, f"The model failed to load: {self.load_error}")
+        if not self.ready:
+            raise APIError(503, "The model is still loading; retry shortly.")
+        return self.engine
+
+    def render(self, conversation: Conversation, param: str) -> list[int]:
+        """Prompt token ids through the checkpoint's chat template (control-token-safe encoding)."""
+        if not conversation.messages:
+            raise bad_request("The conversation is empty.", param=param)
+        try:
+            return list(
+                self.engine.tokenizer.encode_chat(
+                    conversation.template_messages(),
+                    tools=conversation.template_tools(),
+                    add_generation_prompt=True,
+                )
+            )
+        except Exception as exc:  # template errors (role order, missing fields) are the caller's to fix
+            raise bad_request(f"The chat template rejected the conversation: {exc}", param=param) from exc
+
+
+def _vocab(tokenizer: Any) -> dict[str, int]:
+    hf = getattr(tokenizer, "hf", None)
+    try:
+        return dict(hf.get_vocab()) if hf is not None else {}
+    except Exception:  # a tokenizer without a vocabulary view: fall back to the model type
+        return {}
+
+
+def _model_type(model_dir: str) -> str:
+    try:
+        return str(json.loads((Path(model_dir) / "config.json").read_text()).get("model_type", ""))
+    except (OSError, ValueError):
+        return ""
