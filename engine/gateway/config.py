@@ -1,0 +1,238 @@
+"""Gateway configuration: which models it serves, by which policy, on which replicas.
+
+The same dataclasses are filled from a static file (``--config``) or from the control plane's REST
+API; everything is validated here so that bad input becomes one clear ``ConfigError`` message.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+POLICIES = ("round_robin", "least_load", "cache_aware", "session")
+DEFAULT_SESSION_HEADER = "x-session-id"
+
+
+class ConfigError(ValueError):
+    """Raised for any invalid gateway configuration, with a message naming the bad field."""
+
+
+@dataclass(frozen=True)
+class ReplicaSpec:
+    url: str
+    replica_id: str
+
+    @staticmethod
+    def from_url(url: str, replica_id: str | None = None) -> ReplicaSpec:
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise ConfigError(f"replica url must start with http:// or https://, got {url!r}")
+        url = url.rstrip("/")
+        return ReplicaSpec(url=url, replica_id=str(replica_id) if replica_id else url.split("://", 1)[1])
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    name: str = "cache_aware"
+    # cache_aware: the longest-prefix replica loses to the least loaded one when its load is higher by
+    # more than this many load units (one unit ~ one in-flight request).
+    load_margin: float = 2.0
+    # Weight of the replica's KV-cache usage (0..1) in its load score.
+    kv_usage_weight: float = 1.0
+    session_header: str = DEFAULT_SESSION_HEADER
+
+    def __post_init__(self) -> None:
+        if self.name not in POLICIES:
+            raise ConfigError(f"unknown policy {self.name!r}; choose one of {', '.join(POLICIES)}")
+        if self.load_margin < 0:
+            raise ConfigError(f"load_margin must be >= 0, got {self.load_margin}")
+        if self.kv_usage_weight < 0:
+            raise ConfigError(f"kv_usage_weight must be >= 0, got {self.kv_usage_weight}")
+
+
+@dataclass(frozen=True)
+class ModelRoute:
+    name: str
+    policy: PolicyConfig
+    replicas: tuple[ReplicaSpec, ...]
+    # Checkpoint directory whose tokenizer and chat template the replicas use (cache_aware needs it).
+    tokenizer: str | None = None
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    connect_s: float = 2.0
+    # Longest wait for the first byte and between two chunks of a response.
+    read_s: float = 120.0
+    write_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        for name in ("connect_s", "read_s", "write_s"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"timeouts.{name} must be > 0")
+
+
+@dataclass(frozen=True)
+class BreakerConfig:
+    # Consecutive failed requests (connect error, 5xx) or failed health checks that eject a replica.
+    failure_threshold: int = 3
+    # Consecutive passing health checks that re-admit an ejected replica.
+    recovery_checks: int = 1
+    # An ejected replica stays out at least this long, even if a health check passes sooner.
+    min_eject_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.failure_threshold < 1 or self.recovery_checks < 1 or self.min_eject_s < 0:
+            raise ConfigError("circuit_breaker: failure_threshold and recovery_checks must be >= 1")
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    models: dict[str, ModelRoute] = field(default_factory=dict)
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    breaker: BreakerConfig = field(default_factory=BreakerConfig)
+    refresh_interval_s: float = 3.0
+    health_interval_s: float = 1.0
+    kv_poll_interval_s: float = 0.05
+    # How long a routed request's prefix counts as cached on its replica before the replica's own
+    # KV events confirm it; keeps a burst of same-prefix requests together.
+    pending_prefix_ttl_s: float = 2.0
+    retries: int = 1
+
+
+def _as_float(value: Any, where: str) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where} must be a number, got {value!r}") from None
+
+
+def _build(cls: type, data: Any, where: str) -> Any:
+    if data is None:
+        return cls()
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where} must be a mapping")
+    known = set(cls.__dataclass_fields__)
+    unknown = set(data) - known
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {sorted(unknown)}; allowed: {sorted(known)}")
+    try:
+        return cls(**data)
+    except TypeError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def parse_policy(data: Any, where: str) -> PolicyConfig:
+    if isinstance(data, str):
+        return PolicyConfig(name=data)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where} must be a policy name or a mapping with 'name'")
+    unknown = set(data) - set(PolicyConfig.__dataclass_fields__)
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {sorted(unknown)}")
+    kwargs = dict(data)
+    for key in ("load_margin", "kv_usage_weight"):
+        if key in kwargs:
+            kwargs[key] = _as_float(kwargs[key], f"{where}.{key}")
+    if "session_header" in kwargs:
+        kwargs["session_header"] = str(kwargs["session_header"]).lower()
+    return PolicyConfig(**kwargs)
+
+
+def parse_replicas(items: Any, where: str) -> tuple[ReplicaSpec, ...]:
+    if not isinstance(items, list):
+        raise ConfigError(f"{where} must be a list of URLs or {{url, id}} mappings")
+    specs = []
+    for i, item in enumerate(items):
+        if isinstance(item, str):
+            specs.append(ReplicaSpec.from_url(item))
+        elif isinstance(item, dict) and "url" in item:
+            specs.append(ReplicaSpec.from_url(item["url"], item.get("id")))
+        else:
+            raise ConfigError(f"{where}[{i}] must be a URL or a mapping with 'url'")
+    ids = [spec.replica_id for spec in specs]
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"{where}: replica ids must be unique, got {ids}")
+    return tuple(specs)
+
+
+def parse_models(data: Any) -> dict[str, ModelRoute]:
+    if not isinstance(data, dict) or not data:
+        raise ConfigError("'models' must be a non-empty mapping of model name -> {policy, replicas}")
+    models = {}
+    for name, entry in data.items():
+        where = f"models.{name}"
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where} must be a mapping")
+        unknown = set(entry) - {"policy", "replicas", "tokenizer"}
+        if unknown:
+            raise ConfigError(f"{where}: unknown keys {sorted(unknown)}")
+        tokenizer = entry.get("tokenizer")
+        models[str(name)] = ModelRoute(
+            name=str(name),
+            policy=parse_policy(entry.get("policy", "cache_aware"), f"{where}.policy"),
+            replicas=parse_replicas(entry.get("replicas", []), f"{where}.replicas"),
+            tokenizer=str(tokenizer) if tokenizer else None,
+        )
+    return models
+
+
+def parse_config(data: Any, *, require_models: bool = True) -> GatewayConfig:
+    if not isinstance(data, dict):
+        raise ConfigError("gateway config must be a mapping at the top level")
+    allowed = {
+        "models",
+        "timeouts",
+        "circuit_breaker",
+        "refresh_interval_s",
+        "health_interval_s",
+        "kv_poll_interval_s",
+        "pending_prefix_ttl_s",
+        "retries",
+    }
+    unknown = set(data) - allowed
+    if unknown:
+        raise ConfigError(f"unknown top-level keys {sorted(unknown)}; allowed: {sorted(allowed)}")
+    models: dict[str, ModelRoute] = {}
+    if require_models:
+        if "models" not in data:
+            raise ConfigError("'models' is required: a mapping of model name -> {policy, replicas}")
+        models = parse_models(data["models"])
+    intervals = {}
+    for key in ("refresh_interval_s", "health_interval_s", "kv_poll_interval_s", "pending_prefix_ttl_s"):
+        if key in data:
+            intervals[key] = _as_float(data[key], key)
+            if intervals[key] < 0 or (key != "pending_prefix_ttl_s" and intervals[key] == 0):
+                raise ConfigError(f"{key} must be > 0")
+    retries = data.get("retries", 1)
+    if not isinstance(retries, int) or retries < 0:
+        raise ConfigError(f"retries must be an integer >= 0, got {retries!r}")
+    return GatewayConfig(
+        models=models,
+        timeouts=_build(Timeouts, data.get("timeouts"), "timeouts"),
+        breaker=_build(BreakerConfig, data.get("circuit_breaker"), "circuit_breaker"),
+        retries=retries,
+        **intervals,
+    )
+
+
+def load_config_file(path: str | Path, *, require_models: bool = True) -> GatewayConfig:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    if path.suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path} is not valid JSON: {exc}") from None
+    else:
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path} is not valid YAML: {exc}") from None
+    return parse_config(data, require_models=require_models)

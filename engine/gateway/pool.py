@@ -1,0 +1,106 @@
+"""One served model: its replicas, their KV index, its policy, and the routing decision."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from engine.gateway.config import BreakerConfig, ModelRoute
+from engine.gateway.kv_index import KVIndex
+from engine.gateway.metrics import GatewayMetrics
+from engine.gateway.policies import Decision, Policy, RoutingRequest, make_policy
+from engine.gateway.replica import Replica
+from engine.kv.block_hash import hash_chain
+
+
+class ModelPool:
+    def __init__(
+        self,
+        route: ModelRoute,
+        breaker: BreakerConfig,
+        metrics: GatewayMetrics,
+        pending_ttl_s: float = 2.0,
+        tokenizer_factory: Callable[[str], object] | None = None,
+    ) -> None:
+        self.name = route.name
+        self.route = route
+        self.breaker_config = breaker
+        self.metrics = metrics
+        self.index = KVIndex(pending_ttl_s=pending_ttl_s)
+        self.policy: Policy = make_policy(route.policy, self.index)
+        self.replicas: dict[str, Replica] = {}
+        # Learned from the replicas' KV events; every replica of a deployment shares one block size.
+        self.block_size: int | None = None
+        self.tokenizer = None
+        self._tokenizer_factory = tokenizer_factory
+        self.update(route)
+
+    @property
+    def wants_prefix(self) -> bool:
+        return self.policy.name == "cache_aware"
+
+    def update(self, route: ModelRoute) -> tuple[list[Replica], list[Replica]]:
+        """Adopt a new route; keeps the state of replicas that stay. Returns (added, removed)."""
+        if route.policy != self.route.policy:
+            self.policy = make_policy(route.policy, self.index)
+        if route.tokenizer != self.route.tokenizer or (self.tokenizer is None and route.tokenizer):
+            self.tokenizer = None
+            if route.tokenizer and self._tokenizer_factory is not None:
+                self.tokenizer = self._tokenizer_factory(route.tokenizer)
+        self.route = route
+        wanted = {spec.replica_id: spec for spec in route.replicas}
+        removed = [r for rid, r in self.replicas.items() if rid not in wanted or wanted[rid] != r.spec]
+        for replica in removed:
+            del self.replicas[replica.replica_id]
+            self.index.remove_replica(replica.replica_id)
+        added = []
+        for rid, spec in wanted.items():
+            if rid not in self.replicas:
+                self.replicas[rid] = Replica.create(spec, self.breaker_config)
+                self.index.add_replica(rid)
+                added.append(self.replicas[rid])
+        return added, removed
+
+    def routable(self, exclude: Sequence[str] = ()) -> list[Replica]:
+        return [r for r in self.replicas.values() if r.routable and r.replica_id not in exclude]
+
+    def chain_for(self, token_ids: Sequence[int] | None, salt: bytes | None) -> list[bytes]:
+        if not token_ids or not self.block_size:
+            return []
+        return hash_chain(token_ids, self.block_size, salt)
+
+    def decide(
+        self,
+        token_ids: Sequence[int] | None = None,
+        salt: bytes | None = None,
+        session_key: str | None = None,
+        exclude: Sequence[str] = (),
+    ) -> Decision | None:
+        start = time.perf_counter()
+        candidates = self.routable(exclude)
+        if not candidates:
+            return None
+        chain: list[bytes] = []
+
+        def chain_factory() -> list[bytes]:
+            chain.extend(self.chain_for(token_ids, salt))
+            return chain
+
+        decision = self.policy.choose(candidates, RoutingRequest(session_key, chain_factory))
+        if chain:
+            self.index.mark_pending(decision.replica.replica_id, chain)
+        self.metrics.decision_seconds.labels(self.policy.name).observe(time.perf_counter() - start)
+        if self.wants_prefix:
+            self.metrics.matched_blocks.labels(self.name).observe(decision.matched_blocks)
+        return decision
+
+    def describe(self) -> dict:
+        return {
+            "model": self.name,
+            "policy": self.policy.name,
+            "block_size": self.block_size,
+            "tokenizer": self.route.tokenizer,
+            "replicas": [
+                dict(r.describe(), kv_blocks=self.index.size(r.replica_id)) for r in self.replicas.values()
+            ],
+        }
