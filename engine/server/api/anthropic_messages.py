@@ -162,6 +162,7 @@ async def stream_response(model: str, events: AsyncIterator[ChoiceEvent]) -> Asy
     usage = Usage()
     block = -1  # index of the last content block opened
     text_open = False
+    pending_space = ""  # whitespace before any text block: dropped if a tool_use block follows
     saw_tool = False
     started = False
     try:
@@ -178,7 +179,11 @@ async def stream_response(model: str, events: AsyncIterator[ChoiceEvent]) -> Asy
                 }
                 message["usage"]["output_tokens"] = 0
                 yield named_event({"type": "message_start", "message": message})
-            if event.content:
+            text = pending_space + event.content
+            pending_space = ""
+            if text and not text_open and not text.strip():
+                pending_space, text = text, ""
+            if text:
                 if not text_open:
                     block += 1
                     text_open = True
@@ -193,10 +198,11 @@ async def stream_response(model: str, events: AsyncIterator[ChoiceEvent]) -> Asy
                     {
                         "type": "content_block_delta",
                         "index": block,
-                        "delta": {"type": "text_delta", "text": event.content},
+                        "delta": {"type": "text_delta", "text": text},
                     }
                 )
             for call in event.tool_calls:
+                pending_space = ""
                 if text_open:
                     text_open = False
                     yield named_event({"type": "content_block_stop", "index": block})

@@ -198,6 +198,8 @@ class ResponseBuilder:
         choice = ChoiceResult(index=0)
         output: list[dict[str, Any]] = []
         text_item: dict[str, Any] | None = None
+        item_text = ""  # text of the open message item
+        pending_space = ""  # whitespace not yet sent: dropped if a tool call follows it
 
         def event(payload: dict[str, Any]) -> str:
             nonlocal seq
@@ -205,18 +207,18 @@ class ResponseBuilder:
             return named_event({**payload, "sequence_number": seq - 1})
 
         def close_text() -> list[str]:
-            nonlocal text_item
+            nonlocal text_item, item_text
             if text_item is None:
                 return []
-            done = _message_item(text_item["id"], choice.text, "completed")
+            done = _message_item(text_item["id"], item_text, "completed")
             where = {"item_id": done["id"], "output_index": len(output), "content_index": 0}
             out = [
-                event({"type": "response.output_text.done", **where, "text": choice.text, "logprobs": []}),
+                event({"type": "response.output_text.done", **where, "text": item_text, "logprobs": []}),
                 event({"type": "response.content_part.done", **where, "part": done["content"][0]}),
                 event({"type": "response.output_item.done", "output_index": len(output), "item": done}),
             ]
             output.append(done)
-            text_item = None
+            text_item, item_text = None, ""
             return out
 
         try:
@@ -226,7 +228,12 @@ class ResponseBuilder:
                 usage.prompt_tokens = ev.prompt_tokens
                 usage.cached_tokens = max(usage.cached_tokens, ev.cached_tokens)
                 usage.completion_tokens += len(ev.token_ids)
-                if ev.content:
+                choice.text += ev.content
+                text = pending_space + ev.content
+                pending_space = ""
+                if text and text_item is None and not text.strip():
+                    pending_space, text = text, ""
+                if text:
                     if text_item is None:
                         text_item = _message_item(new_id("msg_"), "", "in_progress")
                         where = {"item_id": text_item["id"], "output_index": len(output)}
@@ -241,12 +248,13 @@ class ResponseBuilder:
                         yield event(
                             {"type": "response.content_part.added", **where, "content_index": 0, "part": part}
                         )
-                    choice.text += ev.content
+                    item_text += text
                     where = {"item_id": text_item["id"], "output_index": len(output), "content_index": 0}
                     yield event(
-                        {"type": "response.output_text.delta", **where, "delta": ev.content, "logprobs": []}
+                        {"type": "response.output_text.delta", **where, "delta": text, "logprobs": []}
                     )
                 for call in ev.tool_calls:
+                    pending_space = ""
                     for chunk in close_text():
                         yield chunk
                     choice.tool_calls.append(call)
