@@ -53,7 +53,13 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    "rest_framework.authtoken",
     "controlplane.telemetry",
+    "controlplane.api",
+    "controlplane.fleet",
+    "controlplane.checkpoints",
+    "controlplane.serving",
+    "controlplane.web",
 ]
 
 MIDDLEWARE = [
@@ -119,10 +125,13 @@ LOGIN_REDIRECT_URL = "/"
 # --- Celery -----------------------------------------------------------------------------------
 CELERY_BROKER_DIR = VAR_DIR / "celery"
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
-CELERY_RESULT_BACKEND = os.environ.get(
-    "CELERY_RESULT_BACKEND",
-    CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else "",
-) or f"file://{CELERY_BROKER_DIR / 'results'}"
+CELERY_RESULT_BACKEND = (
+    os.environ.get(
+        "CELERY_RESULT_BACKEND",
+        CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else "",
+    )
+    or f"file://{CELERY_BROKER_DIR / 'results'}"
+)
 if CELERY_BROKER_URL.startswith("filesystem://"):
     for sub in ("out", "processed", "control", "results"):
         (CELERY_BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
@@ -138,11 +147,40 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "controlplane"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BEAT_SCHEDULE: dict[str, dict] = {}
+CELERY_BEAT_SCHEDULE: dict[str, dict] = {
+    "reconcile": {"task": "serving.reconcile", "schedule": float(env_int("CHASSIS_RECONCILE_INTERVAL_S", 5))},
+    "scrape-metrics": {
+        "task": "serving.scrape_metrics",
+        "schedule": float(env_int("CHASSIS_SCRAPE_INTERVAL_S", 5)),
+    },
+    "check-heartbeats": {
+        "task": "fleet.check_heartbeats",
+        "schedule": float(env_int("CHASSIS_HEARTBEAT_CHECK_INTERVAL_S", 5)),
+    },
+}
+
+# --- Serving machinery (seconds unless named otherwise) -----------------------------------------
+CHASSIS_SERVING = {
+    "NODE_LOST_AFTER_S": env_int("CHASSIS_NODE_LOST_AFTER_S", 30),
+    "LAUNCH_TIMEOUT_S": env_int("CHASSIS_LAUNCH_TIMEOUT_S", 300),
+    "LAUNCH_GRACE_S": env_int("CHASSIS_LAUNCH_GRACE_S", 30),  # launching with no process yet
+    "SCHEDULED_STALE_S": env_int("CHASSIS_SCHEDULED_STALE_S", 15),  # republish a launch after this
+    "DRAIN_TIMEOUT_S": env_int("CHASSIS_DRAIN_TIMEOUT_S", 30),
+    "STOP_TIMEOUT_S": env_int("CHASSIS_STOP_TIMEOUT_S", 10),  # SIGTERM -> SIGKILL
+    "RELAUNCH_BACKOFF_S": env_int("CHASSIS_RELAUNCH_BACKOFF_S", 2),
+    "RELAUNCH_BACKOFF_MAX_S": env_int("CHASSIS_RELAUNCH_BACKOFF_MAX_S", 300),
+    "SCRAPE_TIMEOUT_S": 3,
+    "SAMPLE_RETENTION_H": env_int("CHASSIS_SAMPLE_RETENTION_H", 24),
+}
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 # --- REST framework ---------------------------------------------------------------------------
 REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "controlplane.api.authentication.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["controlplane.api.permissions.RolePermission"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_FILTER_BACKENDS": [
         "django_filters.rest_framework.DjangoFilterBackend",
@@ -156,6 +194,11 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Fleet, checkpoints, deployments, replicas and benchmarks of a Chassis installation.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "ENUM_NAME_OVERRIDES": {
+        "ReplicaStateEnum": "controlplane.serving.choices.ReplicaState",
+        "NodeStateEnum": "controlplane.fleet.choices.NodeState",
+        "CheckpointStateEnum": "controlplane.checkpoints.choices.CheckpointState",
+    },
 }
 
 LOGGING = {

@@ -1,9 +1,11 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
 from controlplane.telemetry.views import health
 
 urlpatterns = [
     path("health", health, name="health"),
     path("django-admin/", admin.site.urls),
+    path("api/", include("controlplane.api.urls")),
+    path("", include("controlplane.web.urls")),
 ]

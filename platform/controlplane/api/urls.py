@@ -1,0 +1,20 @@
+"""/api/v1/: every app's router, plus users and the audit log; /api/schema/ and /api/docs/."""
+
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.routers import SimpleRouter
+
+from controlplane.api.views import AuditEntryViewSet, UserViewSet
+
+router = SimpleRouter()
+router.register("users", UserViewSet)
+router.register("audit-entries", AuditEntryViewSet)
+
+urlpatterns = [
+    path("v1/", include(router.urls)),
+    path("v1/", include("controlplane.fleet.api.urls")),
+    path("v1/", include("controlplane.checkpoints.api.urls")),
+    path("v1/", include("controlplane.serving.api.urls")),
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+]

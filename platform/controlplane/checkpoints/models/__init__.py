@@ -1,0 +1,3 @@
+from controlplane.checkpoints.models.checkpoint import Checkpoint
+
+__all__ = ["Checkpoint"]

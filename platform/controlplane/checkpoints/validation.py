@@ -1,0 +1,44 @@
+"""What validating a checkpoint finds out; no torch: headers and JSON only, plus a digest."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from engine.checkpoint.errors import CheckpointError
+from engine.checkpoint.inspect import inspect_checkpoint
+from engine.checkpoint.weights import weight_files
+
+DIGESTED_EXTRAS = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json")
+
+
+def content_digest(model_dir: Path, files: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in sorted({*files, *(model_dir / name for name in DIGESTED_EXTRAS)}):
+        if path.is_file():
+            digest.update(path.name.encode() + b"\0")
+            with open(path, "rb") as handle:
+                digest.update(hashlib.file_digest(handle, "sha256").digest())
+    return "sha256:" + digest.hexdigest()
+
+
+def inspect(path: str) -> dict:
+    """Facts to store on the Checkpoint row; raises CheckpointError saying what is wrong."""
+    model_dir = Path(path)
+    if not model_dir.is_absolute():
+        raise CheckpointError(path, "path must be absolute")
+    if not model_dir.is_dir():
+        raise CheckpointError(path, "no such directory")
+    info = inspect_checkpoint(model_dir)
+    files = weight_files(model_dir)
+    return {
+        "architecture": info.architecture,
+        "parameter_count": info.num_parameters,
+        "dtype": info.dtype,
+        "size_bytes": info.size_bytes,
+        "kv_bytes_per_token": info.kv_bytes_per_token,
+        "max_context": info.max_position_embeddings,
+        "memory_per_replica_bytes": info.size_bytes + info.kv_bytes_per_token * info.max_position_embeddings,
+        "digest": content_digest(model_dir, files),
+        "details": info.to_dict(),
+    }

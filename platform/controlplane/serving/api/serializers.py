@@ -1,0 +1,83 @@
+from rest_framework import serializers
+
+from controlplane.checkpoints.choices import CheckpointState
+from controlplane.serving.models import Deployment, MetricSample, Replica, ReplicaEvent
+from controlplane.serving.models.deployment import MAX_REPLICAS
+
+
+class DeploymentSerializer(serializers.ModelSerializer):
+    ready_replicas = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Deployment
+        fields = [
+            "id", "name", "served_model_name", "checkpoint", "engine_options", "replicas", "ready_replicas",
+            "tp_size", "vendor", "role", "routing_policy", "placement_status", "placement_reason",
+            "created", "updated",
+        ]  # fmt: skip
+        read_only_fields = ["placement_status", "placement_reason"]
+
+    def validate_checkpoint(self, checkpoint):
+        if checkpoint.state != CheckpointState.READY:
+            raise serializers.ValidationError(
+                f"checkpoint {checkpoint} is {checkpoint.state}; it must be ready"
+            )
+        return checkpoint
+
+    def validate_engine_options(self, value):
+        if not isinstance(value, dict):
+            raise serializers.ValidationError("must be a JSON object of `chassis serve` options")
+        for key, option in value.items():
+            if not key.replace("_", "").replace("-", "").isalnum():
+                raise serializers.ValidationError(f"{key!r} is not an option name")
+            if isinstance(option, (dict, list)):
+                raise serializers.ValidationError(f"{key!r} must be a string, number or boolean")
+        return value
+
+
+class ScaleSerializer(serializers.Serializer):
+    replicas = serializers.IntegerField(min_value=0, max_value=MAX_REPLICAS)
+
+
+class ReplicaChoiceSerializer(serializers.Serializer):
+    replica = serializers.IntegerField(help_text="Primary key of one of this deployment's replicas.")
+
+
+class ReplicaSerializer(serializers.ModelSerializer):
+    """What the gateway reads: ready replicas' base URLs per served model name."""
+
+    name = serializers.CharField(source="__str__", read_only=True)
+    url = serializers.CharField(read_only=True, allow_null=True)
+    deployment_name = serializers.CharField(source="deployment.name", read_only=True)
+    served_model_name = serializers.CharField(source="deployment.served_model_name", read_only=True)
+    role = serializers.CharField(source="deployment.role", read_only=True)
+    routing_policy = serializers.CharField(source="deployment.routing_policy", read_only=True)
+    node_name = serializers.CharField(source="node.name", read_only=True, allow_null=True, default=None)
+
+    class Meta:
+        model = Replica
+        fields = [
+            "id", "uid", "name", "deployment", "deployment_name", "served_model_name", "role", "routing_policy",
+            "state", "reason", "state_changed_at", "node", "node_name", "accelerators", "host", "port", "url",
+            "pid", "launch_attempts", "next_attempt_at", "created",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+
+class ReplicaEventSerializer(serializers.ModelSerializer):
+    replica_name = serializers.CharField(source="replica.__str__", read_only=True)
+
+    class Meta:
+        model = ReplicaEvent
+        fields = ["id", "replica", "replica_name", "at", "from_state", "to_state", "reason", "actor"]
+        read_only_fields = fields
+
+
+class MetricSampleSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = MetricSample
+        fields = [
+            "id", "replica", "at", "ttft_p50_s", "tokens_per_s", "prefix_cache_hit_rate", "requests_running",
+            "kv_cache_usage", "generation_tokens_total", "prompt_tokens_total",
+        ]  # fmt: skip
+        read_only_fields = fields

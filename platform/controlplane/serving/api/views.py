@@ -1,0 +1,129 @@
+from django.db.models import Count, Q
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from controlplane.api.roles import OPERATOR
+from controlplane.api.viewsets import ChassisModelViewSet, ChassisReadOnlyViewSet
+from controlplane.serving import services
+from controlplane.serving.api.serializers import (
+    DeploymentSerializer,
+    MetricSampleSerializer,
+    ReplicaChoiceSerializer,
+    ReplicaEventSerializer,
+    ReplicaSerializer,
+    ScaleSerializer,
+)
+from controlplane.serving.choices import HOLDING_STATES, ReplicaState, user_actor
+from controlplane.serving.dispatch import reconcile_after_commit
+from controlplane.serving.filtersets import (
+    DeploymentFilterSet,
+    MetricSampleFilterSet,
+    ReplicaEventFilterSet,
+    ReplicaFilterSet,
+)
+from controlplane.serving.models import Deployment, MetricSample, Replica, ReplicaEvent
+
+
+class DeploymentViewSet(ChassisModelViewSet):
+    queryset = Deployment.objects.select_related("checkpoint").annotate(
+        ready_replicas=Count("replica_set", filter=Q(replica_set__state=ReplicaState.READY))
+    )
+    serializer_class = DeploymentSerializer
+    filterset_class = DeploymentFilterSet
+    ordering_fields = ["id", "name", "created"]
+    write_role = OPERATOR
+
+    def perform_create(self, serializer):
+        super().perform_create(serializer)
+        reconcile_after_commit(serializer.instance.pk)
+
+    def perform_update(self, serializer):
+        super().perform_update(serializer)
+        reconcile_after_commit(serializer.instance.pk)
+
+    def perform_destroy(self, instance):
+        if instance.replica_set.filter(state__in=HOLDING_STATES).exists():
+            raise serializers.ValidationError(
+                {"replicas": "replicas are still running; scale to 0 and wait first"}
+            )
+        super().perform_destroy(instance)
+
+    def _replica(self, deployment, request) -> Replica:
+        choice = ReplicaChoiceSerializer(data=request.data)
+        choice.is_valid(raise_exception=True)
+        replica = deployment.replica_set.filter(pk=choice.validated_data["replica"]).first()
+        if replica is None:
+            raise serializers.ValidationError({"replica": "not a replica of this deployment"})
+        return replica
+
+    def _done(self, deployment):
+        return Response(self.get_serializer(self.get_queryset().get(pk=deployment.pk)).data, status=202)
+
+    @extend_schema(request=ScaleSerializer, responses={202: DeploymentSerializer})
+    @action(detail=True, methods=["post"])
+    def scale(self, request, pk=None):
+        """Set the desired replica count; extra replicas drain gracefully."""
+        deployment = self.get_object()
+        payload = ScaleSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        before = deployment.replicas
+        services.scale(deployment, payload.validated_data["replicas"])
+        self.audit("scale", deployment, {"replicas": [before, deployment.replicas]})
+        return self._done(deployment)
+
+    @extend_schema(request=ReplicaChoiceSerializer, responses={202: DeploymentSerializer})
+    @action(detail=True, methods=["post"])
+    def restart(self, request, pk=None):
+        """Restart one replica: it drains and a fresh one replaces it (a failed one is retried now)."""
+        deployment = self.get_object()
+        replica = self._replica(deployment, request)
+        if replica.state not in (ReplicaState.LAUNCHING, ReplicaState.READY, ReplicaState.FAILED):
+            raise serializers.ValidationError(
+                {"replica": f"replica {replica} is {replica.state}; cannot restart it"}
+            )
+        services.restart_replica(replica, user_actor(request.user))
+        self.audit("restart", deployment, {"replica": replica.pk})
+        return self._done(deployment)
+
+    @extend_schema(request=ReplicaChoiceSerializer, responses={202: DeploymentSerializer})
+    @action(detail=True, methods=["post"])
+    def drain(self, request, pk=None):
+        """Drain one replica (``{"replica": id}``), or the whole deployment (scale to 0) when none is named."""
+        deployment = self.get_object()
+        if "replica" not in request.data:
+            services.drain_deployment(deployment)
+            self.audit("drain", deployment)
+            return self._done(deployment)
+        replica = self._replica(deployment, request)
+        if replica.state not in (ReplicaState.LAUNCHING, ReplicaState.READY):
+            raise serializers.ValidationError(
+                {"replica": f"replica {replica} is {replica.state}; cannot drain it"}
+            )
+        services.drain_replica(
+            replica, f"drain requested by {user_actor(request.user)}", user_actor(request.user)
+        )
+        self.audit("drain", deployment, {"replica": replica.pk})
+        return self._done(deployment)
+
+
+class ReplicaViewSet(ChassisReadOnlyViewSet):
+    queryset = Replica.objects.select_related("deployment", "node").prefetch_related("accelerators")
+    serializer_class = ReplicaSerializer
+    filterset_class = ReplicaFilterSet
+    ordering_fields = ["id", "state", "state_changed_at", "ordinal"]
+
+
+class ReplicaEventViewSet(ChassisReadOnlyViewSet):
+    queryset = ReplicaEvent.objects.select_related("replica__deployment")
+    serializer_class = ReplicaEventSerializer
+    filterset_class = ReplicaEventFilterSet
+    ordering_fields = ["id", "at"]
+
+
+class MetricSampleViewSet(ChassisReadOnlyViewSet):
+    queryset = MetricSample.objects.all()
+    serializer_class = MetricSampleSerializer
+    filterset_class = MetricSampleFilterSet
+    ordering_fields = ["id", "at"]

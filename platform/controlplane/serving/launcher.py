@@ -1,0 +1,206 @@
+"""Engine processes on this node: command line, start, find, probe, stop. No database here."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import psutil
+
+from controlplane.fleet.choices import ENGINE_DEVICE, VISIBLE_DEVICES_ENV, Vendor
+
+REPO_DIR = Path(__file__).resolve().parents[3]
+FIRST_REPLICA_PORT = 8100
+_children: dict[int, subprocess.Popen] = {}  # processes this agent started, reaped by reap_children()
+
+
+@dataclass(frozen=True)
+class EngineProcess:
+    pid: int
+    port: int | None
+
+
+def engine_flags(options: dict) -> list[str]:
+    """{"max_num_seqs": 8, "enforce_eager": true} -> ["--max-num-seqs", "8", "--enforce-eager"]."""
+    flags: list[str] = []
+    for key, value in options.items():
+        flag = "--" + str(key).replace("_", "-")
+        if value is True:
+            flags.append(flag)
+        elif value is False or value is None:
+            continue
+        else:
+            flags += [flag, str(value)]
+    return flags
+
+
+def build_command(
+    *,
+    model_dir: str,
+    host: str,
+    port: int,
+    vendor: str,
+    served_model_name: str,
+    replica_id: str,
+    options: dict,
+) -> list[str]:
+    options = dict(options)
+    dtype = options.pop("dtype", "float32" if vendor == Vendor.CPU else "bfloat16")
+    return [
+        sys.executable, "-m", "engine.cli", "serve", model_dir,
+        "--host", host, "--port", str(port),
+        "--device", ENGINE_DEVICE[vendor], "--dtype", str(dtype),
+        "--served-model-name", served_model_name,
+        "--replica-id", replica_id,
+        *engine_flags(options),
+    ]  # fmt: skip
+
+
+def engine_env(vendor: str, device_indices: Sequence[int], base: dict | None = None) -> dict[str, str]:
+    env = dict(os.environ if base is None else base)
+    if vendor in VISIBLE_DEVICES_ENV:
+        env[VISIBLE_DEVICES_ENV[vendor]] = ",".join(str(index) for index in device_indices)
+    else:
+        env["CUDA_VISIBLE_DEVICES"] = ""  # a CPU replica must not grab a GPU by accident
+    return env
+
+
+def port_is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(host: str, taken: Iterable[int], first: int = FIRST_REPLICA_PORT) -> int:
+    taken = set(taken)
+    for port in range(first, 65535):
+        if port not in taken and port_is_free(host, port):
+            return port
+    raise RuntimeError(f"no free port from {first} up on {host}")
+
+
+def start_engine(command: list[str], env: dict[str, str], log_path: Path) -> int:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(command)}\n".encode())
+        log.flush()
+        # A new session: the engine outlives the agent and its signals; it is found again by --replica-id.
+        process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            env=env, cwd=REPO_DIR, start_new_session=True, close_fds=True,
+        )  # fmt: skip
+    _children[process.pid] = process
+    return process.pid
+
+
+def reap_children() -> None:
+    for pid, process in list(_children.items()):
+        if process.poll() is not None:
+            _children.pop(pid, None)
+
+
+def exit_code(pid: int) -> int | None:
+    process = _children.get(pid)
+    return process.poll() if process is not None else None
+
+
+def _port_from(cmdline: list[str]) -> int | None:
+    if "--port" in cmdline[:-1]:
+        value = cmdline[cmdline.index("--port") + 1]
+        return int(value) if value.isdigit() else None
+    return None
+
+
+def _is_engine_for(process: psutil.Process, replica_id: str) -> bool:
+    try:
+        cmdline = process.cmdline()
+        alive = process.status() != psutil.STATUS_ZOMBIE
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return False
+    return alive and "--replica-id" in cmdline and replica_id in cmdline
+
+
+def find_engine(replica_id: str, pid: int | None = None) -> EngineProcess | None:
+    """The live engine process started for ``replica_id`` (pid checked first, then a scan)."""
+    reap_children()
+    candidates = []
+    if pid:
+        try:
+            candidates.append(psutil.Process(pid))
+        except psutil.NoSuchProcess:
+            pass
+    for process in candidates or psutil.process_iter():
+        if _is_engine_for(process, replica_id):
+            return EngineProcess(process.pid, _port_from(process.cmdline()))
+    if candidates:
+        return find_engine(replica_id)
+    return None
+
+
+def running_engines() -> dict[str, EngineProcess]:
+    """replica id -> process, for every engine process on this machine."""
+    found = {}
+    for process in psutil.process_iter():
+        try:
+            cmdline = process.cmdline()
+            if "--replica-id" in cmdline[:-1] and process.status() != psutil.STATUS_ZOMBIE:
+                found[cmdline[cmdline.index("--replica-id") + 1]] = EngineProcess(
+                    process.pid, _port_from(cmdline)
+                )
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def is_healthy(url: str, timeout: float = 2.0) -> bool:
+    try:
+        return httpx.get(f"{url}/health", timeout=timeout).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def stop_process(pid: int, term_timeout: float) -> str:
+    """SIGTERM the engine's process group, SIGKILL it after ``term_timeout``; says which it took."""
+    try:
+        process = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return "already gone"
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        process.terminate()
+    try:
+        process.wait(term_timeout)
+        outcome = "exited after SIGTERM"
+    except psutil.TimeoutExpired:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            process.kill()
+        process.wait(5)
+        outcome = f"killed after {term_timeout:g}s without exiting on SIGTERM"
+    except psutil.NoSuchProcess:
+        outcome = "exited after SIGTERM"
+    reap_children()
+    return outcome
+
+
+def log_tail(path: str | Path, lines: int = 40) -> str:
+    try:
+        with open(path, "rb") as log:
+            log.seek(0, os.SEEK_END)
+            log.seek(max(log.tell() - 64 * 1024, 0))
+            return "\n".join(log.read().decode("utf-8", "replace").splitlines()[-lines:])
+    except OSError:
+        return ""

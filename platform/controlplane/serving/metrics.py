@@ -1,0 +1,93 @@
+"""Read an engine's Prometheus /metrics (vLLM names) and turn two scrapes into rates."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from prometheus_client.parser import text_string_to_metric_families
+
+TTFT = "vllm:time_to_first_token_seconds"
+COUNTERS = {
+    "vllm:generation_tokens_total": "generation_tokens_total",
+    "vllm:prompt_tokens_total": "prompt_tokens_total",
+    "vllm:prefix_cache_queries_total": "prefix_cache_queries_total",
+    "vllm:prefix_cache_hits_total": "prefix_cache_hits_total",
+}
+GAUGES = {"vllm:num_requests_running": "requests_running", "vllm:kv_cache_usage_perc": "kv_cache_usage"}
+
+
+@dataclass
+class EngineCounters:
+    generation_tokens_total: float = 0.0
+    prompt_tokens_total: float = 0.0
+    prefix_cache_queries_total: float = 0.0
+    prefix_cache_hits_total: float = 0.0
+    requests_running: float = 0.0
+    kv_cache_usage: float = 0.0
+    ttft_buckets: dict[str, float] = field(default_factory=dict)  # upper bound ("0.1", "+Inf") -> count
+
+
+def parse_engine_metrics(text: str) -> EngineCounters:
+    """Sum each metric over its label sets (model name, replica, ...)."""
+    counters = EngineCounters()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in COUNTERS:
+                attr = COUNTERS[sample.name]
+                setattr(counters, attr, getattr(counters, attr) + sample.value)
+            elif sample.name in GAUGES:
+                attr = GAUGES[sample.name]
+                setattr(counters, attr, getattr(counters, attr) + sample.value)
+            elif sample.name == f"{TTFT}_bucket":
+                bound = _bound_key(sample.labels["le"])
+                counters.ttft_buckets[bound] = counters.ttft_buckets.get(bound, 0.0) + sample.value
+    return counters
+
+
+def _bound_key(le: str) -> str:
+    value = float(le)
+    return "+Inf" if math.isinf(value) else repr(value)
+
+
+def histogram_quantile(q: float, buckets: dict[str, float]) -> float | None:
+    """Prometheus' histogram_quantile on cumulative buckets: linear inside the bucket holding rank q."""
+    ordered = sorted(((float(bound), count) for bound, count in buckets.items()), key=lambda pair: pair[0])
+    if not ordered or ordered[-1][1] <= 0:
+        return None
+    rank = q * ordered[-1][1]
+    lower_bound, lower_count = 0.0, 0.0
+    for bound, count in ordered:
+        if count >= rank:
+            if math.isinf(bound):
+                return lower_bound
+            if count == lower_count:
+                return bound
+            return lower_bound + (bound - lower_bound) * (rank - lower_count) / (count - lower_count)
+        lower_bound, lower_count = bound, count
+    return lower_bound
+
+
+@dataclass(frozen=True)
+class Rates:
+    ttft_p50_s: float | None
+    tokens_per_s: float | None
+    prefix_cache_hit_rate: float | None
+
+
+def rates_between(previous: EngineCounters | None, current: EngineCounters, seconds: float | None) -> Rates:
+    """What happened between two scrapes. Without a previous scrape (or after the engine restarted
+    and its counters went back to zero) the whole life of the process counts, and tokens/s is unknown."""
+    restarted = previous is not None and current.generation_tokens_total < previous.generation_tokens_total
+    base = EngineCounters() if previous is None or restarted else previous
+    delta_buckets = {
+        bound: count - base.ttft_buckets.get(bound, 0.0) for bound, count in current.ttft_buckets.items()
+    }
+    queries = current.prefix_cache_queries_total - base.prefix_cache_queries_total
+    hits = current.prefix_cache_hits_total - base.prefix_cache_hits_total
+    tokens = current.generation_tokens_total - base.generation_tokens_total
+    return Rates(
+        ttft_p50_s=histogram_quantile(0.5, delta_buckets),
+        tokens_per_s=tokens / seconds if previous is not None and not restarted and seconds else None,
+        prefix_cache_hit_rate=hits / queries if queries > 0 else None,
+    )

@@ -1,0 +1,27 @@
+from django.db import models
+
+
+class MetricSample(models.Model):
+    """One scrape of a ready replica's /metrics: cumulative counters plus rates since the last scrape."""
+
+    replica = models.ForeignKey("serving.Replica", on_delete=models.CASCADE, related_name="samples")
+    at = models.DateTimeField(db_index=True)
+    # cumulative, as the engine reports them
+    generation_tokens_total = models.FloatField(default=0)
+    prompt_tokens_total = models.FloatField(default=0)
+    prefix_cache_queries_total = models.FloatField(default=0)
+    prefix_cache_hits_total = models.FloatField(default=0)
+    ttft_buckets = models.JSONField(
+        default=dict, help_text="Cumulative TTFT histogram: upper bound -> count."
+    )
+    # instantaneous
+    requests_running = models.FloatField(default=0)
+    kv_cache_usage = models.FloatField(default=0)
+    # derived from the difference with the previous sample (null when there is none, or nothing happened)
+    ttft_p50_s = models.FloatField(null=True, blank=True)
+    tokens_per_s = models.FloatField(null=True, blank=True)
+    prefix_cache_hit_rate = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+        indexes = [models.Index(fields=["replica", "at"])]

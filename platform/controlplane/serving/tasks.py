@@ -1,0 +1,35 @@
+"""Celery entry points: each takes primary keys, reloads rows and delegates. Safe to run twice."""
+
+from celery import shared_task
+
+from controlplane.serving import execution, reconciler, scraping
+from controlplane.serving.choices import ACTOR_RECONCILE
+
+
+@shared_task(name="serving.launch_replica", acks_late=True)
+def launch_replica(replica_id: int) -> str:
+    """Runs on the replica's node queue (node.<name>)."""
+    return execution.launch(replica_id)
+
+
+@shared_task(name="serving.drain_replica", acks_late=True)
+def drain_replica(replica_id: int) -> str:
+    """Runs on the replica's node queue (node.<name>)."""
+    return execution.drain(replica_id)
+
+
+@shared_task(name="serving.reconcile_deployment")
+def reconcile_deployment(deployment_id: int) -> str | None:
+    return reconciler.reconcile_deployment(deployment_id, ACTOR_RECONCILE)
+
+
+@shared_task(name="serving.reconcile")
+def reconcile() -> dict:
+    """Celery beat: desired vs actual for every deployment."""
+    return reconciler.reconcile_all(ACTOR_RECONCILE)
+
+
+@shared_task(name="serving.scrape_metrics")
+def scrape_metrics() -> int:
+    """Celery beat: one MetricSample per ready replica."""
+    return scraping.scrape_all()
