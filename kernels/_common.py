@@ -26,6 +26,7 @@ except ImportError:  # pragma: no cover - exercised only on hosts without Triton
 __all__ = [
     "HAS_TRITON",
     "cdiv",
+    "interpreting",
     "next_power_of_2",
     "num_compute_units",
     "tl",
@@ -60,6 +61,11 @@ def use_triton(*tensors: torch.Tensor) -> bool:
             raise RuntimeError(f"{KERNELS_ENV}=triton but triton is not installed")
         return True
     return HAS_TRITON and all(t.is_cuda for t in tensors)
+
+
+def interpreting() -> bool:
+    """Whether Triton kernels run in its CPU interpreter (``TRITON_INTERPRET=1``)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 def cdiv(a: int, b: int) -> int:

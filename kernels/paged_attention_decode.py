@@ -9,9 +9,217 @@ from __future__ import annotations
 
 import torch
 
-from kernels._paged import attend, check_paged_inputs, gather_context
+from kernels._common import cdiv, next_power_of_2, num_compute_units, tl, triton, use_triton
+from kernels._paged import (
+    LOG2E,
+    NO_MAX,
+    attend,
+    attend_kv_tile,
+    check_paged_inputs,
+    dot_in_fp32,
+    gather_context,
+)
 
 __all__ = ["paged_attention_decode", "paged_attention_decode_torch"]
+
+
+# Keys per inner-loop tile, and the fewest keys a split is given before adding more splits stops
+# paying for the extra reduce traffic.
+_BLOCK_N = 64
+_MIN_KEYS_PER_SPLIT = 256
+_MAX_SPLITS = 64
+
+
+@triton.jit
+def _decode_split_kernel(
+    q_ptr,
+    q_seq_stride,
+    q_head_stride,
+    k_cache_ptr,
+    v_cache_ptr,
+    block_tables_ptr,
+    block_tables_stride,
+    seq_lens_ptr,
+    out_ptr,
+    partial_max_ptr,
+    partial_sum_ptr,
+    partial_acc_ptr,
+    scale_log2e,
+    num_kv_heads,
+    head_dim,
+    sliding_window,
+    num_splits,
+    GROUP: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    BLOCK_G: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    USE_WINDOW: tl.constexpr,
+    DOT_IN_FP32: tl.constexpr,
+    SINGLE_SPLIT: tl.constexpr,
+):
+    # One program: one sequence, one KV group (all GROUP query heads as tile rows), one split.
+    seq = tl.program_id(0).to(tl.int64)
+    kv_head = tl.program_id(1)
+    split = tl.program_id(2)
+    seq_len = tl.load(seq_lens_ptr + seq)
+    context_start = 0
+    if USE_WINDOW:
+        context_start = tl.maximum(seq_len - sliding_window, 0)
+    # Splits share this sequence's own context evenly, in whole tiles; trailing splits may be empty.
+    keys_per_split = tl.cdiv(tl.cdiv(seq_len - context_start, num_splits), BLOCK_N) * BLOCK_N
+    split_start = context_start + split * keys_per_split
+    split_end = tl.minimum(split_start + keys_per_split, seq_len)
+
+    rows = tl.arange(0, BLOCK_G)
+    row_mask = rows < GROUP
+    heads = kv_head * GROUP + rows
+    dims = tl.arange(0, BLOCK_D)
+    dim_mask = dims < head_dim
+    q_mask = row_mask[:, None] & dim_mask[None, :]
+    q = tl.load(
+        q_ptr + seq * q_seq_stride + heads[:, None] * q_head_stride + dims[None, :], mask=q_mask, other=0.0
+    )
+    q_positions = tl.zeros([BLOCK_G], dtype=tl.int32) + (seq_len - 1)
+
+    m_i = tl.full([BLOCK_G], NO_MAX, dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_G], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_G, BLOCK_D], dtype=tl.float32)
+    block_table_ptr = block_tables_ptr + seq * block_tables_stride
+    for start_n in range(split_start, split_end, BLOCK_N):
+        m_i, l_i, acc = attend_kv_tile(
+            q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, block_table_ptr, kv_head, num_kv_heads, head_dim,
+            start_n, split_end, q_positions, sliding_window, scale_log2e, dims, dim_mask,
+            BLOCK_SIZE, BLOCK_N, USE_WINDOW, DOT_IN_FP32,
+        )  # fmt: skip
+
+    num_q_heads = num_kv_heads * GROUP
+    if SINGLE_SPLIT:
+        out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
+        out_offsets = (seq * num_q_heads + heads)[:, None] * head_dim + dims[None, :]
+        tl.store(out_ptr + out_offsets, out.to(out_ptr.dtype.element_ty), mask=q_mask)
+    else:
+        partial_rows = (seq * num_q_heads + heads) * num_splits + split
+        tl.store(partial_max_ptr + partial_rows, m_i, mask=row_mask)
+        tl.store(partial_sum_ptr + partial_rows, l_i, mask=row_mask)
+        tl.store(partial_acc_ptr + partial_rows[:, None] * head_dim + dims[None, :], acc, mask=q_mask)
+
+
+@triton.jit
+def _decode_reduce_kernel(
+    partial_max_ptr,
+    partial_sum_ptr,
+    partial_acc_ptr,
+    out_ptr,
+    head_dim,
+    num_splits,
+    BLOCK_S: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
+    # One program per (sequence, query head): merge the splits' partial softmax states.
+    row = tl.program_id(0).to(tl.int64)
+    splits = tl.arange(0, BLOCK_S)
+    split_mask = splits < num_splits
+    dims = tl.arange(0, BLOCK_D)
+    dim_mask = dims < head_dim
+    part_max = tl.load(partial_max_ptr + row * num_splits + splits, mask=split_mask, other=float("-inf"))
+    part_sum = tl.load(partial_sum_ptr + row * num_splits + splits, mask=split_mask, other=0.0)
+    acc_offsets = (row * num_splits + splits)[:, None] * head_dim + dims[None, :]
+    part_acc = tl.load(partial_acc_ptr + acc_offsets, mask=split_mask[:, None] & dim_mask[None, :], other=0.0)
+    weights = tl.exp2(part_max - tl.max(part_max, axis=0))
+    total = tl.sum(weights * part_sum, axis=0)
+    out = tl.sum(weights[:, None] * part_acc, axis=0) / tl.where(total == 0.0, 1.0, total)
+    tl.store(out_ptr + row * head_dim + dims, out.to(out_ptr.dtype.element_ty), mask=dim_mask)
+
+
+def choose_num_splits(
+    batch: int, num_kv_heads: int, max_context: int, device: torch.device, sliding_window: int | None = None
+) -> int:
+    """Splits per sequence so that ``batch * kv_heads * splits`` covers about two waves of SMs.
+
+    ``max_context`` is the block-table capacity (a host-side shape, so no device sync and a fixed
+    value under CUDA graphs); each split keeps at least ``_MIN_KEYS_PER_SPLIT`` keys of it.
+    """
+    if sliding_window is not None:
+        max_context = min(max_context, sliding_window)
+    wanted = cdiv(2 * num_compute_units(device), max(batch * num_kv_heads, 1))
+    by_length = max(cdiv(max_context, _MIN_KEYS_PER_SPLIT), 1)
+    return max(1, min(wanted, by_length, _MAX_SPLITS))
+
+
+def _launch(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+    sliding_window: int | None,
+    num_splits: int | None,
+) -> torch.Tensor:
+    if q.stride(-1) != 1:
+        raise ValueError("q must be contiguous in head_dim")
+    if not (k_cache.is_contiguous() and v_cache.is_contiguous()):
+        raise ValueError("k_cache and v_cache must be contiguous")
+    batch, num_q_heads, head_dim = q.shape
+    block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
+    group = num_q_heads // num_kv_heads
+    out = torch.empty((batch, num_q_heads, head_dim), dtype=q.dtype, device=q.device)
+    if batch == 0:
+        return out
+    if num_splits is None:
+        capacity = block_tables.shape[1] * block_size
+        num_splits = choose_num_splits(batch, num_kv_heads, capacity, q.device, sliding_window)
+    block_d = max(next_power_of_2(head_dim), 16)
+    if num_splits > 1:
+        partial_max = torch.empty((batch, num_q_heads, num_splits), dtype=torch.float32, device=q.device)
+        partial_sum = torch.empty_like(partial_max)
+        partial_acc = torch.empty(
+            (batch, num_q_heads, num_splits, head_dim), dtype=torch.float32, device=q.device
+        )
+    else:
+        partial_max = partial_sum = partial_acc = out
+    _decode_split_kernel[(batch, num_kv_heads, num_splits)](
+        q,
+        q.stride(0),
+        q.stride(1),
+        k_cache,
+        v_cache,
+        block_tables,
+        block_tables.stride(0),
+        seq_lens,
+        out,
+        partial_max,
+        partial_sum,
+        partial_acc,
+        scale * LOG2E,
+        num_kv_heads,
+        head_dim,
+        sliding_window or 0,
+        num_splits,
+        GROUP=group,
+        BLOCK_SIZE=block_size,
+        BLOCK_G=max(next_power_of_2(group), 16),
+        BLOCK_N=_BLOCK_N,
+        BLOCK_D=block_d,
+        USE_WINDOW=sliding_window is not None,
+        DOT_IN_FP32=dot_in_fp32(q.dtype),
+        SINGLE_SPLIT=num_splits == 1,
+        num_warps=4,
+    )
+    if num_splits > 1:
+        _decode_reduce_kernel[(batch * num_q_heads,)](
+            partial_max,
+            partial_sum,
+            partial_acc,
+            out,
+            head_dim,
+            num_splits,
+            BLOCK_S=next_power_of_2(num_splits),
+            BLOCK_D=block_d,
+            num_warps=4,
+        )
+    return out
 
 
 def paged_attention_decode_torch(
@@ -46,4 +254,6 @@ def paged_attention_decode(
         raise ValueError(f"q has {q.shape[0]} rows but block_tables has {block_tables.shape[0]} sequences")
     if num_splits is not None and num_splits < 1:
         raise ValueError(f"num_splits must be >= 1, got {num_splits}")
+    if use_triton(q, k_cache, v_cache, block_tables, seq_lens):
+        return _launch(q, k_cache, v_cache, block_tables, seq_lens, scale, sliding_window, num_splits)
     return paged_attention_decode_torch(q, k_cache, v_cache, block_tables, seq_lens, scale, sliding_window)

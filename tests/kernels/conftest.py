@@ -39,10 +39,36 @@ def device(request):
     return torch.device(request.param)
 
 
+KERNEL_MODULES = [
+    "kernels.rms_norm",
+    "kernels.activation",
+    "kernels.rotary",
+    "kernels.kv_cache_write",
+    "kernels.paged_attention",
+    "kernels.paged_attention_decode",
+]
+
+
 @pytest.fixture
 def force_triton(monkeypatch):
-    """Make the public ops take the Triton path, on CPU tensors too (interpreter)."""
+    """Make the public ops take the Triton path, on CPU tensors too (interpreter).
+
+    Every launcher is wrapped to count calls, so a test that silently fell back to the torch
+    reference (and so compared the reference with itself) fails.
+    """
     monkeypatch.setenv("CHASSIS_KERNELS", "triton")
+    launches = []
+    for name in KERNEL_MODULES:
+        module = importlib.import_module(name)
+        original = module._launch
+
+        def counted(*args, _original=original, **kwargs):
+            launches.append(_original)
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(module, "_launch", counted)
+    yield
+    assert launches, "the test never reached a Triton launcher"
 
 
 @pytest.fixture
