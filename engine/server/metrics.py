@@ -91,7 +91,11 @@ class ServerMetrics:
         )  # fmt: skip
         for reason in FINISHED_REASONS:  # export zeros so dashboards see every series from the start
             self._success.labels(model_name, reason)
+        # Children created up front so every series is exported (as zero) before the first request.
         self.inter_token_latency = self._itl.labels(model_name)
+        self._ttft_child = self._ttft.labels(model_name)
+        self._queue_child = self._queue.labels(model_name)
+        self._e2e_child = self._e2e.labels(model_name)
         self.registry.register(_EngineStatsCollector(model_name, stats))
 
     def request_finished(self, times: Any | None, finish_reason: str | None) -> None:
@@ -102,13 +106,12 @@ class ServerMetrics:
         arrival = getattr(times, "arrival_time", None)
         if arrival is None:
             return
-        label = self.model_name
         first_token = getattr(times, "first_token_time", None)
         scheduled = getattr(times, "first_scheduled_time", None)
         finished = getattr(times, "finished_time", None)
         if first_token is not None:
-            self._ttft.labels(label).observe(max(0.0, first_token - arrival))
+            self._ttft_child.observe(max(0.0, first_token - arrival))
         if scheduled is not None:
-            self._queue.labels(label).observe(max(0.0, scheduled - arrival))
+            self._queue_child.observe(max(0.0, scheduled - arrival))
         if finished is not None:
-            self._e2e.labels(label).observe(max(0.0, finished - arrival))
+            self._e2e_child.observe(max(0.0, finished - arrival))

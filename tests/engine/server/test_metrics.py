@@ -1,0 +1,78 @@
+"""vLLM metric names, labelled by model, moving as requests finish and as engine stats change."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from engine.server.metrics import ServerMetrics
+
+
+@dataclass
+class Stats:
+    num_running: int = 0
+    num_waiting: int = 0
+    kv_usage: float = 0.0
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    num_preemptions: int = 0
+    prefix_cache_queries: int = 0
+    prefix_cache_hits: int = 0
+
+
+@dataclass
+class Times:
+    arrival_time: float
+    first_scheduled_time: float
+    first_token_time: float
+    finished_time: float
+
+
+def samples(metrics: ServerMetrics) -> dict[tuple[str, tuple], float]:
+    text = generate_latest(metrics.registry).decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def test_names_labels_and_values():
+    stats = Stats()
+    metrics = ServerMetrics("tiny", lambda: stats)
+    model = (("model_name", "tiny"),)
+    before = samples(metrics)
+    for name in (
+        "vllm:prompt_tokens_total",
+        "vllm:generation_tokens_total",
+        "vllm:num_preemptions_total",
+        "vllm:prefix_cache_queries_total",
+        "vllm:prefix_cache_hits_total",
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+    ):
+        assert before[(name, model)] == 0
+    assert before[("vllm:request_success_total", (("finished_reason", "stop"), ("model_name", "tiny")))] == 0
+
+    stats.prompt_tokens, stats.generation_tokens, stats.num_running, stats.kv_usage = 12, 5, 1, 0.25
+    metrics.request_finished(Times(10.0, 10.5, 11.0, 13.0), "stop")
+    metrics.inter_token_latency.observe(0.02)
+    after = samples(metrics)
+    assert after[("vllm:prompt_tokens_total", model)] == 12
+    assert after[("vllm:num_requests_running", model)] == 1
+    assert after[("vllm:kv_cache_usage_perc", model)] == 0.25
+    assert after[("vllm:request_success_total", (("finished_reason", "stop"), ("model_name", "tiny")))] == 1
+    assert after[("vllm:time_to_first_token_seconds_sum", model)] == 1.0
+    assert after[("vllm:request_queue_time_seconds_sum", model)] == 0.5
+    assert after[("vllm:e2e_request_latency_seconds_sum", model)] == 3.0
+    assert after[("vllm:inter_token_latency_seconds_count", model)] == 1
+
+
+def test_engine_series_absent_while_loading():
+    metrics = ServerMetrics("tiny", lambda: None)
+    names = {name for name, _ in samples(metrics)}
+    assert "vllm:num_requests_running" not in names
+    assert "vllm:time_to_first_token_seconds_count" in names
