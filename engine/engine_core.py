@@ -1,0 +1,219 @@
+"""The synchronous engine: admit requests, run steps, turn sampled tokens into outputs.
+
+Single-threaded by design: ``LLM`` drives it in a loop, ``AsyncLLMEngine`` from its own thread.
+``prepare`` only reads immutable state, so callers may run it on another thread to validate and
+tokenize before handing the request over.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from dataclasses import dataclass
+
+import torch
+
+from engine.checkpoint.model_config import load_model_config
+from engine.config import EngineConfig
+from engine.kv.events import KVEventLog
+from engine.kv.kv_manager import KVCacheManager
+from engine.outputs import EngineStats, RequestMetrics, RequestOutput
+from engine.runner.kv_sizing import num_kv_blocks
+from engine.runner.model_runner import TORCH_DTYPES, ModelRunner
+from engine.sampling.params import SamplingParams
+from engine.scheduler.request import Request, RequestStatus
+from engine.scheduler.scheduler import Scheduler
+from engine.tokenizer.detokenizer import IncrementalDetokenizer
+from engine.tokenizer.tokenizer import Tokenizer
+
+
+@dataclass
+class PreparedRequest:
+    request: Request
+    detokenizer: IncrementalDetokenizer
+    seed: int | None  # generator seed; None for greedy requests
+    metrics: RequestMetrics
+
+
+class EngineCore:
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = config
+        self.model_config = load_model_config(config.model_dir)
+        self.device = torch.device(config.resolved_device())
+        dtype_name = self.model_config.dtype if config.dtype == "auto" else config.dtype
+        self.dtype = TORCH_DTYPES[dtype_name]
+        limit = self.model_config.max_position_embeddings
+        if config.max_model_len is not None and config.max_model_len > limit:
+            raise ValueError(
+                f"max_model_len={config.max_model_len} exceeds the model's max_position_embeddings={limit}"
+            )
+        self.max_model_len = config.max_model_len or limit
+        self.tokenizer = Tokenizer(config.model_dir, self.model_config.eos_token_ids)
+        self.runner = ModelRunner(
+            config.model_dir,
+            self.model_config,
+            self.device,
+            self.dtype,
+            config.block_size,
+            self.max_model_len,
+        )
+        num_blocks = num_kv_blocks(config, self.model_config, self.max_model_len, self.device, self.dtype)
+        self.runner.allocate_kv_cache(num_blocks)
+        self.kv_events = KVEventLog(config.kv_event_capacity)
+        self.kv = KVCacheManager(num_blocks, config.block_size, config.enable_prefix_caching, self.kv_events)
+        self.scheduler = Scheduler(self.kv, config.max_num_batched_tokens, config.max_num_seqs)
+        self._states: dict[str, PreparedRequest] = {}
+        self._seed_rng = random.Random(config.seed)
+        self.prompt_tokens = 0
+        self.generation_tokens = 0
+        self.recorded_logits: dict[str, list[torch.Tensor]] = {}  # filled when runner.keep_logits (tests)
+
+    # -- admission ---------------------------------------------------------------------------
+    def prepare(
+        self,
+        prompt: str | list[int],
+        params: SamplingParams,
+        request_id: str | None = None,
+        cache_salt: str | None = None,
+    ) -> PreparedRequest:
+        """Validate and tokenize; raises ValueError for a prompt the engine cannot serve."""
+        if not isinstance(params, SamplingParams):
+            raise ValueError(f"params must be SamplingParams, got {type(params).__name__}")
+        if isinstance(prompt, str):
+            prompt_ids = self.tokenizer.encode(prompt, add_special_tokens=True)
+        elif isinstance(prompt, list | tuple) and all(
+            isinstance(t, int) and not isinstance(t, bool) for t in prompt
+        ):
+            prompt_ids = list(prompt)
+            bad = [t for t in prompt_ids if not 0 <= t < self.model_config.vocab_size]
+            if bad:
+                raise ValueError(
+                    f"token id {bad[0]} is outside the vocabulary [0, {self.model_config.vocab_size})"
+                )
+        else:
+            raise ValueError("prompt must be a string or a list of token ids")
+        if not prompt_ids:
+            raise ValueError("prompt is empty")
+        if len(prompt_ids) >= self.max_model_len:
+            raise ValueError(
+                f"prompt is {len(prompt_ids)} tokens, which leaves no room to generate within "
+                f"max_model_len={self.max_model_len}; shorten the prompt"
+            )
+        room = self.max_model_len - len(prompt_ids)
+        request = Request(
+            request_id=request_id or uuid.uuid4().hex,
+            prompt_token_ids=prompt_ids,
+            max_tokens=min(params.max_tokens or room, room),
+            eos_token_ids=frozenset(self.tokenizer.eos_token_ids),
+            stop_token_ids=frozenset(params.stop_token_ids),
+            ignore_eos=params.ignore_eos,
+            min_tokens=params.min_tokens,
+            cache_salt=cache_salt,
+            sampling_params=params,
+        )
+        detokenizer = IncrementalDetokenizer(
+            self.tokenizer.backend, params.skip_special_tokens, params.stop, params.include_stop_str_in_output
+        )
+        seed = None
+        if not params.greedy:
+            seed = params.seed if params.seed is not None else self._seed_rng.getrandbits(63)
+        return PreparedRequest(request, detokenizer, seed, RequestMetrics(arrival_time=request.arrival_time))
+
+    def add(self, prepared: PreparedRequest) -> str:
+        rid = prepared.request.request_id
+        if rid in self._states:
+            raise ValueError(f"request id {rid!r} is already in use")
+        self.scheduler.add_request(prepared.request)
+        self._states[rid] = prepared
+        if prepared.seed is not None:
+            self.runner.add_generator(rid, prepared.seed)
+        self.prompt_tokens += prepared.request.num_prompt_tokens
+        return rid
+
+    def add_request(self, prompt, params: SamplingParams, request_id=None, cache_salt=None) -> str:
+        return self.add(self.prepare(prompt, params, request_id, cache_salt))
+
+    def abort(self, request_id: str) -> RequestOutput | None:
+        state = self._states.get(request_id)
+        if state is None:
+            return None
+        self.scheduler.finish_request(request_id, RequestStatus.FINISHED_ABORTED)
+        return self._finish_output(state, [], None, "")
+
+    # -- stepping ----------------------------------------------------------------------------
+    def has_unfinished(self) -> bool:
+        return self.scheduler.num_unfinished > 0
+
+    def step(self) -> list[RequestOutput]:
+        out = self.scheduler.schedule()
+        if out.is_empty:
+            return []
+        result = self.runner.execute(out)
+        self.scheduler.update_from_output(out, result.sampled)
+        outputs = []
+        now = time.monotonic()
+        for rid, token_id in result.sampled.items():
+            state = self._states[rid]
+            request = state.request
+            self.generation_tokens += 1
+            if state.metrics.first_token_time is None:
+                state.metrics.first_token_time = now
+                state.metrics.first_scheduled_time = request.first_scheduled_time
+            if result.logits is not None:
+                self.recorded_logits.setdefault(rid, []).append(result.logits[rid])
+            new_text = state.detokenizer.push([token_id])
+            if state.detokenizer.stop_string is not None and not request.status.finished:
+                request.stop_reason = state.detokenizer.stop_string
+                self.scheduler.finish_request(rid, RequestStatus.FINISHED_STOPPED)
+            logprob = result.logprobs.get(rid)
+            new_logprobs = [logprob] if logprob is not None else None
+            if request.status.finished:
+                outputs.append(self._finish_output(state, [token_id], new_logprobs, new_text))
+            else:
+                outputs.append(self._output(state, [token_id], new_logprobs, new_text))
+        return outputs
+
+    def stats(self) -> EngineStats:
+        pool = self.kv.pool
+        return EngineStats(
+            num_running=len(self.scheduler.running),
+            num_waiting=len(self.scheduler.waiting),
+            kv_usage=pool.usage(),
+            num_blocks_total=pool.num_blocks,
+            num_blocks_used=pool.num_used_blocks,
+            prefix_cache_queries=self.kv.prefix_cache_queries,
+            prefix_cache_hits=self.kv.prefix_cache_hits,
+            num_preemptions=self.scheduler.num_preemptions,
+            prompt_tokens=self.prompt_tokens,
+            generation_tokens=self.generation_tokens,
+        )
+
+    # -- outputs -----------------------------------------------------------------------------
+    def _finish_output(self, state: PreparedRequest, new_ids, new_logprobs, new_text: str) -> RequestOutput:
+        new_text += state.detokenizer.flush()
+        state.metrics.finished_time = time.monotonic()
+        self._states.pop(state.request.request_id, None)
+        self.runner.drop_request(state.request.request_id)
+        return self._output(state, new_ids, new_logprobs, new_text)
+
+    @staticmethod
+    def _output(state: PreparedRequest, new_ids, new_logprobs, new_text: str) -> RequestOutput:
+        request = state.request
+        status = request.status
+        if state.request.sampling_params.logprobs is not None and new_logprobs is None:
+            new_logprobs = []
+        return RequestOutput(
+            request_id=request.request_id,
+            prompt_token_ids=request.prompt_token_ids,
+            new_token_ids=list(new_ids),
+            token_ids=list(request.output_token_ids),
+            new_text=new_text,
+            text=state.detokenizer.text,
+            new_logprobs=new_logprobs,
+            finished=status.finished,
+            finish_reason=status.finish_reason,
+            stop_reason=request.stop_reason,
+            num_cached_tokens=max(request.num_cached_tokens, 0),
+            metrics=state.metrics,
+        )

@@ -1,0 +1,62 @@
+"""Paged attention for one layer: write this step's K/V into the cache, then attend over it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from kernels.kv_cache_write import write_kv_cache
+from kernels.paged_attention import paged_attention, paged_attention_decode
+
+
+@dataclass
+class AttentionMetadata:
+    slot_mapping: torch.Tensor  # int64 [T]
+    block_tables: torch.Tensor  # int32 [B, max_blocks]
+    seq_lens: torch.Tensor  # int32 [B], context including this step's tokens
+    query_start_loc: torch.Tensor  # int32 [B + 1]
+    decode_only: bool  # every request feeds exactly one token
+
+
+class PagedAttention(nn.Module):
+    def __init__(
+        self, num_heads: int, num_kv_heads: int, head_dim: int, scale: float, sliding_window: int | None
+    ) -> None:
+        super().__init__()
+        self.num_heads = num_heads
+        self.num_kv_heads = num_kv_heads
+        self.head_dim = head_dim
+        self.scale = scale
+        self.sliding_window = sliding_window
+        self.k_cache: torch.Tensor | None = None  # bound by the model runner
+        self.v_cache: torch.Tensor | None = None
+
+    def forward(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, meta: AttentionMetadata
+    ) -> torch.Tensor:
+        """q: [T, Hq, D], k/v: [T, Hk, D] -> [T, Hq, D]."""
+        if self.k_cache is None:
+            raise RuntimeError("KV cache is not bound to this attention layer")
+        write_kv_cache(k, v, self.k_cache, self.v_cache, meta.slot_mapping)
+        if meta.decode_only:
+            return paged_attention_decode(
+                q,
+                self.k_cache,
+                self.v_cache,
+                meta.block_tables,
+                meta.seq_lens,
+                self.scale,
+                self.sliding_window,
+            )
+        return paged_attention(
+            q,
+            self.k_cache,
+            self.v_cache,
+            meta.block_tables,
+            meta.seq_lens,
+            meta.query_start_loc,
+            self.scale,
+            self.sliding_window,
+        )

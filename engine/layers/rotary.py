@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from kernels.rotary import build_cos_sin_cache, rotary_embedding
+
+
+class RotaryEmbedding(nn.Module):
+    def __init__(
+        self, head_dim: int, max_position: int, base: float, scaling: dict | None, device: torch.device
+    ) -> None:
+        super().__init__()
+        cache = build_cos_sin_cache(head_dim, max_position, base, scaling, device=device)
+        self.register_buffer("cos_sin_cache", cache, persistent=False)
+
+    def forward(
+        self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return rotary_embedding(positions, q, k, self.cos_sin_cache, is_neox=True)

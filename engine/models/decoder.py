@@ -1,0 +1,157 @@
+"""One decoder for the Llama family; per-architecture differences are flags on ModelConfig.
+
+Llama / Mistral: plain; Mistral may add a sliding window. Qwen2: bias on q/k/v. Qwen3: RMSNorm on
+each query and key head before RoPE. Any of them may tie the LM head to the embedding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+from torch import nn
+
+from engine.checkpoint.model_config import ModelConfig
+from engine.layers.attention import AttentionMetadata, PagedAttention
+from engine.layers.embedding import Embedding, LMHead
+from engine.layers.linear import Linear
+from engine.layers.mlp import GatedMLP
+from engine.layers.norm import RMSNorm
+from engine.layers.rotary import RotaryEmbedding
+
+
+class DecoderAttention(nn.Module):
+    def __init__(
+        self, cfg: ModelConfig, layer: int, rotary: RotaryEmbedding, dtype: torch.dtype, device: torch.device
+    ) -> None:
+        super().__init__()
+        self.num_heads, self.num_kv_heads, self.head_dim = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        q_size, kv_size = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+        self.qkv_proj = Linear(cfg.hidden_size, [q_size, kv_size, kv_size], cfg.qkv_bias, dtype, device)
+        self.o_proj = Linear(q_size, cfg.hidden_size, False, dtype, device)
+        self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps, dtype, device) if cfg.qk_norm else None
+        self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps, dtype, device) if cfg.qk_norm else None
+        self.rotary = rotary
+        self.attn = PagedAttention(
+            self.num_heads, self.num_kv_heads, self.head_dim, self.head_dim**-0.5, cfg.sliding_windows[layer]
+        )
+
+    def forward(self, positions: torch.Tensor, x: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
+        t = x.shape[0]
+        q_size, kv_size = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+        q, k, v = self.qkv_proj(x).split([q_size, kv_size, kv_size], dim=-1)
+        q = q.reshape(t, self.num_heads, self.head_dim)
+        k = k.reshape(t, self.num_kv_heads, self.head_dim)
+        v = v.reshape(t, self.num_kv_heads, self.head_dim)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = self.rotary(positions, q, k)
+        out = self.attn(q, k, v.contiguous(), meta)
+        return self.o_proj(out.reshape(t, q_size))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(
+        self, cfg: ModelConfig, layer: int, rotary: RotaryEmbedding, dtype: torch.dtype, device: torch.device
+    ) -> None:
+        super().__init__()
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype, device)
+        self.self_attn = DecoderAttention(cfg, layer, rotary, dtype, device)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype, device)
+        self.mlp = GatedMLP(cfg.hidden_size, cfg.intermediate_size, dtype, device)
+
+    def forward(
+        self, positions: torch.Tensor, x: torch.Tensor, residual: torch.Tensor | None, meta: AttentionMetadata
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if residual is None:
+            residual, x = x, self.input_layernorm(x)
+        else:
+            x, residual = self.input_layernorm.add_and_norm(x, residual)
+        x = self.self_attn(positions, x, meta)
+        x, residual = self.post_attention_layernorm.add_and_norm(x, residual)
+        return self.mlp(x), residual
+
+
+# checkpoint module name -> (our fused module name, slice index)
+_STACKED = {
+    "q_proj": ("qkv_proj", 0),
+    "k_proj": ("qkv_proj", 1),
+    "v_proj": ("qkv_proj", 2),
+    "gate_proj": ("gate_up_proj", 0),
+    "up_proj": ("gate_up_proj", 1),
+}
+_IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
+
+
+class CausalLM(nn.Module):
+    def __init__(self, cfg: ModelConfig, dtype: torch.dtype, device: torch.device, max_position: int) -> None:
+        super().__init__()
+        self.config = cfg
+        rotary = RotaryEmbedding(cfg.head_dim, max_position, cfg.rope_theta, cfg.rope_scaling, device)
+        self.embed_tokens = Embedding(cfg.vocab_size, cfg.hidden_size, dtype, device)
+        self.layers = nn.ModuleList(
+            DecoderLayer(cfg, i, rotary, dtype, device) for i in range(cfg.num_layers)
+        )
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype, device)
+        self.lm_head = LMHead(cfg.vocab_size, cfg.hidden_size, dtype, device)
+        if cfg.tie_word_embeddings:
+            self.lm_head.tie_to(self.embed_tokens)
+
+    def attention_layers(self) -> list[PagedAttention]:
+        return [layer.self_attn.attn for layer in self.layers]
+
+    @torch.inference_mode()
+    def forward(
+        self, token_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata
+    ) -> torch.Tensor:
+        x = self.embed_tokens(token_ids)
+        residual = None
+        for layer in self.layers:
+            x, residual = layer(positions, x, residual, meta)
+        x, _ = self.norm.add_and_norm(x, residual)
+        return x
+
+    @torch.inference_mode()
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(hidden)
+
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Copy HF-named tensors in; raises ValueError naming any unexpected or missing tensor."""
+        params = dict(self.named_parameters(remove_duplicate=False))
+        loaded: set[str] = set()
+        for name, tensor in weights:
+            if name.endswith(_IGNORED_SUFFIXES):
+                continue
+            target = name.removeprefix("model.")
+            if target == "lm_head.weight" and self.config.tie_word_embeddings:
+                continue  # some tied checkpoints still ship a copy
+            parts = target.split(".")
+            shard = 0
+            if len(parts) >= 2 and parts[-2] in _STACKED:
+                parts[-2], shard = _STACKED[parts[-2]]
+            target = ".".join(parts)
+            if target not in params:
+                raise ValueError(f"unexpected tensor {name!r} in checkpoint")
+            module = self.get_submodule(target.rsplit(".", 1)[0])
+            kind = parts[-1]
+            with torch.no_grad():
+                if isinstance(module, Linear):
+                    module.load(kind, tensor, shard)
+                else:
+                    param = params[target]
+                    if param.shape != tensor.shape:
+                        raise ValueError(
+                            f"tensor {name!r} has shape {tuple(tensor.shape)}, expected {tuple(param.shape)}"
+                        )
+                    param.data.copy_(tensor)
+            loaded.add(f"{target}#{shard}")
+        expected = set()
+        for pname in params:
+            module = self.get_submodule(pname.rsplit(".", 1)[0])
+            shards = len(module.output_sizes) if isinstance(module, Linear) else 1
+            expected.update(f"{pname}#{i}" for i in range(shards))
+        if self.config.tie_word_embeddings:
+            expected.discard("lm_head.weight#0")
+        missing = sorted(expected - loaded)
+        if missing:
+            raise ValueError(f"checkpoint lacks {len(missing)} tensors, e.g. {', '.join(missing[:3])}")

@@ -1,0 +1,64 @@
+"""What the engine hands back: per-step request outputs, engine-wide stats."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.sampling.sampler import Logprob
+
+__all__ = ["EngineStats", "Logprob", "RequestMetrics", "RequestOutput"]
+
+
+@dataclass
+class RequestMetrics:
+    """time.monotonic() instants; None until the event happened."""
+
+    arrival_time: float
+    first_scheduled_time: float | None = None
+    first_token_time: float | None = None
+    finished_time: float | None = None
+
+
+@dataclass
+class RequestOutput:
+    request_id: str
+    prompt_token_ids: list[int]
+    new_token_ids: list[int]  # delta since the previous output of this request
+    token_ids: list[int]  # cumulative generated tokens
+    new_text: str  # delta
+    text: str  # cumulative
+    new_logprobs: list[Logprob] | None  # delta; None when logprobs were not requested
+    finished: bool
+    finish_reason: str | None  # "stop" | "length" | "abort" once finished
+    stop_reason: int | str | None  # the stop token id or stop string that ended it (None for EOS)
+    num_cached_tokens: int
+    metrics: RequestMetrics
+
+
+@dataclass
+class EngineStats:
+    num_running: int
+    num_waiting: int
+    kv_usage: float  # fraction of KV blocks in use, 0..1
+    num_blocks_total: int
+    num_blocks_used: int
+    prefix_cache_queries: int  # tokens, cumulative
+    prefix_cache_hits: int  # tokens, cumulative
+    num_preemptions: int  # cumulative
+    prompt_tokens: int  # cumulative
+    generation_tokens: int  # cumulative
+
+
+@dataclass
+class GenerationOutput:
+    """One finished request, as ``LLM.generate`` returns it."""
+
+    request_id: str
+    prompt_token_ids: list[int]
+    token_ids: list[int]
+    text: str
+    finish_reason: str | None
+    stop_reason: int | str | None
+    num_cached_tokens: int
+    logprobs: list[Logprob] | None = None
+    metrics: RequestMetrics | None = None
