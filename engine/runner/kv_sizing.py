@@ -9,6 +9,8 @@ from engine.config import CPU_MAX_DEFAULT_BLOCKS, EngineConfig
 
 # Headroom on CUDA for activations and the sampler, which are not profiled (yet).
 CUDA_ACTIVATION_RESERVE_BYTES = 1 << 30
+# Host memory is shared with everything else on the machine: never take more than this by default.
+CPU_MAX_KV_BYTES = 4 << 30
 
 
 def block_bytes(cfg: ModelConfig, block_size: int, dtype: torch.dtype) -> int:
@@ -39,4 +41,5 @@ def num_kv_blocks(
             )
         return blocks
     wanted = -(-config.max_num_seqs * max_model_len // config.block_size)
-    return max(min_blocks, min(wanted, CPU_MAX_DEFAULT_BLOCKS))
+    by_bytes = CPU_MAX_KV_BYTES // block_bytes(cfg, config.block_size, dtype)
+    return max(min_blocks, min(wanted, CPU_MAX_DEFAULT_BLOCKS, by_bytes))
