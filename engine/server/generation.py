@@ -52,10 +52,11 @@ async def _pump(
     cache_salt: str | None,
 ) -> None:
     parser = make_parser() if make_parser else None
-    stream = engine.generate(prompt, params, request_id=request_id, cache_salt=cache_salt)
+    stream = None
     finished = False
     last_token_at: float | None = None
     try:
+        stream = engine.generate(prompt, params, request_id=request_id, cache_salt=cache_salt)
         async for out in stream:
             now = time.monotonic()
             new_ids = list(out.new_token_ids or [])
@@ -97,8 +98,9 @@ async def _pump(
     except Exception as exc:  # handed to the consumer, which turns it into an API error
         await queue.put(exc)
     finally:
-        await stream.aclose()
-        if not finished:
+        if stream is not None:
+            await stream.aclose()
+        if not finished and stream is not None:
             metrics.request_finished(None, "abort")
 
 
