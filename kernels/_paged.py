@@ -7,8 +7,6 @@ import torch
 from kernels._common import interpreting, tl, triton
 
 LOG2E = 1.4426950408889634
-# Sentinel for "no key seen yet" in the online softmax; finite so exp2(m_old - m_new) never NaNs.
-NO_MAX = -1.0e30
 # Cap on one score tensor in the torch reference (elements), so a long CPU prefill stays in memory.
 _MAX_SCORE_ELEMENTS = 1 << 26
 

@@ -13,7 +13,6 @@ import torch
 from kernels._common import next_power_of_2, tl, triton, use_triton
 from kernels._paged import (
     LOG2E,
-    NO_MAX,
     attend,
     attend_kv_tile,
     check_paged_inputs,
@@ -105,7 +104,7 @@ def _paged_attention_kernel(
     kv_start = 0
     if USE_WINDOW:
         kv_start = tl.maximum(prefix_len + q_offset - sliding_window + 1, 0) // BLOCK_N * BLOCK_N
-    m_i = tl.full([BLOCK_M], NO_MAX, dtype=tl.float32)
+    m_i = tl.full([BLOCK_M], -1.0e30, dtype=tl.float32)  # finite 'no key yet', see attend_kv_tile
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     block_table_ptr = block_tables_ptr + seq.to(tl.int64) * block_tables_stride

@@ -12,7 +12,6 @@ import torch
 from kernels._common import cdiv, next_power_of_2, num_compute_units, tl, triton, use_triton
 from kernels._paged import (
     LOG2E,
-    NO_MAX,
     attend,
     attend_kv_tile,
     check_paged_inputs,
@@ -82,7 +81,7 @@ def _decode_split_kernel(
     )
     q_positions = tl.zeros([BLOCK_G], dtype=tl.int32) + (seq_len - 1)
 
-    m_i = tl.full([BLOCK_G], NO_MAX, dtype=tl.float32)
+    m_i = tl.full([BLOCK_G], -1.0e30, dtype=tl.float32)  # finite 'no key yet', see attend_kv_tile
     l_i = tl.zeros([BLOCK_G], dtype=tl.float32)
     acc = tl.zeros([BLOCK_G, BLOCK_D], dtype=tl.float32)
     block_table_ptr = block_tables_ptr + seq * block_tables_stride

@@ -1,0 +1,79 @@
+"""Compile every Triton kernel ahead of time for an H100/H200 (sm_90) without a GPU.
+
+Triton's interpreter accepts code that the real compiler rejects (loop-carried type changes,
+unsupported dot shapes), so the CPU tests run this in a subprocess without ``TRITON_INTERPRET``:
+it lowers each kernel through TTIR, TTGIR, PTX and ptxas to a cubin. Prints one line per variant.
+"""
+
+import inspect
+import sys
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from kernels import activation, kv_cache_write, paged_attention, paged_attention_decode, rms_norm, rotary
+
+FLOAT_PARAMS = {"eps", "scale_log2e"}
+
+
+def signature(kernel, pointer_types, constexprs, default_pointer="*bf16"):
+    types = {}
+    for name in inspect.signature(kernel.fn).parameters:
+        if name in constexprs:
+            types[name] = "constexpr"
+        elif name.endswith("_ptr"):
+            types[name] = pointer_types.get(name, default_pointer)
+        else:
+            types[name] = "fp32" if name in FLOAT_PARAMS else "i32"
+    return types
+
+
+def compile_variant(label, kernel, constexprs, pointer_types=None, num_warps=4, default_pointer="*bf16"):
+    sig = signature(kernel, pointer_types or {}, constexprs, default_pointer)
+    compiled = triton.compile(
+        ASTSource(kernel, sig, constexprs), target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps}
+    )
+    assert compiled.asm.get("cubin"), label
+    print(f"compiled {label}")
+
+
+PAGED_POINTERS = {"block_tables_ptr": "*i32", "seq_lens_ptr": "*i32", "query_start_loc_ptr": "*i32"}
+DECODE_POINTERS = {
+    **PAGED_POINTERS,
+    "partial_max_ptr": "*fp32",
+    "partial_sum_ptr": "*fp32",
+    "partial_acc_ptr": "*fp32",
+}
+
+
+def main() -> int:
+    for residual in (False, True):
+        compile_variant(f"rms_norm residual={residual}", rms_norm._rms_norm_kernel,
+                        {"HAS_RESIDUAL": residual, "BLOCK": 4096}, num_warps=8)  # fmt: skip
+    compile_variant("silu_and_mul", activation._silu_and_mul_kernel, {"BLOCK": 1024})
+    for neox in (True, False):
+        compile_variant(f"rotary neox={neox}", rotary._rotary_kernel,
+                        {"IS_NEOX": neox, "BLOCK_HQ": 32, "BLOCK_HK": 8, "BLOCK_HALF": 64},
+                        {"positions_ptr": "*i64", "cos_sin_ptr": "*fp32"})  # fmt: skip
+    compile_variant("write_kv_cache", kv_cache_write._write_kv_cache_kernel, {"BLOCK_H": 8, "BLOCK_D": 128},
+                    {"slot_mapping_ptr": "*i64"})  # fmt: skip
+    for window, dtype in ((False, "*bf16"), (True, "*fp16"), (False, "*fp32")):
+        fp32 = dtype == "*fp32"
+        compile_variant(f"paged_attention window={window} {dtype}", paged_attention._paged_attention_kernel,
+                        {"GROUP": 4, "BLOCK_SIZE": 16, "BLOCK_Q": 32, "BLOCK_M": 128, "BLOCK_N": 64,
+                         "BLOCK_D": 128, "USE_WINDOW": window, "DOT_IN_FP32": fp32},
+                        PAGED_POINTERS, num_warps=8, default_pointer=dtype)  # fmt: skip
+        for single in (False, True):
+            compile_variant(f"decode split window={window} single={single} {dtype}",
+                            paged_attention_decode._decode_split_kernel,
+                            {"GROUP": 4, "BLOCK_SIZE": 16, "BLOCK_G": 16, "BLOCK_N": 64, "BLOCK_D": 128,
+                             "USE_WINDOW": window, "DOT_IN_FP32": fp32, "SINGLE_SPLIT": single},
+                            DECODE_POINTERS, default_pointer=dtype)  # fmt: skip
+    compile_variant("decode reduce", paged_attention_decode._decode_reduce_kernel, {"BLOCK_S": 8, "BLOCK_D": 128},
+                    DECODE_POINTERS)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
