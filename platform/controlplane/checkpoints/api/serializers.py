@@ -25,6 +25,6 @@ class CheckpointSerializer(serializers.ModelSerializer):
             and instance.deployments.exists()
         ):
             raise serializers.ValidationError(
-                {"path": "deployments use this checkpoint; register a new revision"}
+                {"path": ["deployments use this checkpoint; register a new revision"]}
             )
         return super().update(instance, validated_data)

@@ -46,7 +46,7 @@ class DeploymentViewSet(ChassisModelViewSet):
     def perform_destroy(self, instance):
         if instance.replica_set.filter(state__in=HOLDING_STATES).exists():
             raise serializers.ValidationError(
-                {"replicas": "replicas are still running; scale to 0 and wait first"}
+                {"replicas": ["replicas are still running; scale to 0 and wait first"]}
             )
         super().perform_destroy(instance)
 
@@ -55,7 +55,7 @@ class DeploymentViewSet(ChassisModelViewSet):
         choice.is_valid(raise_exception=True)
         replica = deployment.replica_set.filter(pk=choice.validated_data["replica"]).first()
         if replica is None:
-            raise serializers.ValidationError({"replica": "not a replica of this deployment"})
+            raise serializers.ValidationError({"replica": ["not a replica of this deployment"]})
         return replica
 
     def _done(self, deployment):
@@ -81,7 +81,7 @@ class DeploymentViewSet(ChassisModelViewSet):
         replica = self._replica(deployment, request)
         if replica.state not in (ReplicaState.LAUNCHING, ReplicaState.READY, ReplicaState.FAILED):
             raise serializers.ValidationError(
-                {"replica": f"replica {replica} is {replica.state}; cannot restart it"}
+                {"replica": [f"replica {replica} is {replica.state}; cannot restart it"]}
             )
         services.restart_replica(replica, user_actor(request.user))
         self.audit("restart", deployment, {"replica": replica.pk})
@@ -99,7 +99,7 @@ class DeploymentViewSet(ChassisModelViewSet):
         replica = self._replica(deployment, request)
         if replica.state not in (ReplicaState.LAUNCHING, ReplicaState.READY):
             raise serializers.ValidationError(
-                {"replica": f"replica {replica} is {replica.state}; cannot drain it"}
+                {"replica": [f"replica {replica} is {replica.state}; cannot drain it"]}
             )
         services.drain_replica(
             replica, f"drain requested by {user_actor(request.user)}", user_actor(request.user)

@@ -1,0 +1,62 @@
+import pytest
+from controlplane.serving.metrics import histogram_quantile, parse_engine_metrics, rates_between
+
+METRICS = """\
+# HELP vllm:time_to_first_token_seconds Time to first token.
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{le="0.01",model_name="m"} 0.0
+vllm:time_to_first_token_seconds_bucket{le="0.1",model_name="m"} 4.0
+vllm:time_to_first_token_seconds_bucket{le="1.0",model_name="m"} 8.0
+vllm:time_to_first_token_seconds_bucket{le="+Inf",model_name="m"} 8.0
+vllm:time_to_first_token_seconds_count{model_name="m"} 8.0
+vllm:time_to_first_token_seconds_sum{model_name="m"} 1.5
+# TYPE vllm:generation_tokens_total counter
+vllm:generation_tokens_total{model_name="m"} 400.0
+# TYPE vllm:prompt_tokens_total counter
+vllm:prompt_tokens_total{model_name="m"} 900.0
+# TYPE vllm:prefix_cache_queries_total counter
+vllm:prefix_cache_queries_total{model_name="m"} 100.0
+# TYPE vllm:prefix_cache_hits_total counter
+vllm:prefix_cache_hits_total{model_name="m"} 25.0
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{model_name="m"} 3.0
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{model_name="m"} 0.5
+"""
+
+
+def test_parse_sums_and_buckets():
+    counters = parse_engine_metrics(METRICS)
+    assert counters.generation_tokens_total == 400
+    assert counters.prefix_cache_hits_total == 25
+    assert counters.requests_running == 3
+    assert counters.kv_cache_usage == 0.5
+    assert counters.ttft_buckets == {"0.01": 0.0, "0.1": 4.0, "1.0": 8.0, "+Inf": 8.0}
+
+
+def test_histogram_quantile_interpolates_like_prometheus():
+    # rank 4 of 8 falls at the top of the (0.01, 0.1] bucket
+    assert histogram_quantile(0.5, {"0.01": 0, "0.1": 4, "1.0": 8, "+Inf": 8}) == pytest.approx(0.1)
+    # rank 6 of 8: halfway through (0.1, 1.0]
+    assert histogram_quantile(0.75, {"0.01": 0, "0.1": 4, "1.0": 8, "+Inf": 8}) == pytest.approx(0.55)
+    assert histogram_quantile(0.5, {"0.1": 0, "+Inf": 0}) is None
+    assert histogram_quantile(0.5, {"0.1": 0, "+Inf": 2}) == 0.1  # all in +Inf: the last finite bound
+
+
+def test_rates_use_deltas_between_scrapes():
+    first = parse_engine_metrics(METRICS)
+    later = parse_engine_metrics(
+        METRICS.replace(" 400.0", " 600.0")
+        .replace('le="1.0",model_name="m"} 8.0', 'le="1.0",model_name="m"} 18.0')
+        .replace('le="+Inf",model_name="m"} 8.0', 'le="+Inf",model_name="m"} 18.0')
+        .replace('queries_total{model_name="m"} 100.0', 'queries_total{model_name="m"} 110.0')
+        .replace('hits_total{model_name="m"} 25.0', 'hits_total{model_name="m"} 34.0')
+    )
+    rates = rates_between(first, later, seconds=4.0)
+    assert rates.tokens_per_s == pytest.approx(50.0)
+    assert rates.prefix_cache_hit_rate == pytest.approx(0.9)
+    assert 0.1 < rates.ttft_p50_s <= 1.0  # the 10 new requests all landed in (0.1, 1.0]
+    alone = rates_between(None, first, None)
+    assert alone.tokens_per_s is None and alone.prefix_cache_hit_rate == pytest.approx(0.25)
+    restarted = rates_between(later, first, seconds=4.0)  # counters went down: a new process
+    assert restarted.tokens_per_s is None and restarted.prefix_cache_hit_rate == pytest.approx(0.25)

@@ -1,0 +1,30 @@
+from controlplane.serving.placement import NodeCapacity, Placement, Unschedulable, place
+
+
+def node(node_id, name, free_indices, domain="d", load=0):
+    return NodeCapacity(node_id, name, domain, tuple((node_id * 100 + i, i) for i in free_indices), load)
+
+
+def test_picks_tightest_fit_and_lowest_indices():
+    nodes = [node(1, "big", range(8)), node(2, "small", [1, 3, 5])]
+    result = place(2, "nvidia", nodes)
+    assert result == Placement(2, "small", (201, 203), (1, 3))
+
+
+def test_ties_broken_by_load_then_name():
+    nodes = [node(1, "b", [0], load=1), node(2, "a", [0], load=1), node(3, "c", [0], load=0)]
+    assert place(1, "cpu", nodes).node_name == "c"
+    assert place(1, "cpu", nodes[:2]).node_name == "a"
+
+
+def test_unschedulable_says_why_in_words():
+    result = place(8, "nvidia", [node(1, "n1", range(4)), node(2, "n2", range(2))])
+    assert result == Unschedulable("needs 8 nvidia in one domain; largest free block is 4")
+
+
+def test_no_nodes_at_all():
+    assert place(1, "ascend", []) == Unschedulable("needs 1 ascend in one domain; largest free block is 0")
+
+
+def test_rejects_non_positive_tp():
+    assert isinstance(place(0, "nvidia", [node(1, "n", [0])]), Unschedulable)
