@@ -35,9 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def load_tokenizer(path: str):
     """The engine's own tokenizer for a checkpoint dir, so prompts render exactly as on the replica."""
-    from engine.tokenizer import load_tokenizer as engine_load_tokenizer
+    from engine.tokenizer import Tokenizer
 
-    return engine_load_tokenizer(path)
+    return Tokenizer(path)
 
 
 def safe_tokenizer_factory(path: str):

@@ -39,7 +39,9 @@ def build_app(gateway: Gateway) -> Starlette:
                 return _error(
                     api, 404, f"model {model!r} is not served here (served: {known})", "not_found_error"
                 )
-            headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP]
+            replaced = _HOP_BY_HOP | set(gateway.replica_auth)
+            headers = [(k, v) for k, v in request.headers.items() if k.lower() not in replaced]
+            headers += list(gateway.replica_auth.items())
             headers.append(("accept-encoding", "identity"))
             plan = ForwardPlan(
                 pool=pool,

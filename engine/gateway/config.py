@@ -99,6 +99,9 @@ class GatewayConfig:
     # KV events confirm it; keeps a burst of same-prefix requests together.
     pending_prefix_ttl_s: float = 2.0
     retries: int = 1
+    # Bearer key the replicas require (``chassis serve --api-key``): sent on KV polls and forwarded
+    # requests in place of the client's own Authorization header.
+    replica_api_key: str | None = None
 
 
 def _as_float(value: Any, where: str) -> float:
@@ -190,6 +193,7 @@ def parse_config(data: Any, *, require_models: bool = True) -> GatewayConfig:
         "kv_poll_interval_s",
         "pending_prefix_ttl_s",
         "retries",
+        "replica_api_key",
     }
     unknown = set(data) - allowed
     if unknown:
@@ -213,6 +217,7 @@ def parse_config(data: Any, *, require_models: bool = True) -> GatewayConfig:
         timeouts=_build(Timeouts, data.get("timeouts"), "timeouts"),
         breaker=_build(BreakerConfig, data.get("circuit_breaker"), "circuit_breaker"),
         retries=retries,
+        replica_api_key=str(data["replica_api_key"]) if data.get("replica_api_key") else None,
         **intervals,
     )
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 from engine.gateway.config import BreakerConfig, ModelRoute
@@ -11,6 +13,9 @@ from engine.gateway.metrics import GatewayMetrics
 from engine.gateway.policies import Decision, Policy, RoutingRequest, make_policy
 from engine.gateway.replica import Replica
 from engine.kv.block_hash import hash_chain
+
+_RESPONSE_ID = re.compile(rb'"id"\s*:\s*"(resp[-_][A-Za-z0-9_-]+)"')
+RESPONSE_OWNERS_KEPT = 100_000
 
 
 class ModelPool:
@@ -33,6 +38,8 @@ class ModelPool:
         self.block_size: int | None = None
         self.tokenizer = None
         self._tokenizer_factory = tokenizer_factory
+        # Responses-API ids -> the replica that stores them (previous_response_id lives there only).
+        self.response_owner: OrderedDict[str, str] = OrderedDict()
         self.update(route)
 
     @property
@@ -75,11 +82,17 @@ class ModelPool:
         salt: bytes | None = None,
         session_key: str | None = None,
         exclude: Sequence[str] = (),
+        previous_response_id: str | None = None,
     ) -> Decision | None:
         start = time.perf_counter()
         candidates = self.routable(exclude)
         if not candidates:
             return None
+        owner = self.response_owner.get(previous_response_id) if previous_response_id else None
+        if owner is not None:
+            for replica in candidates:
+                if replica.replica_id == owner:
+                    return Decision(replica, reason="response_owner")
         chain: list[bytes] = []
 
         def chain_factory() -> list[bytes]:
@@ -93,6 +106,14 @@ class ModelPool:
         if self.wants_prefix:
             self.metrics.matched_blocks.labels(self.name).observe(decision.matched_blocks)
         return decision
+
+    def remember_response(self, first_chunk: bytes, replica_id: str) -> None:
+        """Note which replica produced a Responses-API id (found in the first chunk it sent)."""
+        found = _RESPONSE_ID.search(first_chunk)
+        if found:
+            self.response_owner[found.group(1).decode()] = replica_id
+            while len(self.response_owner) > RESPONSE_OWNERS_KEPT:
+                self.response_owner.popitem(last=False)
 
     def describe(self) -> dict:
         return {

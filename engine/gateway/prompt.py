@@ -8,7 +8,6 @@ None; the request is still routed, by load, and the replica reports the real err
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -20,55 +19,21 @@ API_PATHS = {
 }
 
 
-def _text_of(content: Any) -> str:
-    """Text of an OpenAI/Anthropic content field (a string or a list of typed parts)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, dict) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-            elif isinstance(part, str):
-                parts.append(part)
-        return "".join(parts)
-    return ""
+def _conversation(api: str, body: dict):
+    """The replica's own converters (engine/server/api), so the gateway renders what it renders."""
+    from engine.server.api import anthropic_messages, openai_chat, responses
+    from engine.server.api.response_store import ResponseStore
+    from engine.server.protocol.anthropic import MessagesRequest
+    from engine.server.protocol.openai import ChatCompletionRequest
+    from engine.server.protocol.responses import ResponsesRequest
 
-
-def _chat_messages(body: dict) -> list[dict]:
-    return [
-        dict(m, content=_text_of(m.get("content"))) for m in body.get("messages", []) if isinstance(m, dict)
-    ]
-
-
-def _anthropic_messages(body: dict) -> list[dict]:
-    messages = []
-    system = body.get("system")
-    if system:
-        messages.append({"role": "system", "content": _text_of(system)})
-    for m in body.get("messages", []):
-        if isinstance(m, dict):
-            messages.append({"role": m.get("role", "user"), "content": _text_of(m.get("content"))})
-    return messages
-
-
-def _responses_messages(body: dict) -> list[dict]:
-    messages = []
-    if body.get("instructions"):
-        messages.append({"role": "system", "content": str(body["instructions"])})
-    data = body.get("input")
-    if isinstance(data, str):
-        messages.append({"role": "user", "content": data})
-    elif isinstance(data, list):
-        for item in data:
-            if isinstance(item, dict) and "role" in item:
-                messages.append({"role": item["role"], "content": _text_of(item.get("content"))})
-    return messages
-
-
-def _tools(body: dict) -> list[dict] | None:
-    tools = body.get("tools")
-    return tools if isinstance(tools, list) and tools else None
+    if api == "chat":
+        return openai_chat.to_conversation(ChatCompletionRequest.model_validate(body))[0]
+    if api == "messages":
+        return anthropic_messages.to_conversation(MessagesRequest.model_validate(body))[0]
+    # A previous_response_id lives on one replica only; its history is unknown here, so such a
+    # request does not render (the response affinity map routes it instead).
+    return responses.to_conversation(ResponsesRequest.model_validate(body), ResponseStore(1))[0]
 
 
 def prompt_token_ids(tokenizer, api: str, body: dict) -> list[int] | None:
@@ -76,28 +41,29 @@ def prompt_token_ids(tokenizer, api: str, body: dict) -> list[int] | None:
         return None
     try:
         if api == "completions":
-            prompt = body.get("prompt")
-            if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
-                return prompt
-            if isinstance(prompt, list) and len(prompt) == 1:
-                prompt = prompt[0]
-            if not isinstance(prompt, str):
-                return None
-            return list(tokenizer.encode(prompt, add_special_tokens=True))
-        messages = {
-            "chat": _chat_messages,
-            "messages": _anthropic_messages,
-            "responses": _responses_messages,
-        }[api](body)
-        if not messages:
+            from engine.server.api.completions import prompt_ids
+            from engine.server.protocol.openai import CompletionRequest
+
+            return prompt_ids(CompletionRequest.model_validate(body), tokenizer)
+        conversation = _conversation(api, body)
+        if not conversation.messages:
             return None
-        return list(tokenizer.encode_chat(messages, tools=_tools(body), add_generation_prompt=True))
-    except Exception as exc:  # a template error on odd input must not fail the routing
+        # Same call as the replica's ServerState.render.
+        return list(
+            tokenizer.encode_chat(
+                conversation.template_messages(),
+                tools=conversation.template_tools(),
+                add_generation_prompt=True,
+            )
+        )
+    except Exception as exc:  # invalid input is the replica's to reject; routing must not fail on it
         log.debug("cannot render %s request for prefix matching: %r", api, exc)
         return None
 
 
-def cache_salt(body: dict) -> bytes | None:
+def cache_salt(api: str, body: dict) -> bytes | None:
+    if api not in ("chat", "completions"):  # the replica salts only these two APIs
+        return None
     salt = body.get("cache_salt")
     return salt.encode("utf-8") if isinstance(salt, str) and salt else None
 

@@ -128,6 +128,8 @@ class ProxyResponse:
             except httpx.HTTPError as exc:
                 return self._early_failure(replica, "connect", repr(exc))
             committed = True
+            if plan.api == "responses" and response.status_code < 400:
+                plan.pool.remember_response(first, rid)
             headers = [(k.encode(), v.encode()) for k, v in response.headers.items() if k not in _HOP_BY_HOP]
             headers.append((REPLICA_HEADER.encode(), rid.encode()))
             await send({"type": "http.response.start", "status": response.status_code, "headers": headers})

@@ -41,7 +41,12 @@ class Gateway:
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=256),
         )
         # Probes and KV polls get short timeouts of their own, never the long generation read timeout.
-        self.probe_client = httpx.AsyncClient(timeout=httpx.Timeout(min(2.0, t.read_s), connect=t.connect_s))
+        self.replica_auth = (
+            {"authorization": f"Bearer {config.replica_api_key}"} if config.replica_api_key else {}
+        )
+        self.probe_client = httpx.AsyncClient(
+            timeout=httpx.Timeout(min(2.0, t.read_s), connect=t.connect_s), headers=self.replica_auth
+        )
         self.last_refresh_ok: float | None = None
         self.last_refresh_error: str | None = None
         self._followers: dict[tuple[str, str], asyncio.Task] = {}
@@ -161,15 +166,18 @@ class Gateway:
             start = time.perf_counter()
             token_ids = prompt_token_ids(pool.tokenizer, api, body)
             self.metrics.tokenize_seconds.observe(time.perf_counter() - start)
-        salt = cache_salt(body)
+        salt = cache_salt(api, body)
         key = (
             session_key(body, headers, pool.route.policy.session_header)
             if pool.policy.name == "session"
             else None
         )
 
+        previous = body.get("previous_response_id") if api == "responses" else None
+        previous = previous if isinstance(previous, str) else None
+
         def decide(exclude: list[str]) -> Decision | None:
-            return pool.decide(token_ids, salt, key, exclude)
+            return pool.decide(token_ids, salt, key, exclude, previous)
 
         return decide
 
