@@ -44,6 +44,7 @@ def test_reference_matches_float64(is_neox):
 
 @pytest.mark.parametrize("scaling", [None, LLAMA3_SCALING], ids=["default", "llama3"])
 def test_cache_matches_hf_llama_rotary(scaling):
+    pytest.importorskip("transformers")
     from transformers import LlamaConfig
     from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
 
