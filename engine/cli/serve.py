@@ -40,6 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--drain-timeout", type=float, default=30.0, help="seconds to finish in-flight requests on SIGTERM"
     )
+    parser.add_argument("--kv-event-capacity", type=int, default=10_000, help="KV events kept for /kv/events")
     parser.add_argument("--replica-id", default="", help="name reported in /health and the KV event feed")
     parser.add_argument(
         "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
@@ -73,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
             max_model_len=args.max_model_len,
             num_gpu_blocks=args.num_gpu_blocks,
             enable_prefix_caching=not args.no_prefix_caching,
+            kv_event_capacity=args.kv_event_capacity,
         )
     except ValueError as exc:
         print(f"chassis serve: {exc}")

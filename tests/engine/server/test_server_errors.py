@@ -1,0 +1,112 @@
+"""Bad input gets the right status and error body, and the replica keeps serving afterwards."""
+
+from __future__ import annotations
+
+import anthropic
+import httpx
+import openai
+import pytest
+from conftest import API_KEY, MAX_MODEL_LEN, MODEL
+
+AUTH = {"Authorization": f"Bearer {API_KEY}"}
+HELLO = [{"role": "user", "content": "hi"}]
+
+
+def post(replica, path: str, body, headers=AUTH) -> httpx.Response:
+    if isinstance(body, (bytes, str)):
+        return httpx.post(
+            replica.base_url + path, content=body, headers={**headers, "content-type": "application/json"}
+        )
+    return httpx.post(replica.base_url + path, json=body, headers=headers)
+
+
+def assert_openai_error(response: httpx.Response, status: int, param: str | None = None) -> dict:
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert error["message"] and error["type"]
+    if param is not None:
+        assert error["param"] == param
+    return error
+
+
+def test_malformed_json(replica):
+    error = assert_openai_error(post(replica, "/v1/chat/completions", b'{"model": "x", "messages": ['), 400)
+    assert "not valid JSON" in error["message"]
+    assert_openai_error(post(replica, "/v1/completions", b"[1, 2]"), 400)
+
+
+@pytest.mark.parametrize(
+    ("extra", "param"),
+    [
+        ({"max_tokens": "lots"}, "max_tokens"),
+        ({"temperature": "hot"}, "temperature"),
+        ({"max_tokens": -5}, "max_tokens"),
+        ({"n": 0}, "n"),
+        ({"messages": "hello"}, "messages"),
+        ({"logit_bias": {"42": 3}}, "logit_bias"),
+        ({"response_format": {"type": "json_object"}}, "response_format"),
+        ({"frobnicate": True}, "frobnicate"),
+        ({"tool_choice": "required"}, "tool_choice"),
+    ],
+)
+def test_invalid_or_unsupported_parameters_are_named(replica, extra, param):
+    assert_openai_error(
+        post(replica, "/v1/chat/completions", {"model": MODEL, "messages": HELLO, **extra}), 400, param
+    )
+
+
+def test_unknown_model_is_404(openai_client):
+    with pytest.raises(openai.NotFoundError) as info:
+        openai_client.chat.completions.create(model="no-such-model", messages=HELLO)
+    assert info.value.body["param"] == "model"
+
+
+def test_over_long_prompt_is_400(openai_client):
+    with pytest.raises(openai.BadRequestError) as info:
+        openai_client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "word " * MAX_MODEL_LEN}]
+        )
+    assert "maximum context length" in info.value.message
+    with pytest.raises(openai.BadRequestError) as info:
+        openai_client.completions.create(model=MODEL, prompt="hello", max_tokens=MAX_MODEL_LEN)
+    assert info.value.body["param"] == "max_tokens"
+
+
+def test_wrong_key_is_401(replica):
+    bad = openai.OpenAI(base_url=f"{replica.base_url}/v1", api_key="wrong", max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        bad.models.list()
+    assert_openai_error(
+        post(replica, "/v1/chat/completions", {"model": MODEL, "messages": HELLO}, headers={}), 401
+    )
+    bad_anthropic = anthropic.Anthropic(base_url=replica.base_url, api_key="wrong", max_retries=0)
+    with pytest.raises(anthropic.AuthenticationError) as info:
+        bad_anthropic.messages.create(model=MODEL, max_tokens=4, messages=HELLO)
+    assert info.value.body["error"]["type"] == "authentication_error"
+
+
+def test_anthropic_routes_use_anthropic_error_shape(replica):
+    response = post(
+        replica, "/v1/messages", {"model": MODEL, "messages": HELLO}, headers={"x-api-key": API_KEY}
+    )
+    assert response.status_code == 400
+    body = response.json()
+    assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
+    assert "max_tokens" in body["error"]["message"]
+    response = post(
+        replica,
+        "/v1/messages",
+        {"model": "nope", "max_tokens": 3, "messages": HELLO},
+        headers={"x-api-key": API_KEY},
+    )
+    assert response.status_code == 404 and response.json()["error"]["type"] == "not_found_error"
+
+
+def test_unknown_route_is_openai_shaped_404(replica):
+    assert_openai_error(httpx.get(replica.base_url + "/v1/nothing-here", headers=AUTH), 404)
+
+
+def test_still_serving_after_bad_input(replica, openai_client):
+    assert httpx.get(replica.base_url + "/health").status_code == 200
+    result = openai_client.chat.completions.create(model=MODEL, messages=HELLO, max_tokens=3)
+    assert result.choices[0].message.content is not None

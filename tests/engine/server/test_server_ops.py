@@ -1,0 +1,120 @@
+"""Operations endpoints: /health, /metrics moving with traffic, KV events, drain and SIGTERM."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+import httpx
+import openai
+from conftest import API_KEY, MODEL, start_replica, stop_replica
+from test_server_load import scrape
+
+AUTH = {"Authorization": f"Bearer {API_KEY}"}
+VLLM_NAMES = (
+    "vllm:time_to_first_token_seconds_count",
+    "vllm:inter_token_latency_seconds_count",
+    "vllm:e2e_request_latency_seconds_count",
+    "vllm:request_queue_time_seconds_count",
+    "vllm:prompt_tokens_total",
+    "vllm:generation_tokens_total",
+    "vllm:prefix_cache_queries_total",
+    "vllm:prefix_cache_hits_total",
+    "vllm:num_preemptions_total",
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+    "vllm:kv_cache_usage_perc",
+)
+
+
+def test_health_is_json(replica):
+    response = httpx.get(replica.base_url + "/health")
+    assert response.status_code == 200
+    assert response.json()["status"] == "ready" and response.json()["model"] == MODEL
+
+
+def test_metrics_names_labels_and_movement(replica, openai_client):
+    text = httpx.get(replica.base_url + "/metrics").text
+    assert f'vllm:num_requests_running{{model_name="{MODEL}"}}' in text
+    before = scrape(replica)
+    for name in VLLM_NAMES:
+        assert name in before, name
+    openai_client.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "count to ten"}],
+        max_tokens=8,
+        extra_body={"ignore_eos": True},
+    )
+    after = scrape(replica)
+    for name in (
+        "vllm:time_to_first_token_seconds_count",
+        "vllm:inter_token_latency_seconds_count",
+        "vllm:e2e_request_latency_seconds_count",
+        "vllm:request_queue_time_seconds_count",
+        "vllm:prompt_tokens_total",
+        "vllm:prefix_cache_queries_total",
+        "vllm:request_success_total{length}",
+    ):
+        assert after[name] > before[name], name
+    assert after["vllm:generation_tokens_total"] - before["vllm:generation_tokens_total"] >= 8
+
+
+def test_kv_snapshot_and_events(replica, openai_client):
+    snapshot = httpx.get(replica.base_url + "/kv/snapshot", headers=AUTH).json()
+    assert snapshot["replica_id"] == "replica-test" and snapshot["block_size"] == 16
+    prompt = "A fresh prompt for the KV event feed: " + "lorem ipsum dolor sit amet " * 8
+    openai_client.completions.create(model=MODEL, prompt=prompt, max_tokens=1)
+    feed = httpx.get(
+        replica.base_url + "/kv/events", params={"after": snapshot["last_seq"]}, headers=AUTH
+    ).json()
+    assert feed["last_seq"] > snapshot["last_seq"]
+    stored = [h for e in feed["events"] if e["type"] == "stored" for h in e["hashes"]]
+    assert stored and all(len(h) == 32 for h in stored)
+    assert set(stored) <= set(httpx.get(replica.base_url + "/kv/snapshot", headers=AUTH).json()["hashes"])
+    assert httpx.get(replica.base_url + "/kv/events", params={"after": -1}, headers=AUTH).status_code == 400
+    assert httpx.get(replica.base_url + "/kv/events").status_code == 401
+
+
+def test_drain_then_sigterm_finishes_in_flight_requests(tiny_checkpoint, tmp_path):
+    replica = start_replica(tiny_checkpoint, tmp_path, "--drain-timeout", "30", "--kv-event-capacity", "2")
+    try:
+        client = openai.OpenAI(base_url=f"{replica.base_url}/v1", api_key=API_KEY, max_retries=0, timeout=60)
+        for i in range(3):  # more stored-block events than the ring of 2 keeps
+            client.completions.create(
+                model=MODEL, prompt=f"{i} " + "fill the ring with blocks " * 10, max_tokens=1
+            )
+        gone = httpx.get(replica.base_url + "/kv/events", params={"after": 0}, headers=AUTH)
+        assert gone.status_code == 410 and "snapshot" in gone.json()["error"]["message"]
+
+        stream = client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "go"}], max_tokens=300, stream=True,
+            extra_body={"ignore_eos": True},
+        )  # fmt: skip
+        first = next(iter(stream))
+        assert first.choices[0].delta.role == "assistant"
+        result: dict = {}
+
+        def finish_stream() -> None:
+            chunks = list(stream)
+            result["finish"] = [c.choices[0].finish_reason for c in chunks if c.choices][-1]
+
+        reader = threading.Thread(target=finish_stream)
+        reader.start()
+
+        drained = httpx.post(replica.base_url + "/admin/drain", headers=AUTH)
+        assert drained.status_code == 200 and drained.json()["status"] == "draining"
+        health = httpx.get(replica.base_url + "/health")
+        assert health.status_code == 503 and health.json()["status"] == "draining"
+        refused = httpx.post(
+            replica.base_url + "/v1/chat/completions", headers=AUTH,
+            json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}]},
+        )  # fmt: skip
+        assert refused.status_code == 503 and "draining" in refused.json()["error"]["message"]
+
+        assert reader.is_alive()  # the stream is still in flight when SIGTERM arrives
+        # SIGTERM waits for the stream in flight; uvicorn then re-raises the signal (exit -15).
+        assert stop_replica(replica, timeout=60) in (0, -signal.SIGTERM)
+        reader.join(timeout=60)
+        assert result.get("finish") == "length"  # all 300 tokens arrived
+    finally:
+        stop_replica(replica)
