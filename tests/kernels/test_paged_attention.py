@@ -72,3 +72,11 @@ def test_bad_inputs_are_rejected():
         paged_attention(q[:, :5], k_cache, v_cache, block_tables, seq_lens, query_start_loc, 0.1)
     with pytest.raises(ValueError, match="sliding_window"):
         paged_attention(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc, 0.1, sliding_window=0)
+
+
+def test_triton_sequence_with_no_new_tokens_is_skipped(device, force_triton):
+    q, k_cache, v_cache, block_tables, seq_lens, query_start_loc = make_batch(
+        device, torch.float32, seq_lens=[12, 30, 9], q_lens=[3, 0, 2]
+    )
+    args = (q, k_cache, v_cache, block_tables, seq_lens, query_start_loc, 0.125)
+    assert_close(paged_attention(*args), paged_attention_torch(*args), torch.float32)

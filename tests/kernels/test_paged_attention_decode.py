@@ -72,3 +72,15 @@ def test_bad_inputs_are_rejected():
         paged_attention_decode(q[:2], k_cache, v_cache, block_tables, seq_lens, 0.1)
     with pytest.raises(ValueError, match="num_splits"):
         paged_attention_decode(q, k_cache, v_cache, block_tables, seq_lens, 0.1, num_splits=0)
+
+
+@pytest.mark.parametrize("num_splits", [1, 4])
+def test_padding_rows_with_empty_context_give_zeros_not_nan(device, force_triton, num_splits):
+    """CUDA-graph padding rows carry seq_len 0; they must not poison the output with NaN."""
+    q, k_cache, v_cache, block_tables, seq_lens = make_batch(device, torch.float32, seq_lens=[33, 1])
+    seq_lens[1] = 0
+    out = paged_attention_decode(q, k_cache, v_cache, block_tables, seq_lens, 0.125, None, num_splits)
+    expected = paged_attention_decode_torch(q, k_cache, v_cache, block_tables, seq_lens, 0.125)
+    assert torch.equal(out[1], torch.zeros_like(out[1]))
+    assert torch.equal(expected[1], torch.zeros_like(expected[1]))
+    assert_close(out, expected, torch.float32)
