@@ -58,3 +58,24 @@ def test_stop_sequences(anthropic_client):
     )
     assert cut.stop_reason == "stop_sequence" and cut.stop_sequence == stop
     assert "".join(b.text for b in cut.content) == text[: text.index(stop)]
+
+
+def test_tool_use_history_and_tools(anthropic_client):
+    tool = {
+        "name": "get_weather",
+        "description": "Weather",
+        "input_schema": {"type": "object", "properties": {}},
+    }
+    messages = [
+        {"role": "user", "content": "Weather in Oslo?"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}}],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "-3C"}]},
+    ]
+    with_history = anthropic_client.messages.count_tokens(model=MODEL, messages=messages, tools=[tool])
+    without_tools = anthropic_client.messages.count_tokens(model=MODEL, messages=messages)
+    assert with_history.input_tokens > without_tools.input_tokens
+    reply = anthropic_client.messages.create(model=MODEL, max_tokens=4, messages=messages, tools=[tool])
+    assert reply.stop_reason in ("end_turn", "max_tokens", "tool_use")

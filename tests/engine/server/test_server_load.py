@@ -101,3 +101,31 @@ def test_disconnected_clients_free_their_kv_blocks(replica):
     assert aborted == 16
     # Nowhere near 16 x 400 tokens were generated: the aborts really stopped generation.
     assert after["vllm:generation_tokens_total"] - before["vllm:generation_tokens_total"] < 16 * 400
+
+
+def test_non_streaming_client_that_gives_up_is_aborted(replica):
+    before = scrape(replica)
+    body = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "a very long answer please"}],
+        "max_tokens": 400,
+        "ignore_eos": True,
+    }
+    try:
+        httpx.post(
+            f"{replica.base_url}/v1/chat/completions",
+            json=body,
+            headers={"Authorization": f"Bearer {API_KEY}"},
+            timeout=0.5,
+        )
+    except httpx.ReadTimeout:
+        pass  # the client hung up before the answer was ready
+    after = wait_for(
+        replica,
+        lambda v: (
+            v["vllm:request_success_total{abort}"] > before["vllm:request_success_total{abort}"]
+            and v["vllm:num_requests_running"] == 0
+        ),
+    )
+    assert after["vllm:request_success_total{abort}"] == before["vllm:request_success_total{abort}"] + 1
+    assert after["vllm:kv_cache_usage_perc"] == 0
