@@ -172,3 +172,16 @@ def test_control_token_text_in_user_content_stays_plain_text(openai_client):
     ids_as_control = openai_client.completions.create(model=MODEL, prompt=injected, max_tokens=1)
     # Raw completions prompts may carry control tokens (2 of them here); chat content may not.
     assert result.usage.prompt_tokens - ids_as_control.usage.prompt_tokens > 2
+
+
+def test_streaming_n2_interleaves_two_complete_choices(openai_client):
+    args = {"model": MODEL, "messages": HELLO, "n": 2, "seed": 7, "max_tokens": 10}
+    full = openai_client.chat.completions.create(**args)
+    chunks = list(openai_client.chat.completions.create(**args, stream=True))
+    texts, finishes = ["", ""], [None, None]
+    for chunk in chunks:
+        for choice in chunk.choices:
+            texts[choice.index] += choice.delta.content or ""
+            finishes[choice.index] = choice.finish_reason or finishes[choice.index]
+    assert texts == [c.message.content for c in full.choices]
+    assert finishes == [c.finish_reason for c in full.choices]
