@@ -7,12 +7,12 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
+from engine.gateway.chain import prompt_hash_chain
 from engine.gateway.config import BreakerConfig, ModelRoute
 from engine.gateway.kv_index import KVIndex
 from engine.gateway.metrics import GatewayMetrics
 from engine.gateway.policies import Decision, Policy, RoutingRequest, make_policy
 from engine.gateway.replica import Replica
-from engine.kv.block_hash import hash_chain
 
 _RESPONSE_ID = re.compile(rb'"id"\s*:\s*"(resp[-_][A-Za-z0-9_-]+)"')
 RESPONSE_OWNERS_KEPT = 100_000
@@ -74,7 +74,7 @@ class ModelPool:
     def chain_for(self, token_ids: Sequence[int] | None, salt: bytes | None) -> list[bytes]:
         if not token_ids or not self.block_size:
             return []
-        return hash_chain(token_ids, self.block_size, salt)
+        return prompt_hash_chain(token_ids, self.block_size, salt)
 
     def decide(
         self,
