@@ -57,6 +57,8 @@ class EngineCore:
             self.dtype,
             config.block_size,
             self.max_model_len,
+            load_format=config.load_format,
+            seed=config.seed,
         )
         num_blocks = num_kv_blocks(config, self.model_config, self.max_model_len, self.device, self.dtype)
         self.runner.allocate_kv_cache(num_blocks)
@@ -148,6 +150,9 @@ class EngineCore:
     def step(self) -> list[RequestOutput]:
         out = self.scheduler.schedule()
         if out.is_empty:
+            if self.scheduler.waiting and not self.scheduler.running:
+                # Cannot happen while one max_model_len sequence fits the pool; fail loudly, not spin.
+                raise RuntimeError("scheduler made no progress: the KV pool cannot hold the next request")
             return []
         result = self.runner.execute(out)
         self.scheduler.update_from_output(out, result.sampled)
