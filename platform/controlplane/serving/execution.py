@@ -42,7 +42,7 @@ def _log_path(replica: Replica) -> Path:
 def launch(replica_id: int) -> str:
     with transaction.atomic():
         replica = (
-            Replica.objects.select_for_update()
+            Replica.objects.select_for_update(of=("self",))
             .select_related("deployment__checkpoint", "node")
             .filter(pk=replica_id)
             .first()

@@ -20,6 +20,7 @@ from controlplane.fleet.choices import ENGINE_DEVICE, VISIBLE_DEVICES_ENV, Vendo
 REPO_DIR = Path(__file__).resolve().parents[3]
 FIRST_REPLICA_PORT = 8100
 _children: dict[int, subprocess.Popen] = {}  # processes this agent started, reaped by reap_children()
+_exit_codes: dict[int, int] = {}  # pid -> exit code of reaped children (negative: killed by that signal)
 
 
 @dataclass(frozen=True)
@@ -107,12 +108,21 @@ def start_engine(command: list[str], env: dict[str, str], log_path: Path) -> int
 def reap_children() -> None:
     for pid, process in list(_children.items()):
         if process.poll() is not None:
+            _exit_codes[pid] = process.returncode
             _children.pop(pid, None)
 
 
-def exit_code(pid: int) -> int | None:
+def exit_code(pid: int, wait: float = 1.0) -> int | None:
+    """Known only for engines this agent process started. A killed process loses its command line
+    a moment before it can be reaped, so wait briefly for it."""
     process = _children.get(pid)
-    return process.poll() if process is not None else None
+    if process is not None:
+        try:
+            process.wait(wait)
+        except subprocess.TimeoutExpired:
+            return None
+    reap_children()
+    return _exit_codes.get(pid)
 
 
 def _port_from(cmdline: list[str]) -> int | None:
