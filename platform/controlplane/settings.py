@@ -145,7 +145,7 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_TASK_DEFAULT_QUEUE = "controlplane"
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_TASK_DEFAULT_QUEUE", "controlplane")
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE: dict[str, dict] = {
     "reconcile": {"task": "serving.reconcile", "schedule": float(env_int("CHASSIS_RECONCILE_INTERVAL_S", 5))},
