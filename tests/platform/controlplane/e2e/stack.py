@@ -86,7 +86,7 @@ class Stack:
         process.wait(10)
 
     def stop_all(self) -> None:
-        for name, process in list(self.processes.items()):
+        for process in list(self.processes.values()):
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGTERM)
         for name, process in list(self.processes.items()):

@@ -1,0 +1,57 @@
+"""Idempotent demo setup for `chassis up`: an admin user, the tiny checkpoint, a one-replica deployment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+
+from controlplane.api.roles import ADMIN, set_role
+from controlplane.checkpoints.models import Checkpoint
+from controlplane.checkpoints.tasks import validate_after_commit
+from controlplane.serving.dispatch import reconcile_after_commit
+from controlplane.serving.models import Deployment
+
+
+class Command(BaseCommand):
+    help = "Create (once) the admin user, the tiny checkpoint (generated if missing) and a 1-replica CPU deployment."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--username", default="admin")
+        parser.add_argument("--password", default="admin", help="only used when the user is created")
+        parser.add_argument(
+            "--model-dir", default=None, help="tiny checkpoint directory (default: VAR_DIR/models/tiny)"
+        )
+        parser.add_argument("--deployment", default="tiny-chat")
+
+    def handle(self, *args, username, password, model_dir, deployment, **options):
+        model_dir = Path(model_dir or Path(settings.VAR_DIR) / "models" / "tiny").resolve()
+        if not (model_dir / "config.json").is_file():
+            from engine.tiny_model import make_tiny_model
+
+            try:
+                make_tiny_model(model_dir)
+            except (OSError, ValueError) as exc:
+                raise CommandError(f"cannot write the tiny checkpoint to {model_dir}: {exc}") from exc
+        with transaction.atomic():
+            user, created = get_user_model().objects.get_or_create(username=username)
+            if created:
+                user.set_password(password)
+                user.is_staff = True
+                user.save()
+            set_role(user, ADMIN)
+            checkpoint, created = Checkpoint.objects.get_or_create(
+                name="tiny", revision="main", defaults={"path": str(model_dir)}
+            )
+            if created or checkpoint.state in ("registered", "invalid"):
+                validate_after_commit(checkpoint.pk)
+            row, _ = Deployment.objects.get_or_create(
+                name=deployment, defaults={"checkpoint": checkpoint, "replicas": 1, "vendor": "cpu"}
+            )
+            reconcile_after_commit(row.pk)
+        self.stdout.write(
+            f"admin user {username!r}, checkpoint {checkpoint} ({checkpoint.state}), deployment {row.name}"
+        )
