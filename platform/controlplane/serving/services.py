@@ -52,3 +52,7 @@ def restart_replica(replica: Replica, actor: str) -> None:
         reconcile_after_commit(replica.deployment_id)
     else:
         drain_replica(replica, f"restart requested by {actor}", actor)
+
+
+def reconcile_soon(deployment: Deployment) -> None:
+    reconcile_after_commit(deployment.pk)

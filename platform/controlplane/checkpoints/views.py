@@ -1,0 +1,42 @@
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from controlplane.api import audit
+from controlplane.api.roles import OPERATOR, has_role
+from controlplane.checkpoints.forms import CheckpointForm
+from controlplane.checkpoints.models import Checkpoint
+from controlplane.checkpoints.tasks import validate_after_commit
+from controlplane.web.access import role_required
+
+
+@role_required()
+def checkpoint_list(request):
+    form = CheckpointForm()
+    if request.method == "POST":
+        if not has_role(request.user, OPERATOR):
+            raise PermissionDenied("registering checkpoints needs the operator role")
+        form = CheckpointForm(request.POST)
+        if form.is_valid():
+            with transaction.atomic():
+                checkpoint = form.save()
+                audit.record(request.user, "create", checkpoint, form.cleaned_data)
+                validate_after_commit(checkpoint.pk)
+            return redirect("checkpoint-list")
+    return render(request, "web/checkpoints.html", {"checkpoints": Checkpoint.objects.all(), "form": form})
+
+
+@require_POST
+@role_required(OPERATOR)
+def checkpoint_validate(request, pk: int):
+    checkpoint = get_object_or_404(Checkpoint, pk=pk)
+    with transaction.atomic():
+        audit.record(request.user, "validate", checkpoint)
+        validate_after_commit(checkpoint.pk)
+    return redirect("checkpoint-list")
+
+
+@role_required()
+def checkpoint_rows(request):
+    return render(request, "web/_checkpoint_rows.html", {"checkpoints": Checkpoint.objects.all()})

@@ -1,0 +1,131 @@
+from django.db import transaction
+from django.http import Http404, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from controlplane.api import audit
+from controlplane.api.roles import OPERATOR
+from controlplane.serving import services
+from controlplane.serving.choices import ReplicaState, user_actor
+from controlplane.serving.forms import DeploymentForm, ScaleForm
+from controlplane.serving.launcher import log_tail
+from controlplane.serving.models import Deployment, MetricSample, Replica, StaleReplicaState
+from controlplane.web.access import role_required
+
+
+@role_required()
+def deployment_list(request):
+    form = DeploymentForm()
+    return render(
+        request,
+        "web/deployments.html",
+        {"deployments": Deployment.objects.select_related("checkpoint"), "form": form},
+    )
+
+
+@require_POST
+@role_required(OPERATOR)
+def deployment_create(request):
+    form = DeploymentForm(request.POST)
+    if not form.is_valid():
+        return render(
+            request,
+            "web/deployments.html",
+            {"deployments": Deployment.objects.all(), "form": form},
+            status=400,
+        )
+    with transaction.atomic():
+        deployment = form.save()
+        audit.record(request.user, "create", deployment, form.cleaned_data)
+        services.reconcile_soon(deployment)
+    return redirect("deployment-detail", pk=deployment.pk)
+
+
+def _detail_context(deployment, request, scale_form=None):
+    replicas = deployment.replica_set.select_related("node").order_by("ordinal")
+    chosen = request.GET.get("replica")
+    log_replica = (
+        replicas.filter(pk=chosen).first()
+        if chosen and chosen.isdigit()
+        else replicas.exclude(log_path="").last()
+    )
+    return {
+        "deployment": deployment,
+        "replicas": replicas.exclude(state=ReplicaState.STOPPED),
+        "stopped_count": replicas.filter(state=ReplicaState.STOPPED).count(),
+        "events": deployment_events(deployment)[:50],
+        "scale_form": scale_form or ScaleForm(initial={"replicas": deployment.replicas}),
+        "log_replica": log_replica,
+        "log_tail": log_tail(log_replica.log_path) if log_replica and log_replica.log_path else "",
+    }
+
+
+def deployment_events(deployment):
+    from controlplane.serving.models import ReplicaEvent
+
+    return (
+        ReplicaEvent.objects.filter(replica__deployment=deployment)
+        .select_related("replica__deployment")
+        .order_by("-at", "-id")
+    )
+
+
+@role_required()
+def deployment_detail(request, pk: int):
+    deployment = get_object_or_404(Deployment, pk=pk)
+    return render(request, "web/deployment_detail.html", _detail_context(deployment, request))
+
+
+@role_required()
+def deployment_live(request, pk: int):
+    """The htmx-polled part of the detail page: replicas, events, log tail."""
+    deployment = get_object_or_404(Deployment, pk=pk)
+    return render(request, "web/_deployment_live.html", _detail_context(deployment, request))
+
+
+@require_POST
+@role_required(OPERATOR)
+def deployment_scale(request, pk: int):
+    deployment = get_object_or_404(Deployment, pk=pk)
+    form = ScaleForm(request.POST)
+    if not form.is_valid():
+        return render(
+            request, "web/deployment_detail.html", _detail_context(deployment, request, form), status=400
+        )
+    before = deployment.replicas
+    services.scale(deployment, form.cleaned_data["replicas"])
+    audit.record(request.user, "scale", deployment, {"replicas": [before, deployment.replicas]})
+    return redirect("deployment-detail", pk=pk)
+
+
+@require_POST
+@role_required(OPERATOR)
+def replica_action(request, pk: int, replica_pk: int, verb: str):
+    if verb not in ("drain", "restart"):
+        raise Http404(f"no replica action {verb!r}")
+    replica = get_object_or_404(Replica, pk=replica_pk, deployment_id=pk)
+    actor = user_actor(request.user)
+    try:
+        if verb == "drain":
+            services.drain_replica(replica, f"drain requested by {actor}", actor)
+        else:
+            services.restart_replica(replica, actor)
+    except (ValueError, StaleReplicaState):
+        pass  # it moved meanwhile; the page shows the state it is in
+    audit.record(request.user, verb, replica.deployment, {"replica": replica.pk})
+    return redirect("deployment-detail", pk=pk)
+
+
+@role_required()
+def deployment_samples(request, pk: int):
+    """Chart data: per scrape time, the mean over the deployment's replicas of each series."""
+    samples = MetricSample.objects.filter(replica__deployment_id=pk).order_by("-at")[:600]
+    series = {"t": [], "ttft_p50_ms": [], "tokens_per_s": [], "prefix_cache_hit_rate": []}
+    for sample in reversed(list(samples)):
+        series["t"].append(round(sample.at.timestamp(), 3))
+        series["ttft_p50_ms"].append(
+            None if sample.ttft_p50_s is None else round(sample.ttft_p50_s * 1000, 3)
+        )
+        series["tokens_per_s"].append(sample.tokens_per_s)
+        series["prefix_cache_hit_rate"].append(sample.prefix_cache_hit_rate)
+    return JsonResponse(series)

@@ -1,0 +1,62 @@
+"""The operator UI through Django's test client: role gating, inline form errors, chart data."""
+
+import pytest
+from controlplane.api.roles import set_role
+from django.contrib.auth import get_user_model
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def login(client):
+    def as_role(role):
+        user = get_user_model().objects.create_user(f"{role}-ui", password="pw-for-tests-123")
+        set_role(user, role)
+        client.force_login(user)
+        return client
+
+    return as_role
+
+
+def test_login_required(client):
+    response = client.get("/deployments/")
+    assert response.status_code == 302 and response["Location"].startswith("/login/")
+
+
+def test_viewer_sees_no_actions_and_cannot_post(login, make_deployment, make_node):
+    from controlplane.serving.reconciler import reconcile_deployment
+
+    make_node("n1")
+    deployment = make_deployment(replicas=1, vendor="nvidia")
+    reconcile_deployment(deployment.pk, "t")
+    client = login("viewer")
+    for url in ("/", "/checkpoints/", "/deployments/", f"/deployments/{deployment.pk}/"):
+        page = client.get(url).content.decode()
+        assert '<button type="submit">' not in page.replace('<button type="submit">Log out', ""), url
+    assert client.post(f"/deployments/{deployment.pk}/scale/", {"replicas": 3}).status_code == 403
+    assert client.post("/checkpoints/", {"name": "x", "path": "/x"}).status_code == 403
+
+
+def test_operator_sees_actions_and_errors_inline(login, make_deployment):
+    deployment = make_deployment(replicas=1)
+    client = login("operator")
+    page = client.get(f"/deployments/{deployment.pk}/").content.decode()
+    assert "Scale</button>" in page
+    response = client.post(f"/deployments/{deployment.pk}/scale/", {"replicas": -2})
+    assert response.status_code == 400
+    assert "Ensure this value is greater than or equal to 0." in response.content.decode()
+    response = client.post("/checkpoints/", {"name": "c", "revision": "main", "path": "relative"})
+    assert "must be an absolute path on the nodes" in response.content.decode()
+    response = client.post("/deployments/new/", {"name": "bad name!", "replicas": 1})
+    assert response.status_code == 400 and "Enter a valid" in response.content.decode()
+
+
+def test_samples_json_feeds_the_charts(login, make_deployment):
+    from controlplane.serving.models import MetricSample, Replica
+    from django.utils import timezone
+
+    deployment = make_deployment()
+    replica = Replica.create_for(deployment, "t", "t")
+    MetricSample.objects.create(replica=replica, at=timezone.now(), ttft_p50_s=0.012, tokens_per_s=30.0)
+    data = login("viewer").get(f"/deployments/{deployment.pk}/samples.json").json()
+    assert data["ttft_p50_ms"] == [12.0] and data["tokens_per_s"] == [30.0] and len(data["t"]) == 1
