@@ -7,6 +7,9 @@ from pathlib import Path
 
 DEVICES = ("auto", "cpu", "cuda", "npu")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+# "dummy" fills weights with seeded random values instead of reading safetensors: benchmarks of real
+# architectures need no weight files, and weight values do not change speed at fixed output lengths.
+LOAD_FORMATS = ("auto", "dummy")
 # Without a memory probe on CPU we size the pool for every sequence at full length, capped so a
 # careless max_model_len cannot allocate gigabytes of host memory.
 CPU_MAX_DEFAULT_BLOCKS = 4096
@@ -27,6 +30,7 @@ class EngineConfig:
     seed: int = 0
     tensor_parallel_size: int = 1
     kv_event_capacity: int = 10_000
+    load_format: str = "auto"
 
     def __post_init__(self) -> None:
         self.model_dir = Path(self.model_dir)
@@ -34,6 +38,8 @@ class EngineConfig:
             raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        if self.load_format not in LOAD_FORMATS:
+            raise ValueError(f"load_format must be one of {', '.join(LOAD_FORMATS)}, got {self.load_format!r}")
         _require_positive("block_size", self.block_size)
         _require_positive("max_num_batched_tokens", self.max_num_batched_tokens)
         _require_positive("max_num_seqs", self.max_num_seqs)

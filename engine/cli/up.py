@@ -13,13 +13,21 @@ HELP = "Run the control plane, a Celery worker and beat on this machine (embedde
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1", help="control plane bind address (default: %(default)s)")
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="control plane bind address (default: %(default)s)"
+    )
     parser.add_argument("--port", type=int, default=8000, help="control plane port (default: %(default)s)")
     parser.add_argument("--no-beat", action="store_true", help="do not start Celery beat")
-    parser.add_argument("--worker-concurrency", type=int, default=2, help="Celery worker processes (default: %(default)s)")
-    parser.add_argument("--ready-timeout", type=float, default=90.0, help="seconds to wait for everything to come up")
     parser.add_argument(
-        "--exit-when-ready", action="store_true", help="stop everything and exit 0 once all parts answer (smoke test)"
+        "--worker-concurrency", type=int, default=2, help="Celery worker processes (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--ready-timeout", type=float, default=90.0, help="seconds to wait for everything to come up"
+    )
+    parser.add_argument(
+        "--exit-when-ready",
+        action="store_true",
+        help="stop everything and exit 0 once all parts answer (smoke test)",
     )
 
 
@@ -76,15 +84,20 @@ def run(args: argparse.Namespace) -> int:
 
     log_dir = Path(settings.VAR_DIR) / "log"
     log_dir.mkdir(parents=True, exist_ok=True)
-    print(f"chassis up: database {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]}, "
-          f"broker {settings.CELERY_BROKER_URL.split('://', 1)[0]}, state in {settings.VAR_DIR}", flush=True)
+    print(
+        f"chassis up: database {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]}, "
+        f"broker {settings.CELERY_BROKER_URL.split('://', 1)[0]}, state in {settings.VAR_DIR}",
+        flush=True,
+    )
 
     print("chassis up: applying database migrations", flush=True)
     subprocess.run(_manage("migrate", "--noinput", "-v", "0"), check=True)
     if not settings.DEBUG:
         subprocess.run(_manage("collectstatic", "--noinput", "-v", "0"), check=True)
     if "bootstrap_demo" in get_commands():
-        print("chassis up: preparing the demo (admin user, tiny checkpoint, one-replica deployment)", flush=True)
+        print(
+            "chassis up: preparing the demo (admin user, tiny checkpoint, one-replica deployment)", flush=True
+        )
         subprocess.run(_manage("bootstrap_demo"), check=True)
 
     group = ProcessGroup()
@@ -98,21 +111,61 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, request_stop)
 
     base_url = f"http://{args.host}:{args.port}"
-    group.start(Child("web", [sys.executable, "-m", "uvicorn", "controlplane.asgi:application", "--host", args.host, "--port", str(args.port)],
-                      log_path=log_dir / "web.log"))
-    group.start(Child("worker", _celery("worker", "-n", "controlplane@%h", "-Q", "controlplane", "-l", "info",
-                                        "--concurrency", str(args.worker_concurrency)), log_path=log_dir / "worker.log"))
+    group.start(
+        Child(
+            "web",
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "controlplane.asgi:application",
+                "--host",
+                args.host,
+                "--port",
+                str(args.port),
+            ],
+            log_path=log_dir / "web.log",
+        )
+    )
+    group.start(
+        Child(
+            "worker",
+            _celery(
+                "worker",
+                "-n",
+                "controlplane@%h",
+                "-Q",
+                "controlplane",
+                "-l",
+                "info",
+                "--concurrency",
+                str(args.worker_concurrency),
+            ),
+            log_path=log_dir / "worker.log",
+        )
+    )
     if not args.no_beat:
-        group.start(Child("beat", _celery("beat", "-l", "info", "-s", settings.CELERY_BEAT_SCHEDULE_FILENAME),
-                          log_path=log_dir / "beat.log"))
+        group.start(
+            Child(
+                "beat",
+                _celery("beat", "-l", "info", "-s", settings.CELERY_BEAT_SCHEDULE_FILENAME),
+                log_path=log_dir / "beat.log",
+            )
+        )
     try:
         deadline = time.monotonic() + args.ready_timeout
         health = _wait_for_health(f"{base_url}/health", deadline)
         workers = _wait_for_worker(deadline)
-        print(f"chassis up: control plane {base_url} healthy: database {health['database']['backend']} "
-              f"reachable, broker {health['broker']['backend']} reachable", flush=True)
-        print(f"chassis up: {len(workers)} Celery worker(s) answered ping: "
-              f"{', '.join(name for reply in workers for name in reply)}", flush=True)
+        print(
+            f"chassis up: control plane {base_url} healthy: database {health['database']['backend']} "
+            f"reachable, broker {health['broker']['backend']} reachable",
+            flush=True,
+        )
+        print(
+            f"chassis up: {len(workers)} Celery worker(s) answered ping: "
+            f"{', '.join(name for reply in workers for name in reply)}",
+            flush=True,
+        )
         print(f"chassis up: ready. Open {base_url}/  (Ctrl-C stops everything)", flush=True)
         if args.exit_when_ready:
             return 0

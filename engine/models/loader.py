@@ -13,9 +13,18 @@ from engine.models.decoder import CausalLM
 
 
 def load_model(
-    model_dir: str | Path, cfg: ModelConfig, dtype: torch.dtype, device: torch.device, max_position: int
+    model_dir: str | Path,
+    cfg: ModelConfig,
+    dtype: torch.dtype,
+    device: torch.device,
+    max_position: int,
+    load_format: str = "auto",
+    seed: int = 0,
 ) -> CausalLM:
     model = CausalLM(cfg, dtype, device, max_position)
+    if load_format == "dummy":
+        fill_random_weights(model, seed)
+        return model.eval()
     try:
         model.load_weights(iter_weights(model_dir))
     except ValueError as exc:
@@ -23,3 +32,16 @@ def load_model(
             raise
         raise CheckpointError(model_dir, str(exc)) from exc
     return model.eval()
+
+
+@torch.no_grad()
+def fill_random_weights(model: CausalLM, seed: int, std: float = 0.02) -> None:
+    """Seeded random weights on the model's own device (norm weights stay at one)."""
+    generator = None
+    for name, param in model.named_parameters():
+        if generator is None or generator.device != param.device:
+            generator = torch.Generator(device=param.device).manual_seed(seed)
+        if "norm" in name:
+            param.fill_(1.0)
+        else:
+            param.normal_(0.0, std, generator=generator)

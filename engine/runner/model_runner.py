@@ -32,12 +32,16 @@ class ModelRunner:
         dtype: torch.dtype,
         block_size: int,
         max_model_len: int,
+        load_format: str = "auto",
+        seed: int = 0,
     ) -> None:
         self.cfg = cfg
         self.device = device
         self.dtype = dtype
         self.block_size = block_size
-        self.model = load_model(model_dir, cfg, dtype, device, max_position=max(max_model_len, 1))
+        self.model = load_model(
+            model_dir, cfg, dtype, device, max_position=max(max_model_len, 1), load_format=load_format, seed=seed
+        )
         self.num_blocks = 0
         self.keep_logits = False  # tests compare raw logits against transformers
         self._generators: dict[str, torch.Generator] = {}

@@ -16,9 +16,27 @@ def worker_queue(redis_broker_url):
     queue = f"roundtrip-{uuid.uuid4().hex[:8]}"
     env = {**os.environ, "CELERY_BROKER_URL": redis_broker_url, "PYTHONUNBUFFERED": "1"}
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "controlplane", "worker", "-Q", queue, "-n", f"{queue}@%h",
-         "--pool", "solo", "-l", "warning"],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "controlplane",
+            "worker",
+            "-Q",
+            queue,
+            "-n",
+            f"{queue}@%h",
+            "--pool",
+            "solo",
+            "-l",
+            "warning",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     yield queue
     worker.terminate()

@@ -9,7 +9,9 @@ from engine.cli.main import _available
 
 
 def _chassis(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_help_lists_subcommands():

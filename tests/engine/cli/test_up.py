@@ -16,12 +16,30 @@ def _free_port() -> int:
 
 
 def test_up_on_embedded_defaults_is_healthy_and_worker_answers(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND"}}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND"}
+    }
     env["CHASSIS_VAR_DIR"] = str(tmp_path / "var")
     result = subprocess.run(
-        [sys.executable, "-m", "engine.cli", "up", "--exit-when-ready", "--no-beat", "--port", str(_free_port()),
-         "--worker-concurrency", "1"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=240,
+        [
+            sys.executable,
+            "-m",
+            "engine.cli",
+            "up",
+            "--exit-when-ready",
+            "--no-beat",
+            "--port",
+            str(_free_port()),
+            "--worker-concurrency",
+            "1",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "database sqlite reachable, broker filesystem reachable" in result.stdout

@@ -1,0 +1,1 @@
+"""Engine benchmarks: physical floors, the Hugging Face baseline, and our engine's workloads."""

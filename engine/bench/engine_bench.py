@@ -1,0 +1,170 @@
+"""``chassis bench engine``: our engine's workloads, the transformers baseline and the physical floors
+measured in one process, printed as a table and written as JSON."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import gc
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+WORKLOADS = ("decode-bs1", "prefill", "offline", "batch128")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model", help="checkpoint directory")
+    source.add_argument("--random-arch", help="real architecture with random weights, e.g. llama-3.1-8b")
+    parser.add_argument("--device", default="cuda", help="cuda | cpu | npu (default: %(default)s)")
+    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument(
+        "--workload", action="append", choices=WORKLOADS + ("all",), help="repeatable; default: all"
+    )
+    parser.add_argument(
+        "--compare", choices=("hf",), help="also run Hugging Face transformers eager generate"
+    )
+    parser.add_argument("--offline-requests", type=int, default=2000)
+    parser.add_argument("--gpu-memory-utilization", type=float, default=0.85)
+    parser.add_argument("--json", type=Path, help="write every figure here")
+
+
+def _say(message: str) -> None:
+    print(f"[bench] {message}", flush=True)
+
+
+def _model_dir(args, tmp: Path) -> tuple[Path, dict]:
+    from engine.bench.random_arch import hf_config, write_config_dir
+
+    if args.random_arch:
+        return write_config_dir(args.random_arch, tmp / args.random_arch), hf_config(args.random_arch)
+    model_dir = Path(args.model)
+    return model_dir, json.loads((model_dir / "config.json").read_text())
+
+
+def _hf_figures(config: dict, args, ceilings) -> dict:
+    import torch
+
+    from engine.bench.hf_baseline import build_hf_model, time_generate, time_prefill
+    from engine.bench.random_arch import parameter_count
+
+    _say("transformers: building the model with random weights")
+    model = build_hf_model(config, args.device, args.dtype)
+    figures = {}
+    workloads = set(args.workload)
+    if "decode-bs1" in workloads:
+        _say("transformers: batch 1, prompt 1024, 256 output tokens")
+        result = time_generate(model, 1, 1024, 256, args.device)
+        figures["hf_decode_bs1_tokens_per_s"] = result.output_tokens_per_s
+    if "prefill" in workloads:
+        for length in (2048, 8192):
+            _say(f"transformers: prefill {length}")
+            seconds = time_prefill(model, length, args.device)
+            figures[f"hf_prefill_{length}_tokens_per_s"] = length / seconds
+            if ceilings:
+                figures[f"hf_prefill_{length}_mfu"] = (
+                    2 * parameter_count(config) * length / seconds / ceilings.matmul_flops_per_s
+                )
+    if "batch128" in workloads or "offline" in workloads:
+        _say("transformers: batch 128, prompt 512, 128 output tokens")
+        figures["hf_batch128_output_tokens_per_s"] = time_generate(
+            model, 128, 512, 128, args.device
+        ).output_tokens_per_s
+    del model
+    gc.collect()
+    if args.device.startswith("cuda"):
+        torch.cuda.empty_cache()
+    return figures
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine import LLM
+    from engine.bench import workloads as wl
+    from engine.bench.floors import decode_floor_ms, measure_ceilings, prefill_floor_ms
+    from engine.bench.random_arch import parameter_count
+
+    args.workload = list(WORKLOADS) if not args.workload or "all" in args.workload else args.workload
+    report: dict = {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "command": " ".join(sys.argv),
+        "device": args.device,
+        "dtype": args.dtype,
+        "figures": {},
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir, config = _model_dir(args, Path(tmp))
+        num_params = parameter_count(config)
+        bytes_per_param = 4 if args.dtype == "float32" else 2
+        ceilings = None
+        if args.device.startswith("cuda"):
+            import torch
+
+            report["hardware"] = torch.cuda.get_device_name()
+            _say("measuring copy bandwidth and bf16 matmul rate")
+            ceilings = measure_ceilings(args.device)
+            floor_ms = decode_floor_ms(num_params * bytes_per_param, ceilings)
+            report["figures"].update(
+                {
+                    "copy_TB_per_s": ceilings.copy_bytes_per_s / 1e12,
+                    "matmul_TFLOP_per_s": ceilings.matmul_flops_per_s / 1e12,
+                    "floor_decode_bs1_ms_per_token": floor_ms,
+                    "floor_decode_bs1_tokens_per_s": 1e3 / floor_ms,
+                    "floor_prefill_8192_tokens_per_s": 8192
+                    / prefill_floor_ms(num_params, 8192, ceilings)
+                    * 1e3,
+                }
+            )
+        if args.compare == "hf":
+            report["figures"].update(_hf_figures(config, args, ceilings))
+
+        _say(f"engine: loading {args.random_arch or args.model} ({num_params / 1e9:.2f} B parameters)")
+        llm = LLM(
+            str(model_dir),
+            device=args.device,
+            dtype=args.dtype,
+            load_format="dummy" if args.random_arch else "auto",
+            max_num_seqs=256,
+            max_num_batched_tokens=8192,
+            gpu_memory_utilization=args.gpu_memory_utilization,
+        )
+        vocab = config["vocab_size"]
+        for name in args.workload:
+            _say(f"engine: {name}")
+            if name == "decode-bs1":
+                result = wl.decode_bs1(llm, vocab)
+            elif name == "prefill":
+                result = wl.prefill(
+                    llm,
+                    vocab,
+                    num_params=num_params,
+                    matmul_flops_per_s=ceilings.matmul_flops_per_s if ceilings else None,
+                )
+            elif name == "offline":
+                result = wl.offline(llm, vocab, num_requests=args.offline_requests)
+            else:
+                result = wl.static_batch(llm, vocab)
+            report["figures"].update(
+                {f"engine_{name.replace('-', '_')}_{k}": v for k, v in result.figures.items()}
+            )
+            _say(f"engine: {name}: " + ", ".join(f"{k}={v:,.2f}" for k, v in result.figures.items()))
+
+    print()
+    print(f"{'figure':<48} {'value':>14}")
+    for key, value in report["figures"].items():
+        print(f"{key:<48} {value:>14,.3f}")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
+        _say(f"wrote {args.json}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="chassis bench engine", description=__doc__)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

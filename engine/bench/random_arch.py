@@ -1,0 +1,135 @@
+"""Real model architectures with random weights, for benchmarks where no weights can be downloaded.
+
+Weight values do not change speed when output lengths are fixed (``ignore_eos``), so a random
+Llama-3.1-8B measures what the real one would.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+ARCHITECTURES: dict[str, dict] = {
+    # A small Llama for exercising the benchmark path on CPU.
+    "tiny-llama": {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 32,
+        "vocab_size": 2048,
+        "max_position_embeddings": 4096,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "tie_word_embeddings": False,
+        "hidden_act": "silu",
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "torch_dtype": "float32",
+    },
+    "llama-3.1-8b": {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "vocab_size": 128256,
+        "max_position_embeddings": 131072,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 500000.0,
+        "rope_scaling": {
+            "rope_type": "llama3",
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192,
+        },
+        "tie_word_embeddings": False,
+        "hidden_act": "silu",
+        "attention_bias": False,
+        "mlp_bias": False,
+        "bos_token_id": 128000,
+        "eos_token_id": 128001,
+        "torch_dtype": "bfloat16",
+    },
+    "llama-3.1-70b": {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 8192,
+        "intermediate_size": 28672,
+        "num_hidden_layers": 80,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "vocab_size": 128256,
+        "max_position_embeddings": 131072,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 500000.0,
+        "rope_scaling": {
+            "rope_type": "llama3",
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192,
+        },
+        "tie_word_embeddings": False,
+        "hidden_act": "silu",
+        "attention_bias": False,
+        "mlp_bias": False,
+        "bos_token_id": 128000,
+        "eos_token_id": 128001,
+        "torch_dtype": "bfloat16",
+    },
+}
+
+
+def hf_config(name: str) -> dict:
+    try:
+        return dict(ARCHITECTURES[name])
+    except KeyError:
+        raise ValueError(
+            f"unknown architecture {name!r}; known: {', '.join(sorted(ARCHITECTURES))}"
+        ) from None
+
+
+def parameter_count(config: dict) -> int:
+    h, i, layers, vocab = (
+        config[k] for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "vocab_size")
+    )
+    head_dim = config.get("head_dim", h // config["num_attention_heads"])
+    q = config["num_attention_heads"] * head_dim
+    kv = config["num_key_value_heads"] * head_dim
+    per_layer = h * (q + 2 * kv) + q * h + 3 * h * i + 2 * h
+    embeddings = vocab * h * (1 if config.get("tie_word_embeddings") else 2)
+    return layers * per_layer + embeddings + h
+
+
+def write_config_dir(name: str, out_dir: Path) -> Path:
+    """A model directory with config.json and a tokenizer covering the whole vocabulary, but no
+    weights: the engine's ``load_format="dummy"`` fills them with random values."""
+    config = hf_config(name)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "config.json").write_text(json.dumps(config, indent=2))
+    write_id_tokenizer(out_dir, config["vocab_size"], config["eos_token_id"])
+    return out_dir
+
+
+def write_id_tokenizer(out_dir: Path, vocab_size: int, eos_token_id: int) -> None:
+    """One word per token id (``t0`` … ``tN``): random token ids decode to readable text."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {f"t{i}": i for i in range(vocab_size)}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="t0"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    backend.decoder = decoders.WordPiece(prefix="##", cleanup=False)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, unk_token="t0", eos_token=f"t{eos_token_id}"
+    )
+    tokenizer.save_pretrained(str(out_dir))

@@ -1,0 +1,133 @@
+"""The engine's benchmark workloads (Llama-3.1-8B shape on one GPU by default).
+
+Every workload uses seeded random prompts and fixed output lengths (``ignore_eos``), so runs are
+comparable across engines and weight values.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class WorkloadResult:
+    name: str
+    figures: dict[str, float] = field(default_factory=dict)
+    notes: str = ""
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def random_prompts(count: int, low: int, high: int, vocab: int, seed: int) -> list[list[int]]:
+    rng = random.Random(seed)
+    # Avoid the highest ids, where checkpoints keep special tokens.
+    return [[rng.randrange(10, vocab - 300) for _ in range(rng.randint(low, high))] for _ in range(count)]
+
+
+def _sync() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def _timed_generate(llm, prompts, params) -> tuple[float, list]:
+    _sync()
+    started = time.perf_counter()
+    outs = llm.generate(prompts, params)
+    _sync()
+    return time.perf_counter() - started, outs
+
+
+def decode_bs1(
+    llm, vocab: int, prompt_len: int = 1024, output_len: int = 256, seed: int = 0
+) -> WorkloadResult:
+    from engine import SamplingParams
+
+    (prompt,) = random_prompts(1, prompt_len, prompt_len, vocab, seed)
+    one = SamplingParams(max_tokens=1, ignore_eos=True, temperature=0.0)
+    full = SamplingParams(max_tokens=output_len, ignore_eos=True, temperature=0.0)
+    llm.generate([prompt[:64]], SamplingParams(max_tokens=8, ignore_eos=True))  # warm-up
+    prefill_s, _ = _timed_generate(llm, [prompt[:-1] + [prompt[-1] ^ 1]], one)  # a cache miss
+    total_s, outs = _timed_generate(llm, [prompt[:-2] + [prompt[-2] ^ 1, prompt[-1]]], full)
+    assert len(outs[0].token_ids) == output_len
+    step_ms = (total_s - prefill_s) / (output_len - 1) * 1e3
+    return WorkloadResult(
+        "decode-bs1",
+        {
+            "ms_per_step": step_ms,
+            "decode_tokens_per_s": 1e3 / step_ms,
+            "e2e_tokens_per_s": output_len / total_s,
+            "prefill_ms": prefill_s * 1e3,
+        },
+        f"prompt {prompt_len}, output {output_len}; step time excludes the prefill measured separately",
+    )
+
+
+def prefill(
+    llm,
+    vocab: int,
+    lengths=(2048, 8192),
+    seed: int = 0,
+    num_params: int | None = None,
+    matmul_flops_per_s: float | None = None,
+) -> WorkloadResult:
+    from engine import SamplingParams
+
+    one = SamplingParams(max_tokens=1, ignore_eos=True, temperature=0.0)
+    figures: dict[str, float] = {}
+    for n, length in enumerate(lengths):
+        prompts = random_prompts(3, length, length, vocab, seed + 100 * n)
+        llm.generate([prompts[0]], one)  # warm-up at this shape
+        times = sorted(_timed_generate(llm, [p], one)[0] for p in prompts[1:] + prompts[:1])
+        seconds = times[len(times) // 2]
+        figures[f"prefill_{length}_tokens_per_s"] = length / seconds
+        if num_params and matmul_flops_per_s:
+            figures[f"prefill_{length}_mfu"] = 2 * num_params * length / seconds / matmul_flops_per_s
+    return WorkloadResult(
+        "prefill", figures, "one prompt at a time, prefix caching defeated by distinct prompts"
+    )
+
+
+def offline(llm, vocab: int, num_requests: int = 2000, seed: int = 0) -> WorkloadResult:
+    from engine import SamplingParams
+
+    rng = random.Random(seed)
+    prompts = random_prompts(num_requests, 128, 1024, vocab, seed)
+    params = [
+        SamplingParams(max_tokens=rng.randint(128, 512), ignore_eos=True, temperature=0.0) for _ in prompts
+    ]
+    llm.generate(prompts[:8], params[:8])  # warm-up
+    seconds, outs = _timed_generate(llm, prompts, params)
+    out_tokens = sum(len(o.token_ids) for o in outs)
+    in_tokens = sum(len(p) for p in prompts)
+    return WorkloadResult(
+        "offline",
+        {
+            "output_tokens_per_s": out_tokens / seconds,
+            "total_tokens_per_s": (in_tokens + out_tokens) / seconds,
+            "seconds": seconds,
+            "requests": num_requests,
+        },
+        "prompts uniform in [128, 1024], outputs uniform in [128, 512], ignore_eos, all submitted at once",
+    )
+
+
+def static_batch(
+    llm, vocab: int, batch_size: int = 128, prompt_len: int = 512, output_len: int = 128, seed: int = 0
+) -> WorkloadResult:
+    """The same shape as the transformers batch-128 baseline, for a like-for-like ratio."""
+    from engine import SamplingParams
+
+    prompts = random_prompts(batch_size, prompt_len, prompt_len, vocab, seed)
+    params = SamplingParams(max_tokens=output_len, ignore_eos=True, temperature=0.0)
+    llm.generate(prompts[:4], SamplingParams(max_tokens=4, ignore_eos=True))
+    seconds, outs = _timed_generate(llm, prompts, params)
+    return WorkloadResult(
+        f"batch{batch_size}",
+        {"output_tokens_per_s": batch_size * output_len / seconds, "seconds": seconds},
+        f"{batch_size} prompts of {prompt_len}, {output_len} output tokens each",
+    )
