@@ -39,7 +39,9 @@ class EngineConfig:
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         if self.load_format not in LOAD_FORMATS:
-            raise ValueError(f"load_format must be one of {', '.join(LOAD_FORMATS)}, got {self.load_format!r}")
+            raise ValueError(
+                f"load_format must be one of {', '.join(LOAD_FORMATS)}, got {self.load_format!r}"
+            )
         _require_positive("block_size", self.block_size)
         _require_positive("max_num_batched_tokens", self.max_num_batched_tokens)
         _require_positive("max_num_seqs", self.max_num_seqs)

@@ -40,7 +40,13 @@ class ModelRunner:
         self.dtype = dtype
         self.block_size = block_size
         self.model = load_model(
-            model_dir, cfg, dtype, device, max_position=max(max_model_len, 1), load_format=load_format, seed=seed
+            model_dir,
+            cfg,
+            dtype,
+            device,
+            max_position=max(max_model_len, 1),
+            load_format=load_format,
+            seed=seed,
         )
         self.num_blocks = 0
         self.keep_logits = False  # tests compare raw logits against transformers
