@@ -103,27 +103,15 @@ class AsyncLLMEngine:
         stream: asyncio.Queue = asyncio.Queue()
         self._streams[rid] = stream
         self._commands.put(("add", prepared))
-        return self._stream(rid, stream)
+        return RequestStream(rid, stream, self._release)
+
+    def _release(self, rid: str, finished: bool) -> None:
+        self._streams.pop(rid, None)
+        if not finished:
+            self._commands.put(("abort", rid))
 
     async def abort(self, request_id: str) -> None:
         self._commands.put(("abort", request_id))
-
-    async def _stream(self, rid: str, stream: asyncio.Queue) -> AsyncIterator[RequestOutput]:
-        finished = False
-        try:
-            while True:
-                item = await stream.get()
-                if isinstance(item, BaseException):
-                    finished = True
-                    raise item
-                finished = item.finished
-                yield item
-                if finished:
-                    return
-        finally:
-            self._streams.pop(rid, None)
-            if not finished:
-                self._commands.put(("abort", rid))
 
     # -- engine thread -------------------------------------------------------------------------
     def _run(self) -> None:
@@ -186,3 +174,47 @@ class AsyncLLMEngine:
     def _fail_all(self, exc: BaseException) -> None:
         for stream in self._streams.values():
             stream.put_nowait(EngineDeadError(f"engine loop crashed: {exc!r}"))
+
+
+class RequestStream:
+    """Async iterator over one request's outputs.
+
+    Leaving it early in any way (break + aclose, task cancellation, or dropping it unread) aborts
+    the request, so a vanished client never keeps KV blocks busy.
+    """
+
+    def __init__(self, request_id: str, queue_: asyncio.Queue, release) -> None:
+        self.request_id = request_id
+        self._queue = queue_
+        self._release = release
+        self._done = False
+
+    def __aiter__(self) -> RequestStream:
+        return self
+
+    async def __anext__(self) -> RequestOutput:
+        if self._done:
+            raise StopAsyncIteration
+        try:
+            item = await self._queue.get()
+        except BaseException:  # cancelled while waiting: the consumer is gone
+            self._close(finished=False)
+            raise
+        if isinstance(item, BaseException):
+            self._close(finished=True)
+            raise item
+        if item.finished:
+            self._close(finished=True)
+        return item
+
+    async def aclose(self) -> None:
+        self._close(finished=False)
+
+    def _close(self, finished: bool) -> None:
+        if not self._done:
+            self._done = True
+            self._release(self.request_id, finished)
+
+    def __del__(self) -> None:
+        if not self._done:
+            self._close(finished=False)

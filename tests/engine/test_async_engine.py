@@ -75,6 +75,27 @@ def test_closing_the_iterator_aborts_and_frees_blocks(tiny_qwen3):
     _run(main())
 
 
+def test_dropping_an_unread_stream_aborts(tiny_qwen3):
+    async def main():
+        engine = await _started(tiny_qwen3)
+        try:
+            stream = engine.generate(
+                "hello", SamplingParams(max_tokens=500, ignore_eos=True), request_id="dropped"
+            )
+            await asyncio.sleep(0.05)
+            del stream
+            for _ in range(100):
+                if engine.stats().num_running == 0 and engine.stats().num_waiting == 0:
+                    break
+                await asyncio.sleep(0.02)
+            assert engine.stats().num_running == 0 and engine.stats().num_blocks_used == 0
+            assert engine.stats().generation_tokens < 500
+        finally:
+            await engine.shutdown()
+
+    _run(main())
+
+
 def test_cancelled_consumer_task_aborts(tiny_qwen3):
     async def main():
         engine = await _started(tiny_qwen3)
