@@ -18,6 +18,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--port", type=int, default=8000, help="control plane port (default: %(default)s)")
     parser.add_argument("--no-beat", action="store_true", help="do not start Celery beat")
+    parser.add_argument("--no-agent", action="store_true", help="do not start a node agent for this machine")
+    parser.add_argument(
+        "--no-demo", action="store_true", help="skip the demo admin user, tiny checkpoint and deployment"
+    )
+    parser.add_argument(
+        "--node", default=None, help="node name of this machine's agent (default: from the hostname)"
+    )
     parser.add_argument(
         "--worker-concurrency", type=int, default=2, help="Celery worker processes (default: %(default)s)"
     )
@@ -44,6 +51,14 @@ def _manage(*args: str) -> list[str]:
 
 def _celery(*args: str) -> list[str]:
     return [sys.executable, "-m", "celery", "-A", "controlplane", *args]
+
+
+def _node_name() -> str:
+    import re
+    import socket
+
+    name = re.sub(r"[^a-z0-9-]+", "-", socket.gethostname().lower()).strip("-")[:63]
+    return name or "local"
 
 
 def _wait_for_health(url: str, deadline: float) -> dict:
@@ -94,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     subprocess.run(_manage("migrate", "--noinput", "-v", "0"), check=True)
     if not settings.DEBUG:
         subprocess.run(_manage("collectstatic", "--noinput", "-v", "0"), check=True)
-    if "bootstrap_demo" in get_commands():
+    if not args.no_demo and "bootstrap_demo" in get_commands():
         print(
             "chassis up: preparing the demo (admin user, tiny checkpoint, one-replica deployment)", flush=True
         )
@@ -152,6 +167,15 @@ def run(args: argparse.Namespace) -> int:
                 log_path=log_dir / "beat.log",
             )
         )
+    if not args.no_agent:
+        node = args.node or _node_name()
+        group.start(
+            Child(
+                "agent",
+                [sys.executable, "-m", "engine.cli", "agent", "--node", node, "--address", args.host],
+                log_path=log_dir / "agent.log",
+            )
+        )
     try:
         deadline = time.monotonic() + args.ready_timeout
         health = _wait_for_health(f"{base_url}/health", deadline)
@@ -166,6 +190,12 @@ def run(args: argparse.Namespace) -> int:
             f"{', '.join(name for reply in workers for name in reply)}",
             flush=True,
         )
+        if not args.no_demo and "bootstrap_demo" in get_commands():
+            print(
+                "chassis up: log in as admin / admin; the demo deployment 'tiny-chat' starts its replica "
+                "once the agent has registered the node",
+                flush=True,
+            )
         print(f"chassis up: ready. Open {base_url}/  (Ctrl-C stops everything)", flush=True)
         if args.exit_when_ready:
             return 0
