@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI assets served locally, no CDN
     "rest_framework.authtoken",
     "controlplane.telemetry",
     "controlplane.api",
@@ -195,6 +196,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Fleet, checkpoints, deployments, replicas and benchmarks of a Chassis installation.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     "ENUM_NAME_OVERRIDES": {
         "ReplicaStateEnum": "controlplane.serving.choices.ReplicaState",
         "NodeStateEnum": "controlplane.fleet.choices.NodeState",
