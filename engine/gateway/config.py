@@ -94,7 +94,7 @@ class GatewayConfig:
     breaker: BreakerConfig = field(default_factory=BreakerConfig)
     refresh_interval_s: float = 3.0
     health_interval_s: float = 1.0
-    kv_poll_interval_s: float = 0.05
+    kv_poll_interval_s: float = 0.1
     # How long a routed request's prefix counts as cached on its replica before the replica's own
     # KV events confirm it; keeps a burst of same-prefix requests together.
     pending_prefix_ttl_s: float = 2.0

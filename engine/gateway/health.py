@@ -63,6 +63,6 @@ async def _scrape(replica: Replica, client: httpx.AsyncClient) -> None:
     try:
         response = await client.get(f"{replica.url}/metrics")
         if response.status_code == 200:
-            replica.scraped = parse_load(response.text)
+            replica.observe_scrape(parse_load(response.text))
     except (httpx.HTTPError, ValueError) as exc:
         log.debug("metrics scrape of %s failed: %r", replica.replica_id, exc)

@@ -26,6 +26,12 @@ class GatewayMetrics:
             buckets=_DECISION_BUCKETS,
             registry=r,
         )
+        self.decisions = Counter(
+            "chassis_gateway_routing_decisions",
+            "Routing decisions by policy and reason (prefix, load, no_prefix, session, ...)",
+            ["policy", "reason"],
+            registry=r,
+        )
         self.tokenize_seconds = Histogram(
             "chassis_gateway_tokenize_seconds",
             "Time to render and tokenize a request for prefix matching",

@@ -85,13 +85,18 @@ class CacheAware(Policy):
         best_len = match.best()
         if best_len == 0:
             return Decision(least, 0, match.total_blocks, reason="no_prefix")
-        # Among the replicas holding the longest prefix, the least loaded one; a hot prefix that has
-        # spilled over to several replicas is thereby spread across all of them.
-        holders = [r for r in candidates if match.matched.get(r.replica_id, 0) == best_len]
-        best = min(holders, key=lambda r: (loads[r.replica_id], r.requests_served))
-        if loads[best.replica_id] - loads[least.replica_id] > self.config.load_margin:
-            return Decision(least, match.matched.get(least.replica_id, 0), match.total_blocks, reason="load")
-        return Decision(best, best_len, match.total_blocks, reason="prefix")
+        # Only replicas within the margin of the least loaded one may take it; among those, the
+        # longest prefix, then the lightest load. A hot prefix that has spilled over to several
+        # replicas is thereby spread across all of them instead of melting the first.
+        ceiling = loads[least.replica_id] + self.config.load_margin
+        allowed = [r for r in candidates if loads[r.replica_id] <= ceiling]
+        best = max(
+            allowed,
+            key=lambda r: (match.matched.get(r.replica_id, 0), -loads[r.replica_id], -r.requests_served),
+        )
+        matched = match.matched.get(best.replica_id, 0)
+        reason = "prefix" if matched == best_len else "load"
+        return Decision(best, matched, match.total_blocks, reason=reason)
 
 
 class Session(Policy):

@@ -103,6 +103,7 @@ class ModelPool:
         if chain:
             self.index.mark_pending(decision.replica.replica_id, chain)
         self.metrics.decision_seconds.labels(self.policy.name).observe(time.perf_counter() - start)
+        self.metrics.decisions.labels(self.policy.name, decision.reason).inc()
         if self.wants_prefix:
             self.metrics.matched_blocks.labels(self.name).observe(decision.matched_blocks)
         return decision

@@ -33,6 +33,10 @@ class Replica:
     draining: bool = False
     in_flight: int = 0
     scraped: ReplicaLoad = field(default_factory=ReplicaLoad)
+    # Requests the replica reported beyond our own in-flight ones at the last scrape: traffic from
+    # other gateways or clients. Our own count is exact and current; a scraped one is up to a
+    # health interval old, so it only adds what we cannot see ourselves.
+    foreign_load: float = 0.0
     requests_served: int = 0
 
     @classmethod
@@ -54,10 +58,11 @@ class Replica:
         )
 
     def load(self, kv_usage_weight: float = 1.0) -> float:
-        # The gateway's own count is current; the scraped count is up to one scrape old but also sees
-        # traffic from other gateways. Taking the larger avoids counting our requests twice.
-        queued = max(float(self.in_flight), self.scraped.running + self.scraped.waiting)
-        return queued + kv_usage_weight * self.scraped.kv_usage
+        return self.in_flight + self.foreign_load + kv_usage_weight * self.scraped.kv_usage
+
+    def observe_scrape(self, load: ReplicaLoad) -> None:
+        self.scraped = load
+        self.foreign_load = max(0.0, load.running + load.waiting - self.in_flight)
 
     def describe(self) -> dict:
         return {
@@ -71,4 +76,5 @@ class Replica:
             "in_flight": self.in_flight,
             "requests_served": self.requests_served,
             "scraped": vars(self.scraped),
+            "foreign_load": self.foreign_load,
         }

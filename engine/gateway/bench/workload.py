@@ -49,15 +49,17 @@ class Session:
 @dataclass(frozen=True)
 class WorkloadShape:
     requests: int = 160
-    popular_share: float = 0.3  # of requests, the one hot prefix
-    group_share: float = 0.3
-    conversation_share: float = 0.25  # the rest are unique prompts
-    groups: int = 6
-    turns_per_conversation: int = 4
+    # Traffic per shared prefix is a few requests, as with many tenants: a router that sends each
+    # prefix to one replica pays one cold prefill per prefix, round-robin pays up to one per replica.
+    popular_share: float = 0.10  # of requests, all on one prefix: ~3x the traffic of a group's
+    group_share: float = 0.30
+    conversation_share: float = 0.45  # the rest are unique prompts
+    groups: int = 12
+    turns_per_conversation: int = 5
     # The tiny model's tokenizer makes about 5 tokens of a made-up word; its context is 1024 tokens.
     popular_words: int = 120
     document_words: int = 110
-    conversation_system_words: int = 60
+    conversation_system_words: int = 100
     unique_words: int = 100
     question_words: int = 10
 

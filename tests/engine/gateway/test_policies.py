@@ -3,7 +3,7 @@ from collections import Counter
 from engine.gateway.config import BreakerConfig, PolicyConfig, ReplicaSpec
 from engine.gateway.kv_index import KVIndex
 from engine.gateway.policies import CacheAware, LeastLoad, RoundRobin, RoutingRequest, Session
-from engine.gateway.replica import Health, Replica
+from engine.gateway.replica import Health, Replica, ReplicaLoad
 from engine.kv.block_hash import hash_chain
 
 
@@ -21,14 +21,16 @@ def test_round_robin_cycles_through_candidates():
     assert picks == ["r0", "r1", "r2", "r0", "r1", "r2"]
 
 
-def test_least_load_uses_in_flight_scraped_queue_and_kv_usage():
+def test_least_load_uses_in_flight_foreign_queue_and_kv_usage():
     policy = LeastLoad(PolicyConfig("least_load", kv_usage_weight=4.0))
     a, b, c = replicas(3)
     a.in_flight = 2
-    b.scraped.waiting = 1  # running+waiting 1, in_flight 0 -> load 1
-    c.scraped.kv_usage = 0.5  # load 2.0 with weight 4
+    a.observe_scrape(ReplicaLoad(running=2))  # only our own two: no foreign load
+    b.observe_scrape(ReplicaLoad(waiting=1))  # one request from elsewhere -> load 1
+    c.observe_scrape(ReplicaLoad(kv_usage=0.5))  # load 2.0 with weight 4
+    assert [a.load(4.0), b.load(4.0), c.load(4.0)] == [2.0, 1.0, 2.0]
     assert policy.choose([a, b, c], RoutingRequest()).replica is b
-    b.scraped.waiting = 3
+    b.observe_scrape(ReplicaLoad(running=1, waiting=2))
     assert policy.choose([a, b, c], RoutingRequest()).replica is a
 
 
@@ -46,9 +48,14 @@ def test_cache_aware_prefers_longest_prefix_until_the_load_margin_is_crossed():
     assert (decision.replica, decision.matched_blocks, decision.total_blocks) == (b, 3, 4)
     b.in_flight = 2  # 2 more than the least loaded: within the margin
     assert policy.choose([a, b, c], request).replica is b
-    b.in_flight = 3  # beyond the margin: load wins
+    b.in_flight = 3  # beyond the margin: load wins, and among the light ones the longer prefix
     decision = policy.choose([a, b, c], request)
-    assert decision.replica in (a, c) and decision.reason == "load"
+    assert (decision.replica, decision.matched_blocks, decision.reason) == (c, 1, "load")
+    c.in_flight = 1  # still within the margin of the least loaded (a, 0)
+    assert policy.choose([a, b, c], request).replica is c
+    c.in_flight = 3
+    assert policy.choose([a, b, c], request).replica is a
+    c.in_flight = 0
     # No prefix anywhere: least loaded.
     a.in_flight = 1
     other = hash_chain(list(range(100, 164)), 16)

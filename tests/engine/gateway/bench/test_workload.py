@@ -13,7 +13,7 @@ def test_same_seed_same_workload_and_the_requested_mix():
     turns = Counter()
     for session in first:
         turns[session.kind] += len(session.turns)
-    assert turns == {"popular": 30, "group": 30, "conversation": 25, "unique": 15}
+    assert turns == {"popular": 10, "group": 30, "conversation": 45, "unique": 15}
     popular = {s.system for s in first if s.kind == "popular"}
     assert len(popular) == 1  # one hot prefix
     assert len({s.system for s in first if s.kind == "group"}) <= shape.groups
