@@ -9,6 +9,13 @@ from __future__ import annotations
 import os
 
 import pytest
+import torch
+
+# Without a GPU, Triton kernels run in Triton's interpreter. TRITON_INTERPRET is read when
+# @triton.jit decorates a kernel, so it must be set before any test module imports kernels/
+# (engine tests do, and they are collected before tests/kernels).
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 def _missing(reason: str) -> None:

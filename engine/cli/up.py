@@ -213,3 +213,19 @@ def run(args: argparse.Namespace) -> int:
     finally:
         print("chassis up: stopping", flush=True)
         group.stop()
+        if not args.no_agent:
+            _stop_local_engines(node)
+
+
+def _stop_local_engines(node: str) -> None:
+    """Engines outlive their agent by design (an agent restart must not kill serving replicas), but
+    stopping `chassis up` stops the whole platform on this machine, so its engines go too. Their rows
+    stay as they are: on the next `chassis up` the agent finds the processes gone and reconcile
+    relaunches them."""
+    from controlplane.serving.launcher import stop_process
+    from controlplane.serving.models import Replica
+
+    pids = list(Replica.objects.filter(node__name=node, pid__isnull=False).values_list("pid", flat=True))
+    for pid in pids:
+        outcome = stop_process(pid, term_timeout=15.0)
+        print(f"chassis up: engine pid {pid} {outcome}", flush=True)

@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[3]
 
 
@@ -112,3 +114,6 @@ def test_up_serves_the_demo_replica(tmp_path):
     finally:
         up.send_signal(signal.SIGTERM)
         up.wait(60)
+    # Stopping `chassis up` stops the engines it launched too: nothing answers at the replica's URL.
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{replica['url']}/health", timeout=5)
