@@ -38,7 +38,7 @@ def add_routing_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--max-tokens", type=_positive, default=4, help="tokens generated per request")
     parser.add_argument(
-        "--load-margin", type=float, default=2.0, help="cache_aware load margin (default: %(default)s)"
+        "--load-margin", type=float, default=4.0, help="cache_aware load margin (default: %(default)s)"
     )
     parser.add_argument(
         "--max-num-seqs", type=_positive, default=16, help="replica batch size (default: %(default)s)"

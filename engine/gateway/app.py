@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import time
@@ -49,7 +50,9 @@ def build_app(gateway: Gateway) -> Starlette:
                 path=path,
                 body=raw,
                 headers=headers,
-                decide=gateway.plan_routing(pool, api, body, request.headers),
+                # Rendering the chat template takes milliseconds: off the event loop, so it never
+                # delays the chunks of streams already flowing.
+                decide=await asyncio.to_thread(gateway.plan_routing, pool, api, body, request.headers),
                 attempts=1 + gateway.config.retries,
             )
             return ProxyResponse(plan, gateway.client, gateway.metrics)

@@ -37,7 +37,7 @@ class PolicyConfig:
     name: str = "cache_aware"
     # cache_aware: the longest-prefix replica loses to the least loaded one when its load is higher by
     # more than this many load units (one unit ~ one in-flight request).
-    load_margin: float = 2.0
+    load_margin: float = 4.0
     # Weight of the replica's KV-cache usage (0..1) in its load score.
     kv_usage_weight: float = 1.0
     session_header: str = DEFAULT_SESSION_HEADER

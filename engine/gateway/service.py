@@ -161,7 +161,7 @@ class Gateway:
         self, pool: ModelPool, api: str, body: dict, headers
     ) -> Callable[[list[str]], Decision | None]:
         """Tokenize once (timed apart), then return a decide(exclude) closure for each attempt."""
-        token_ids = None
+        token_ids = None  # may run in a worker thread: reads the pool, never mutates it
         if pool.wants_prefix and pool.tokenizer is not None:
             start = time.perf_counter()
             token_ids = prompt_token_ids(pool.tokenizer, api, body)
