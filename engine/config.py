@@ -31,6 +31,7 @@ class EngineConfig:
     tensor_parallel_size: int = 1
     kv_event_capacity: int = 10_000
     load_format: str = "auto"
+    enforce_eager: bool = False  # CUDA: True skips capturing decode steps as CUDA graphs
 
     def __post_init__(self) -> None:
         self.model_dir = Path(self.model_dir)
@@ -52,10 +53,8 @@ class EngineConfig:
             _require_positive("num_gpu_blocks", self.num_gpu_blocks)
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
-        if self.tensor_parallel_size != 1:
-            raise ValueError(
-                f"tensor_parallel_size={self.tensor_parallel_size} is not supported yet; only 1 is accepted"
-            )
+        # Whether the model splits this many ways (heads, MLP rows) is checked when it loads.
+        _require_positive("tensor_parallel_size", self.tensor_parallel_size)
         if not isinstance(self.seed, int):
             raise ValueError(f"seed must be an integer, got {self.seed!r}")
 

@@ -20,7 +20,8 @@ from engine.kv.events import KVEventLog
 from engine.kv.kv_manager import KVCacheManager
 from engine.outputs import EngineStats, RequestMetrics, RequestOutput
 from engine.runner.kv_sizing import num_kv_blocks
-from engine.runner.model_runner import TORCH_DTYPES, ModelRunner
+from engine.runner.model_runner import TORCH_DTYPES
+from engine.runner.tp_executor import runner_factory
 from engine.sampling.params import SamplingParams
 from engine.scheduler.request import Request, RequestStatus
 from engine.scheduler.scheduler import Scheduler
@@ -50,7 +51,7 @@ class EngineCore:
             )
         self.max_model_len = config.max_model_len or limit
         self.tokenizer = Tokenizer(config.model_dir, self.model_config.eos_token_ids)
-        self.runner = ModelRunner(
+        self.runner = runner_factory(config.tensor_parallel_size)(  # ModelRunner, or rank 0 of k
             config.model_dir,
             self.model_config,
             self.device,
@@ -62,6 +63,8 @@ class EngineCore:
         )
         num_blocks = num_kv_blocks(config, self.model_config, self.max_model_len, self.device, self.dtype)
         self.runner.allocate_kv_cache(num_blocks)
+        if self.device.type == "cuda" and not config.enforce_eager:
+            self.runner.capture_decode_graphs(config.max_num_seqs)
         self.kv_events = KVEventLog(config.kv_event_capacity)
         self.kv = KVCacheManager(num_blocks, config.block_size, config.enable_prefix_caching, self.kv_events)
         self.scheduler = Scheduler(self.kv, config.max_num_batched_tokens, config.max_num_seqs)
@@ -178,6 +181,12 @@ class EngineCore:
             else:
                 outputs.append(self._output(state, [token_id], new_logprobs, new_text))
         return outputs
+
+    def shutdown(self) -> None:
+        """Release what outlives the object: the other tensor-parallel ranks' processes."""
+        shutdown = getattr(self.runner, "shutdown", None)
+        if shutdown is not None:
+            shutdown()
 
     def stats(self) -> EngineStats:
         pool = self.kv.pool

@@ -101,18 +101,32 @@ def offline(llm, vocab: int, num_requests: int = 2000, seed: int = 0) -> Workloa
         SamplingParams(max_tokens=rng.randint(128, 512), ignore_eos=True, temperature=0.0) for _ in prompts
     ]
     llm.generate(prompts[:8], params[:8])  # warm-up
-    seconds, outs = _timed_generate(llm, prompts, params)
+    runner = llm.engine.runner
+    runner.step_events = []
+    try:
+        seconds, outs = _timed_generate(llm, prompts, params)
+        events = runner.step_events
+    finally:
+        runner.step_events = None
     out_tokens = sum(len(o.token_ids) for o in outs)
     in_tokens = sum(len(p) for p in prompts)
+    figures = {
+        "output_tokens_per_s": out_tokens / seconds,
+        "total_tokens_per_s": (in_tokens + out_tokens) / seconds,
+        "seconds": seconds,
+        "requests": num_requests,
+        "steps": len(events),
+    }
+    if events:
+        # Each step's span from its first enqueued GPU work to its last (CUDA events): the rest of
+        # the wall time the GPU had nothing queued.
+        busy = sum(start.elapsed_time(end) for start, end in events) / 1e3
+        figures["gpu_idle_fraction"] = max(0.0, 1.0 - busy / seconds)
     return WorkloadResult(
         "offline",
-        {
-            "output_tokens_per_s": out_tokens / seconds,
-            "total_tokens_per_s": (in_tokens + out_tokens) / seconds,
-            "seconds": seconds,
-            "requests": num_requests,
-        },
-        "prompts uniform in [128, 1024], outputs uniform in [128, 512], ignore_eos, all submitted at once",
+        figures,
+        "prompts uniform in [128, 1024], outputs uniform in [128, 512], ignore_eos, all submitted at once; "
+        "gpu_idle_fraction = 1 - sum(step GPU spans) / wall",
     )
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from engine.layers.attention import AttentionMetadata
@@ -19,42 +21,56 @@ class ModelInputs:
     sample_rows: list[int]  # index into out.scheduled of each sampling request
 
 
-def build_inputs(out: SchedulerOutput, block_size: int, device: torch.device) -> ModelInputs:
-    token_ids: list[int] = []
-    positions: list[int] = []
-    slots: list[int] = []
-    seq_lens: list[int] = []
-    query_start_loc = [0]
+def build_inputs(
+    out: SchedulerOutput,
+    block_size: int,
+    device: torch.device,
+    before_copies: Callable[[], None] | None = None,
+) -> ModelInputs:
+    scheduled = out.scheduled
+    num_seqs = len(scheduled)
+    num_tokens = [s.num_tokens for s in scheduled]
+    query_start_loc = np.zeros(num_seqs + 1, dtype=np.int64)
+    np.cumsum(num_tokens, out=query_start_loc[1:])
+    total = int(query_start_loc[-1])
+    token_ids = np.empty(total, dtype=np.int64)
+    positions = np.empty(total, dtype=np.int64)
+    slots = np.empty(total, dtype=np.int64)
+    seq_lens = np.empty(num_seqs, dtype=np.int64)
+    max_blocks = max(len(s.block_ids) for s in scheduled)
+    block_tables = np.zeros((num_seqs, max_blocks), dtype=np.int32)
     logits_indices: list[int] = []
     sample_rows: list[int] = []
-    max_blocks = max(len(s.block_ids) for s in out.scheduled)
-    block_tables = []
-    for row, s in enumerate(out.scheduled):
-        token_ids.extend(s.token_ids)
-        for pos in range(s.start, s.start + s.num_tokens):
-            positions.append(pos)
-            slots.append(s.block_ids[pos // block_size] * block_size + pos % block_size)
-        seq_lens.append(s.start + s.num_tokens)
-        query_start_loc.append(query_start_loc[-1] + s.num_tokens)
-        block_tables.append(s.block_ids + [0] * (max_blocks - len(s.block_ids)))
+    for row, s in enumerate(scheduled):
+        lo, hi = int(query_start_loc[row]), int(query_start_loc[row + 1])
+        blocks = np.asarray(s.block_ids, dtype=np.int64)
+        block_tables[row, : len(blocks)] = blocks
+        token_ids[lo:hi] = s.token_ids
+        pos = np.arange(s.start, s.start + s.num_tokens, dtype=np.int64)
+        positions[lo:hi] = pos
+        slots[lo:hi] = blocks[pos // block_size] * block_size + pos % block_size
+        seq_lens[row] = s.start + s.num_tokens
         if s.samples:
-            logits_indices.append(query_start_loc[-1] - 1)
+            logits_indices.append(hi - 1)
             sample_rows.append(row)
 
-    def tensor(values: list, dtype: torch.dtype) -> torch.Tensor:
-        return torch.tensor(values, dtype=dtype).to(device, non_blocking=True)
+    if before_copies is not None:
+        before_copies()
+
+    def tensor(values: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+        return torch.from_numpy(values).to(device=device, dtype=dtype, non_blocking=True)
 
     meta = AttentionMetadata(
         slot_mapping=tensor(slots, torch.int64),
         block_tables=tensor(block_tables, torch.int32),
         seq_lens=tensor(seq_lens, torch.int32),
         query_start_loc=tensor(query_start_loc, torch.int32),
-        decode_only=all(s.num_tokens == 1 for s in out.scheduled),
+        decode_only=all(n == 1 for n in num_tokens),
     )
     return ModelInputs(
         token_ids=tensor(token_ids, torch.int64),
         positions=tensor(positions, torch.int64),
         meta=meta,
-        logits_indices=tensor(logits_indices, torch.int64),
+        logits_indices=tensor(np.asarray(logits_indices, dtype=np.int64), torch.int64),
         sample_rows=sample_rows,
     )

@@ -6,6 +6,7 @@ import torch
 
 from engine.checkpoint.model_config import ModelConfig
 from engine.config import CPU_MAX_DEFAULT_BLOCKS, EngineConfig
+from engine.distributed.sharding import kv_heads_per_rank
 
 # Headroom on CUDA for activations and the sampler, which are not profiled (yet).
 CUDA_ACTIVATION_RESERVE_BYTES = 1 << 30
@@ -13,9 +14,11 @@ CUDA_ACTIVATION_RESERVE_BYTES = 1 << 30
 CPU_MAX_KV_BYTES = 4 << 30
 
 
-def block_bytes(cfg: ModelConfig, block_size: int, dtype: torch.dtype) -> int:
+def block_bytes(cfg: ModelConfig, block_size: int, dtype: torch.dtype, tp: int = 1) -> int:
+    """Bytes of one KV block on one rank (each of ``tp`` ranks holds its own KV heads)."""
     itemsize = torch.empty((), dtype=dtype).element_size()
-    return 2 * cfg.num_layers * block_size * cfg.num_kv_heads * cfg.head_dim * itemsize
+    heads = kv_heads_per_rank(cfg.num_kv_heads, tp)
+    return 2 * cfg.num_layers * block_size * heads * cfg.head_dim * itemsize
 
 
 def num_kv_blocks(
@@ -33,7 +36,7 @@ def num_kv_blocks(
     if device.type == "cuda":
         free, total = torch.cuda.mem_get_info(device)
         usable = free - total * (1.0 - config.gpu_memory_utilization) - CUDA_ACTIVATION_RESERVE_BYTES
-        blocks = int(usable // block_bytes(cfg, config.block_size, dtype))
+        blocks = int(usable // block_bytes(cfg, config.block_size, dtype, config.tensor_parallel_size))
         if blocks < min_blocks:
             raise ValueError(
                 f"only {max(blocks, 0)} KV blocks fit in GPU memory, {min_blocks} are needed for "
@@ -41,5 +44,5 @@ def num_kv_blocks(
             )
         return blocks
     wanted = -(-config.max_num_seqs * max_model_len // config.block_size)
-    by_bytes = CPU_MAX_KV_BYTES // block_bytes(cfg, config.block_size, dtype)
+    by_bytes = CPU_MAX_KV_BYTES // block_bytes(cfg, config.block_size, dtype, config.tensor_parallel_size)
     return max(min_blocks, min(wanted, CPU_MAX_DEFAULT_BLOCKS, by_bytes))

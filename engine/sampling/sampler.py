@@ -34,6 +34,22 @@ class SamplingState:
     banned_token_ids: list[int] = field(default_factory=list)  # eos/stop ids while under min_tokens
 
 
+def greedy_only(requests: list) -> bool:
+    """Whether every request takes the plain argmax: greedy, no penalties, logprobs or banned ids."""
+    for r in requests:
+        p = r.sampling_params
+        if not p.greedy or p.needs_penalties or p.logprobs is not None:
+            return False
+        if len(r.output_token_ids) < r.min_tokens:
+            return False
+    return True
+
+
+def sample_greedy(logits: torch.Tensor) -> list[int]:
+    """Argmax per row on the device; the chosen ids are the only thing read back."""
+    return logits.argmax(dim=-1).tolist()
+
+
 def sample(logits: torch.Tensor, states: list[SamplingState]) -> tuple[list[int], list[Logprob | None]]:
     """logits: fp32 [S, V], one row per state. Returns chosen token ids and per-row logprobs."""
     raw_logprobs = None

@@ -60,10 +60,10 @@ def test_more_splits_than_tiles_leaves_empty_splits_harmless(device, force_trito
 def test_num_splits_fills_the_device_for_small_batches():
     gpu_like = torch.device("cpu")  # the CPU path reports a nominal 16 compute units
     assert choose_num_splits(1, 8, 4096, gpu_like) == 4  # 2 * 16 SMs / 8 groups
-    assert choose_num_splits(1, 1, 4096, gpu_like) == 16  # capped by 4096 / 256 keys per split
-    assert choose_num_splits(1, 1, 300, gpu_like) == 2
+    assert choose_num_splits(1, 1, 4096, gpu_like) == 32  # 2 * 16 SMs / 1 group
+    assert choose_num_splits(1, 1, 300, gpu_like) == 5  # capped by 300 / 64 keys per split
     assert choose_num_splits(128, 8, 4096, gpu_like) == 1
-    assert choose_num_splits(1, 1, 4096, gpu_like, sliding_window=512) == 2
+    assert choose_num_splits(1, 1, 4096, gpu_like, sliding_window=512) == 8
 
 
 def test_bad_inputs_are_rejected():

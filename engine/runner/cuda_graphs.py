@@ -1,0 +1,123 @@
+"""CUDA graphs for decode-only steps: one captured forward + LM head per padded batch size.
+
+A decode step of an 8B model is ~350 small kernel launches; replaying a graph turns them into one
+launch, so the step runs at the GPU's pace instead of Python's. Every input lives in a static
+device buffer the graphs were captured on; a step copies its few integers in (two host-to-device
+copies), replays the graph for the next captured size up, and reads the logits of its real rows.
+Padded rows write no KV (slot -1) and attend over one key of block 0, so they cost almost nothing
+and touch no request's cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from engine.layers.attention import AttentionMetadata
+from engine.scheduler.output import SchedulerOutput
+
+# Rows of the packed int64 staging buffer.
+_TOKENS, _POSITIONS, _SLOTS, _SEQ_LENS = range(4)
+
+
+def capture_sizes(max_batch: int) -> list[int]:
+    """1, 2, 4, 8, then every multiple of 16 up to ``max_batch`` (and ``max_batch`` itself)."""
+    sizes = [s for s in (1, 2, 4, 8) if s <= max_batch]
+    sizes += list(range(16, max_batch + 1, 16))
+    if sizes[-1] != max_batch:
+        sizes.append(max_batch)
+    return sizes
+
+
+class DecodeGraphs:
+    def __init__(self, model, max_batch: int, max_blocks_per_seq: int, block_size: int, device) -> None:
+        self.model = model
+        self.block_size = block_size
+        self.device = device
+        self.sizes = capture_sizes(max_batch)
+        self.max_batch = self.sizes[-1]
+        self.packed = torch.zeros((4, self.max_batch), dtype=torch.int64, device=device)
+        self.packed[_SEQ_LENS].fill_(1)
+        self.packed[_SLOTS].fill_(-1)
+        self.block_tables = torch.zeros(
+            (self.max_batch, max_blocks_per_seq), dtype=torch.int32, device=device
+        )
+        self.replays: dict[int, Callable[[], None]] = {}  # size -> replay of that size's step
+        self.logits: dict[int, torch.Tensor] = {}
+        self._host = np.zeros((4, self.max_batch), dtype=np.int64)
+
+    def _meta(self, size: int) -> AttentionMetadata:
+        return AttentionMetadata(
+            slot_mapping=self.packed[_SLOTS, :size],
+            block_tables=self.block_tables[:size],
+            seq_lens=self.packed[_SEQ_LENS, :size],
+            query_start_loc=torch.arange(size + 1, dtype=torch.int32, device=self.device),
+            decode_only=True,
+        )
+
+    def _forward(self, size: int, meta: AttentionMetadata) -> torch.Tensor:
+        hidden = self.model(self.packed[_TOKENS, :size], self.packed[_POSITIONS, :size], meta)
+        return self.model.compute_logits(hidden)
+
+    @torch.inference_mode()
+    def capture(self) -> None:
+        """Capture every size, largest first so smaller graphs reuse its memory pool."""
+        pool = torch.cuda.graph_pool_handle()
+        stream = torch.cuda.Stream(self.device)
+        stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(stream):
+            for size in reversed(self.sizes):
+                meta = self._meta(size)
+                self._forward(size, meta)  # compile Triton kernels, settle cuBLAS workspaces
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, pool=pool, stream=stream):
+                    self.logits[size] = self._forward(size, meta)
+                self.replays[size] = graph.replay
+        torch.cuda.current_stream(self.device).wait_stream(stream)
+        torch.cuda.synchronize(self.device)
+
+    def use_eager(self) -> None:
+        """Replays that rerun the forward eagerly on the static buffers: the same input path on
+        devices without graphs, which is how the CPU tests check the padding and staging logic."""
+        for size in self.sizes:
+            meta = self._meta(size)
+
+            def replay(size=size, meta=meta) -> None:
+                with torch.inference_mode():
+                    self.logits[size] = self._forward(size, meta)
+
+            self.replays[size] = replay
+
+    def can_run(self, out: SchedulerOutput) -> bool:
+        n = len(out.scheduled)
+        return 0 < n <= self.max_batch and all(s.num_tokens == 1 and s.samples for s in out.scheduled)
+
+    def run(self, out: SchedulerOutput, before_copies: Callable[[], None] | None = None) -> torch.Tensor:
+        """Logits ``[n, vocab]`` (fp32) of a decode-only step, every request sampling."""
+        scheduled = out.scheduled
+        n = len(scheduled)
+        size = next(s for s in self.sizes if s >= n)
+        bs = self.block_size
+        host = self._host
+        width = 1
+        for i, s in enumerate(scheduled):
+            pos = s.start
+            host[_TOKENS, i] = s.token_ids[0]
+            host[_POSITIONS, i] = pos
+            host[_SLOTS, i] = s.block_ids[pos // bs] * bs + pos % bs
+            host[_SEQ_LENS, i] = pos + 1
+            width = max(width, len(s.block_ids))
+        host[_TOKENS : _POSITIONS + 1, n:size] = 0
+        host[_SLOTS, n:size] = -1
+        host[_SEQ_LENS, n:size] = 1
+        table = np.zeros((size, width), dtype=np.int32)  # padded rows read block 0 (always valid)
+        for i, s in enumerate(scheduled):
+            table[i, : len(s.block_ids)] = s.block_ids
+        if before_copies is not None:
+            before_copies()
+        self.packed[:, :size].copy_(torch.from_numpy(host[:, :size]), non_blocking=True)
+        self.block_tables[:size, :width].copy_(torch.from_numpy(table), non_blocking=True)
+        self.replays[size]()
+        return self.logits[size][:n]

@@ -1,0 +1,47 @@
+"""What rank 0 sends the other tensor-parallel ranks each step: only what the forward pass reads.
+
+Requests travel as ids plus this step's tokens and block table, never their full token history or
+sampling state (ranks > 0 do not sample), so a message stays small however long the contexts are.
+"""
+
+from __future__ import annotations
+
+from engine.scheduler.output import ScheduledRequest, SchedulerOutput
+from engine.scheduler.request import Request
+
+ALLOCATE = "allocate"  # (num_blocks,)
+CAPTURE = "capture"  # (max_batch, eager)
+STEP = "step"  # (dropped request ids, packed step)
+STOP = "stop"  # ()
+
+JOINING = "joining"  # rank > 0 is about to join the process group
+READY = "ready"  # rank > 0 loaded its shard
+FAILED = "failed"  # (traceback text,): rank > 0 is exiting because of this error
+
+
+def pack_step(out: SchedulerOutput) -> tuple:
+    return (
+        [
+            (s.request.request_id, s.start, s.num_tokens, s.block_ids, s.token_ids, s.samples)
+            for s in out.scheduled
+        ],
+        out.preempted_ids,
+    )
+
+
+def unpack_step(packed: tuple) -> SchedulerOutput:
+    scheduled, preempted = packed
+    return SchedulerOutput(
+        scheduled=[
+            ScheduledRequest(
+                request=Request(request_id=rid, prompt_token_ids=[], max_tokens=0, num_computed_tokens=start),
+                start=start,
+                num_tokens=num_tokens,
+                block_ids=block_ids,
+                token_ids=token_ids,
+                samples=samples,
+            )
+            for rid, start, num_tokens, block_ids, token_ids, samples in scheduled
+        ],
+        preempted_ids=list(preempted),
+    )
