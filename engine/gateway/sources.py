@@ -55,7 +55,11 @@ class ControlPlaneSource:
     async def fetch(self) -> dict[str, ModelRoute]:
         deployments = await self._get_all("/api/v1/deployments/")
         replicas = await self._get_all("/api/v1/replicas/", {"state": "ready"})
-        return routes_from_api(deployments, replicas)
+        try:  # checkpoint paths give the tokenizer; routing still works by load without them
+            checkpoints = await self._get_all("/api/v1/checkpoints/")
+        except SourceError:
+            checkpoints = []
+        return routes_from_api(deployments, replicas, checkpoints)
 
 
 def _deployment_key(value: Any) -> str | None:
@@ -64,12 +68,22 @@ def _deployment_key(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def routes_from_api(deployments: list[dict], replicas: list[dict]) -> dict[str, ModelRoute]:
+def _policy_name(value: Any) -> Any:
+    # The control plane spells policies in kebab case ("cache-aware"); the gateway in snake case.
+    return value.replace("-", "_") if isinstance(value, str) else value
+
+
+def routes_from_api(
+    deployments: list[dict], replicas: list[dict], checkpoints: list[dict] | None = None
+) -> dict[str, ModelRoute]:
+    """Routes from the control plane's serializers (serving.api: DeploymentSerializer, ReplicaSerializer;
+    checkpoints.api: CheckpointSerializer)."""
     by_key: dict[str, dict] = {}
     for deployment in deployments:
         for key in ("id", "name", "url"):
             if deployment.get(key) is not None:
                 by_key[str(deployment[key])] = deployment
+    checkpoint_paths = {str(c.get("id")): c.get("path") for c in checkpoints or []}
     grouped: dict[str, list[ReplicaSpec]] = {}
     policies: dict[str, PolicyConfig] = {}
     tokenizers: dict[str, str | None] = {}
@@ -85,14 +99,16 @@ def routes_from_api(deployments: list[dict], replicas: list[dict]) -> dict[str, 
         try:
             spec = ReplicaSpec.from_url(replica["url"], replica.get("name") or replica.get("id"))
             policy = parse_policy(
-                deployment.get("routing_policy") or deployment.get("policy") or "cache_aware",
-                f"deployment {deployment.get('name')}.routing_policy",
+                _policy_name(
+                    replica.get("routing_policy") or deployment.get("routing_policy") or "cache_aware"
+                ),
+                f"deployment {deployment.get('name') or replica.get('deployment_name')}.routing_policy",
             )
         except ConfigError:
             continue  # one malformed row must not take the whole gateway down
         grouped.setdefault(model, []).append(spec)
         policies[model] = policy
-        tokenizers[model] = deployment.get("checkpoint_path") or deployment.get("tokenizer")
+        tokenizers[model] = checkpoint_paths.get(str(_deployment_key(deployment.get("checkpoint"))))
     return {
         model: ModelRoute(
             name=model, policy=policies[model], replicas=tuple(specs), tokenizer=tokenizers[model]
