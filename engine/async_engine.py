@@ -59,6 +59,7 @@ class AsyncLLMEngine:
         self._commands.put(_STOP)
         await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
         self._thread = None
+        self.core.shutdown()  # the other tensor-parallel ranks, if any
         for rid, stream in list(self._streams.items()):
             stream.put_nowait(EngineDeadError("engine shut down"))
             self._streams.pop(rid, None)

@@ -100,6 +100,16 @@ class LLM:
     def stats(self):
         return self.engine.stats()
 
+    def shutdown(self) -> None:
+        """Stop the other tensor-parallel ranks' processes (nothing to do at tensor_parallel_size=1)."""
+        self.engine.shutdown()
+
+    def __enter__(self) -> LLM:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.shutdown()
+
     def _next_id(self) -> str:
         self._counter += 1
         return f"llm-{self._counter}"

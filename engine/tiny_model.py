@@ -63,22 +63,32 @@ FLAVORS = {
 
 
 def make_tiny_model(
-    out_dir: str | Path, arch: str = "qwen3", seed: int = 0, dtype: str = "float32", num_shards: int = 1
+    out_dir: str | Path,
+    arch: str = "qwen3",
+    seed: int = 0,
+    dtype: str = "float32",
+    num_shards: int = 1,
+    num_kv_heads: int = KV_HEADS,
 ) -> Path:
-    """Write a tiny random checkpoint for ``arch`` into ``out_dir`` and return the directory."""
+    """Write a tiny random checkpoint for ``arch`` into ``out_dir`` and return the directory.
+
+    ``num_kv_heads`` (a divisor of the 4 query heads) lets tests cover 1 KV head, e.g. fewer than
+    tensor-parallel ranks."""
     if arch not in FLAVORS:
         raise ValueError(f"unknown arch {arch!r}; choose one of {', '.join(ARCHES)}")
     if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
     if num_shards < 1:
         raise ValueError(f"num_shards must be >= 1, got {num_shards}")
+    if num_kv_heads not in (1, 2, 4):
+        raise ValueError(f"num_kv_heads must divide {HEADS} query heads (1, 2 or 4), got {num_kv_heads}")
     flavor = FLAVORS[arch]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = _write_tokenizer(out, flavor)
     ids = {tok: tokenizer.convert_tokens_to_ids(tok) for tok in flavor.specials}
-    _write_config(out, arch, flavor, ids, dtype)
-    _write_weights(out, flavor, seed, dtype, num_shards)
+    _write_config(out, arch, flavor, ids, dtype, num_kv_heads)
+    _write_weights(out, flavor, seed, dtype, num_shards, num_kv_heads)
     return out
 
 
@@ -127,7 +137,9 @@ def _write_tokenizer(out: Path, flavor: _Flavor):
     return tokenizer
 
 
-def _write_config(out: Path, arch: str, flavor: _Flavor, ids: dict[str, int], dtype: str) -> None:
+def _write_config(
+    out: Path, arch: str, flavor: _Flavor, ids: dict[str, int], dtype: str, num_kv_heads: int
+) -> None:
     import transformers
 
     eos_ids = [ids[flavor.eos]] + [ids[t] for t in flavor.extra_eos]
@@ -137,7 +149,7 @@ def _write_config(out: Path, arch: str, flavor: _Flavor, ids: dict[str, int], dt
         intermediate_size=INTERMEDIATE,
         num_hidden_layers=LAYERS,
         num_attention_heads=HEADS,
-        num_key_value_heads=KV_HEADS,
+        num_key_value_heads=num_kv_heads,
         head_dim=HEAD_DIM,
         max_position_embeddings=MAX_POSITIONS,
         rms_norm_eps=1e-6,
@@ -165,8 +177,8 @@ def _write_config(out: Path, arch: str, flavor: _Flavor, ids: dict[str, int], dt
     (out / "generation_config.json").write_text(json.dumps(generation, indent=2) + "\n")
 
 
-def _weight_shapes(flavor: _Flavor) -> dict[str, tuple[int, ...]]:
-    q, kv = HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM
+def _weight_shapes(flavor: _Flavor, num_kv_heads: int = KV_HEADS) -> dict[str, tuple[int, ...]]:
+    q, kv = HEADS * HEAD_DIM, num_kv_heads * HEAD_DIM
     shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (VOCAB_SIZE, HIDDEN)}
     for i in range(LAYERS):
         p = f"model.layers.{i}."
@@ -196,13 +208,15 @@ def _weight_shapes(flavor: _Flavor) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def _write_weights(out: Path, flavor: _Flavor, seed: int, dtype: str, num_shards: int) -> None:
+def _write_weights(
+    out: Path, flavor: _Flavor, seed: int, dtype: str, num_shards: int, num_kv_heads: int
+) -> None:
     import torch
     from safetensors.torch import save_file
 
     gen = torch.Generator().manual_seed(seed)
     tensors = {}
-    for name, shape in _weight_shapes(flavor).items():
+    for name, shape in _weight_shapes(flavor, num_kv_heads).items():
         if name.endswith("norm.weight"):  # norms near one, but not exactly, so a missing one shows
             t = 1.0 + 0.1 * torch.randn(shape, generator=gen)
         else:

@@ -1,28 +1,67 @@
+"""Token embedding and LM head, split over tensor-parallel ranks by vocabulary rows.
+
+The vocabulary is padded to a multiple of the rank count; padded rows are zero and their logits
+are cut off after the gather, so every rank count sees the same ``vocab_size`` logits.
+"""
+
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from engine.distributed.group import SINGLE, TPGroup
+from engine.distributed.sharding import vocab_rows
 
-class Embedding(nn.Module):
-    def __init__(self, vocab_size: int, hidden: int, dtype: torch.dtype, device: torch.device) -> None:
+
+class _VocabRows(nn.Module):
+    def __init__(
+        self, vocab_size: int, hidden: int, dtype: torch.dtype, device: torch.device, group: TPGroup
+    ) -> None:
         super().__init__()
-        self.weight = nn.Parameter(torch.empty(vocab_size, hidden, dtype=dtype, device=device), False)
+        self.vocab_size = vocab_size
+        self.group = group
+        self.start, self.rows, per_rank = vocab_rows(vocab_size, group.world_size, group.rank)
+        self.weight = nn.Parameter(torch.zeros(per_rank, hidden, dtype=dtype, device=device), False)
+
+    def load(self, kind: str, tensor: torch.Tensor, shard: int = 0) -> None:
+        if tensor.shape != (self.vocab_size, self.weight.shape[1]):
+            raise ValueError(
+                f"shape {tuple(tensor.shape)} is not the expected {(self.vocab_size, self.weight.shape[1])}"
+            )
+        self.weight.data[: self.rows].copy_(tensor.narrow(0, self.start, self.rows))
+
+
+class Embedding(_VocabRows):
+    def __init__(
+        self, vocab_size: int, hidden: int, dtype: torch.dtype, device: torch.device, group: TPGroup = SINGLE
+    ) -> None:
+        super().__init__(vocab_size, hidden, dtype, device, group)
 
     def forward(self, token_ids: torch.Tensor) -> torch.Tensor:
-        return F.embedding(token_ids, self.weight)
+        if self.group.is_single:
+            return F.embedding(token_ids, self.weight)
+        # Ids of other ranks look up row 0 and are zeroed; the all-reduce adds the owning rank's row.
+        local = token_ids - self.start
+        outside = (local < 0) | (local >= self.rows)
+        x = F.embedding(local.masked_fill(outside, 0), self.weight)
+        x = x.masked_fill(outside.unsqueeze(-1), 0)
+        return self.group.all_reduce(x)
 
 
-class LMHead(nn.Module):
+class LMHead(_VocabRows):
     """Projects hidden states to vocabulary logits, always returned in fp32 for the sampler."""
 
-    def __init__(self, vocab_size: int, hidden: int, dtype: torch.dtype, device: torch.device) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.empty(vocab_size, hidden, dtype=dtype, device=device), False)
+    def __init__(
+        self, vocab_size: int, hidden: int, dtype: torch.dtype, device: torch.device, group: TPGroup = SINGLE
+    ) -> None:
+        super().__init__(vocab_size, hidden, dtype, device, group)
 
     def tie_to(self, embedding: Embedding) -> None:
-        self.weight = embedding.weight
+        self.weight = embedding.weight  # same vocabulary rows on this rank
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return F.linear(hidden, self.weight).float()
+        logits = F.linear(hidden, self.weight).float()
+        if self.group.is_single:
+            return logits
+        return self.group.all_gather_last_dim(logits)[..., : self.vocab_size]

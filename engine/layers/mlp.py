@@ -3,17 +3,32 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from engine.layers.linear import Linear
+from engine.distributed.group import SINGLE, TPGroup
+from engine.distributed.sharding import even_rows
+from engine.layers.parallel_linear import ColumnParallelLinear, RowParallelLinear
 from kernels.activation import silu_and_mul
 
 
 class GatedMLP(nn.Module):
-    """SwiGLU: down(silu(gate(x)) * up(x)), with gate and up fused into one matmul."""
+    """SwiGLU: down(silu(gate(x)) * up(x)), with gate and up fused into one matmul.
 
-    def __init__(self, hidden: int, intermediate: int, dtype: torch.dtype, device: torch.device) -> None:
+    Tensor-parallel: gate/up split by intermediate rows, down by the same columns, one all-reduce.
+    """
+
+    def __init__(
+        self,
+        hidden: int,
+        intermediate: int,
+        dtype: torch.dtype,
+        device: torch.device,
+        group: TPGroup = SINGLE,
+    ) -> None:
         super().__init__()
-        self.gate_up_proj = Linear(hidden, [intermediate, intermediate], False, dtype, device)
-        self.down_proj = Linear(intermediate, hidden, False, dtype, device)
+        rows = even_rows(intermediate, group.world_size, group.rank)
+        self.gate_up_proj = ColumnParallelLinear(
+            hidden, [intermediate, intermediate], [rows, rows], False, dtype, device
+        )
+        self.down_proj = RowParallelLinear(intermediate, rows, hidden, False, dtype, device, group)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(silu_and_mul(self.gate_up_proj(x)))

@@ -2,6 +2,10 @@
 
 Llama / Mistral: plain; Mistral may add a sliding window. Qwen2: bias on q/k/v. Qwen3: RMSNorm on
 each query and key head before RoPE. Any of them may tie the LM head to the embedding.
+
+Tensor parallel (``tp`` of world size k): each rank keeps num_heads / k query heads and their KV
+heads (a replica of one when there are fewer KV heads than ranks), 1/k of the MLP rows and of the
+vocabulary; o_proj, down_proj and the embedding all-reduce, the LM head gathers.
 """
 
 from __future__ import annotations
@@ -12,23 +16,46 @@ import torch
 from torch import nn
 
 from engine.checkpoint.model_config import ModelConfig
+from engine.distributed.group import SINGLE, TPGroup
+from engine.distributed.sharding import kv_head_rows, kv_heads_per_rank, q_head_rows
 from engine.layers.attention import AttentionMetadata, PagedAttention
 from engine.layers.embedding import Embedding, LMHead
 from engine.layers.linear import Linear
 from engine.layers.mlp import GatedMLP
 from engine.layers.norm import RMSNorm
+from engine.layers.parallel_linear import ColumnParallelLinear, RowParallelLinear
 from engine.layers.rotary import RotaryEmbedding
 
 
 class DecoderAttention(nn.Module):
     def __init__(
-        self, cfg: ModelConfig, layer: int, rotary: RotaryEmbedding, dtype: torch.dtype, device: torch.device
+        self,
+        cfg: ModelConfig,
+        layer: int,
+        rotary: RotaryEmbedding,
+        dtype: torch.dtype,
+        device: torch.device,
+        tp: TPGroup = SINGLE,
     ) -> None:
         super().__init__()
-        self.num_heads, self.num_kv_heads, self.head_dim = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
-        q_size, kv_size = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
-        self.qkv_proj = Linear(cfg.hidden_size, [q_size, kv_size, kv_size], cfg.qkv_bias, dtype, device)
-        self.o_proj = Linear(q_size, cfg.hidden_size, False, dtype, device)
+        k, d = tp.world_size, cfg.head_dim
+        self.num_heads, self.num_kv_heads, self.head_dim = (
+            cfg.num_heads // k,
+            kv_heads_per_rank(cfg.num_kv_heads, k),
+            d,
+        )
+        q_rows = q_head_rows(cfg.num_heads, d, k, tp.rank)
+        kv_rows = kv_head_rows(cfg.num_kv_heads, d, k, tp.rank)
+        full_q, full_kv = cfg.num_heads * d, cfg.num_kv_heads * d
+        self.qkv_proj = ColumnParallelLinear(
+            cfg.hidden_size,
+            [full_q, full_kv, full_kv],
+            [q_rows, kv_rows, kv_rows],
+            cfg.qkv_bias,
+            dtype,
+            device,
+        )
+        self.o_proj = RowParallelLinear(full_q, q_rows, cfg.hidden_size, False, dtype, device, tp)
         self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps, dtype, device) if cfg.qk_norm else None
         self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps, dtype, device) if cfg.qk_norm else None
         self.rotary = rotary
@@ -52,13 +79,19 @@ class DecoderAttention(nn.Module):
 
 class DecoderLayer(nn.Module):
     def __init__(
-        self, cfg: ModelConfig, layer: int, rotary: RotaryEmbedding, dtype: torch.dtype, device: torch.device
+        self,
+        cfg: ModelConfig,
+        layer: int,
+        rotary: RotaryEmbedding,
+        dtype: torch.dtype,
+        device: torch.device,
+        tp: TPGroup = SINGLE,
     ) -> None:
         super().__init__()
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype, device)
-        self.self_attn = DecoderAttention(cfg, layer, rotary, dtype, device)
+        self.self_attn = DecoderAttention(cfg, layer, rotary, dtype, device, tp)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype, device)
-        self.mlp = GatedMLP(cfg.hidden_size, cfg.intermediate_size, dtype, device)
+        self.mlp = GatedMLP(cfg.hidden_size, cfg.intermediate_size, dtype, device, tp)
 
     def forward(
         self, positions: torch.Tensor, x: torch.Tensor, residual: torch.Tensor | None, meta: AttentionMetadata
@@ -84,16 +117,24 @@ _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 
 
 class CausalLM(nn.Module):
-    def __init__(self, cfg: ModelConfig, dtype: torch.dtype, device: torch.device, max_position: int) -> None:
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        dtype: torch.dtype,
+        device: torch.device,
+        max_position: int,
+        tp: TPGroup = SINGLE,
+    ) -> None:
         super().__init__()
         self.config = cfg
+        self.tp = tp
         rotary = RotaryEmbedding(cfg.head_dim, max_position, cfg.rope_theta, cfg.rope_scaling, device)
-        self.embed_tokens = Embedding(cfg.vocab_size, cfg.hidden_size, dtype, device)
+        self.embed_tokens = Embedding(cfg.vocab_size, cfg.hidden_size, dtype, device, tp)
         self.layers = nn.ModuleList(
-            DecoderLayer(cfg, i, rotary, dtype, device) for i in range(cfg.num_layers)
+            DecoderLayer(cfg, i, rotary, dtype, device, tp) for i in range(cfg.num_layers)
         )
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype, device)
-        self.lm_head = LMHead(cfg.vocab_size, cfg.hidden_size, dtype, device)
+        self.lm_head = LMHead(cfg.vocab_size, cfg.hidden_size, dtype, device, tp)
         if cfg.tie_word_embeddings:
             self.lm_head.tie_to(self.embed_tokens)
 
@@ -135,8 +176,11 @@ class CausalLM(nn.Module):
             module = self.get_submodule(target.rsplit(".", 1)[0])
             kind = parts[-1]
             with torch.no_grad():
-                if isinstance(module, Linear):
-                    module.load(kind, tensor, shard)
+                if isinstance(module, Linear | Embedding | LMHead):  # they take this rank's slice
+                    try:
+                        module.load(kind, tensor, shard)
+                    except ValueError as exc:
+                        raise ValueError(f"tensor {name!r}: {exc}") from exc
                 else:
                     param = params[target]
                     if param.shape != tensor.shape:

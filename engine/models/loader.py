@@ -9,6 +9,7 @@ import torch
 from engine.checkpoint.errors import CheckpointError
 from engine.checkpoint.model_config import ModelConfig
 from engine.checkpoint.weights import iter_weights
+from engine.distributed.group import SINGLE, TPGroup
 from engine.models.decoder import CausalLM
 
 
@@ -20,8 +21,10 @@ def load_model(
     max_position: int,
     load_format: str = "auto",
     seed: int = 0,
+    tp_group: TPGroup = SINGLE,
 ) -> CausalLM:
-    model = CausalLM(cfg, dtype, device, max_position)
+    """``tp_group``: the tensor-parallel rank this process builds; it loads only its slice of each tensor."""
+    model = CausalLM(cfg, dtype, device, max_position, tp_group)
     if load_format == "dummy":
         fill_random_weights(model, seed)
         return model.eval()
@@ -36,7 +39,8 @@ def load_model(
 
 @torch.no_grad()
 def fill_random_weights(model: CausalLM, seed: int, std: float = 0.02) -> None:
-    """Seeded random weights on the model's own device (norm weights stay at one)."""
+    """Seeded random weights on the model's own device (norm weights stay at one). Each
+    tensor-parallel rank draws its own shard, so values depend on the rank count (speed does not)."""
     generator = None
     for name, param in model.named_parameters():
         if generator is None or generator.device != param.device:

@@ -26,7 +26,9 @@ def _exit_when_orphaned(parent_pid: int) -> None:
             os._exit(3)  # rank 0 is gone; nobody will ever send the next step
 
 
-def worker_main(rank: int, world_size: int, device_type: str, store_port: int, runner_kwargs: dict, commands, replies) -> None:
+def worker_main(
+    rank: int, world_size: int, device_type: str, store_port: int, runner_kwargs: dict, commands, replies
+) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
@@ -76,4 +78,3 @@ def _serve(rank, world_size, device_type, store_port, runner_kwargs, commands, r
         else:
             raise RuntimeError(f"unknown command {kind!r} from rank 0")
     pg.destroy_process_group()
-

@@ -20,7 +20,7 @@ def test_defaults_are_valid(tmp_path):
         ("max_model_len", 0, "max_model_len"),
         ("num_gpu_blocks", 0, "num_gpu_blocks"),
         ("gpu_memory_utilization", 1.5, "gpu_memory_utilization"),
-        ("tensor_parallel_size", 2, "only 1 is accepted"),
+        ("tensor_parallel_size", 0, "tensor_parallel_size must be a positive integer"),
     ],
 )
 def test_bad_values_raise_clear_errors(tmp_path, field, value, message):

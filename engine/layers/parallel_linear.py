@@ -1,0 +1,76 @@
+"""Megatron-style linear layers: column-parallel (output rows split) and row-parallel (input columns
+split, partial products summed over the ranks). At world size 1 both are the plain ``Linear``.
+
+Weights load from the full checkpoint tensors: each rank narrows out its own slice, so one
+checkpoint serves every tensor-parallel size.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from engine.distributed.group import TPGroup
+from engine.layers.linear import Linear
+
+
+class ColumnParallelLinear(Linear):
+    """Stacked outputs (fused q/k/v, gate/up); this rank keeps rows ``row_slices[i] = (start, rows)``
+    of the i-th checkpoint tensor, whose full row count is ``full_sizes[i]``."""
+
+    def __init__(
+        self,
+        in_features: int,
+        full_sizes: list[int],
+        row_slices: list[tuple[int, int]],
+        bias: bool,
+        dtype: torch.dtype,
+        device: torch.device,
+    ) -> None:
+        if len(full_sizes) != len(row_slices):
+            raise ValueError("one row slice per stacked output is needed")
+        super().__init__(in_features, [rows for _, rows in row_slices], bias, dtype, device)
+        self.full_sizes = list(full_sizes)
+        self.row_slices = list(row_slices)
+
+    def load(self, kind: str, tensor: torch.Tensor, shard: int = 0) -> None:
+        full = self.full_sizes[shard]
+        if tensor.dim() == 0 or tensor.shape[0] != full:
+            raise ValueError(f"shape {tuple(tensor.shape)} does not have the expected {full} output rows")
+        start, rows = self.row_slices[shard]
+        super().load(kind, tensor.narrow(0, start, rows), shard)
+
+
+class RowParallelLinear(Linear):
+    """This rank keeps input columns ``[start, start + cols)`` of a ``full_in``-wide weight; the output
+    is the all-reduced sum of every rank's partial product (bias added once, after the sum)."""
+
+    def __init__(
+        self,
+        full_in: int,
+        col_slice: tuple[int, int],
+        out_features: int,
+        bias: bool,
+        dtype: torch.dtype,
+        device: torch.device,
+        group: TPGroup,
+    ) -> None:
+        super().__init__(col_slice[1], out_features, bias, dtype, device)
+        self.full_in = full_in
+        self.col_slice = col_slice
+        self.group = group
+
+    def load(self, kind: str, tensor: torch.Tensor, shard: int = 0) -> None:
+        if kind == "weight":
+            if tensor.dim() != 2 or tensor.shape[1] != self.full_in:
+                raise ValueError(
+                    f"shape {tuple(tensor.shape)} does not have the expected {self.full_in} input columns"
+                )
+            tensor = tensor.narrow(1, *self.col_slice)
+        super().load(kind, tensor, shard)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.group.is_single:
+            return F.linear(x, self.weight, self.bias)
+        out = self.group.all_reduce(F.linear(x, self.weight))
+        return out if self.bias is None else out + self.bias
