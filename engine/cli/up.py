@@ -152,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
                 "-Q",
                 "controlplane",
                 "-l",
-                "info",
+                args.log_level,
                 "--concurrency",
                 str(args.worker_concurrency),
             ),
@@ -163,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
         group.start(
             Child(
                 "beat",
-                _celery("beat", "-l", "info", "-s", settings.CELERY_BEAT_SCHEDULE_FILENAME),
+                _celery("beat", "-l", args.log_level, "-s", settings.CELERY_BEAT_SCHEDULE_FILENAME),
                 log_path=log_dir / "beat.log",
             )
         )
