@@ -18,6 +18,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--port", type=int, default=8000, help="control plane port (default: %(default)s)")
     parser.add_argument("--no-beat", action="store_true", help="do not start Celery beat")
+    parser.add_argument("--gateway-port", type=int, default=8080, help="gateway port (default: %(default)s)")
+    parser.add_argument("--no-gateway", action="store_true", help="do not start the gateway")
     parser.add_argument("--no-agent", action="store_true", help="do not start a node agent for this machine")
     parser.add_argument(
         "--no-demo", action="store_true", help="skip the demo admin user, tiny checkpoint and deployment"
@@ -27,6 +29,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--worker-concurrency", type=int, default=2, help="Celery worker processes (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--log-level",
+        default="warning",
+        choices=("debug", "info", "warning", "error"),
+        help="log level of the web server, worker, beat, agent and gateway (default: %(default)s)",
     )
     parser.add_argument(
         "--ready-timeout", type=float, default=90.0, help="seconds to wait for everything to come up"
@@ -138,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
                 args.host,
                 "--port",
                 str(args.port),
+                "--log-level",
+                args.log_level,
             ],
             log_path=log_dir / "web.log",
         )
@@ -172,8 +182,48 @@ def run(args: argparse.Namespace) -> int:
         group.start(
             Child(
                 "agent",
-                [sys.executable, "-m", "engine.cli", "agent", "--node", node, "--address", args.host],
+                [
+                    sys.executable,
+                    "-m",
+                    "engine.cli",
+                    "agent",
+                    "--node",
+                    node,
+                    "--address",
+                    args.host,
+                    "--loglevel",
+                    args.log_level.upper(),
+                ],
                 log_path=log_dir / "agent.log",
+            )
+        )
+    if not args.no_gateway:
+        # The gateway reads deployments and ready replicas from the REST API as a viewer.
+        token = subprocess.run(
+            _manage("create_api_token", "chassis-gateway", "--role", "viewer"),
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        group.start(
+            Child(
+                "gateway",
+                [
+                    sys.executable,
+                    "-m",
+                    "engine.cli",
+                    "gateway",
+                    "--host",
+                    args.host,
+                    "--port",
+                    str(args.gateway_port),
+                    "--control-plane",
+                    base_url,
+                    "--log-level",
+                    args.log_level,
+                ],
+                env={"CHASSIS_API_TOKEN": token},
+                log_path=log_dir / "gateway.log",
             )
         )
     try:
@@ -194,6 +244,11 @@ def run(args: argparse.Namespace) -> int:
             print(
                 "chassis up: log in as admin / admin; the demo deployment 'tiny-chat' starts its replica "
                 "once the agent has registered the node",
+                flush=True,
+            )
+        if not args.no_gateway:
+            print(
+                f"chassis up: gateway (OpenAI / Anthropic / Responses APIs) on http://{args.host}:{args.gateway_port}/v1",
                 flush=True,
             )
         print(f"chassis up: ready. Open {base_url}/  (Ctrl-C stops everything)", flush=True)

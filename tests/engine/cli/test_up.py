@@ -36,6 +36,7 @@ def test_up_on_embedded_defaults_is_healthy_and_worker_answers(tmp_path):
             "--no-beat",
             "--no-agent",
             "--no-demo",
+            "--no-gateway",
             "--port",
             str(_free_port()),
             "--worker-concurrency",
@@ -63,9 +64,20 @@ def test_up_serves_the_demo_replica(tmp_path):
         if k not in {"DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND"}
     }
     env["CHASSIS_VAR_DIR"] = str(tmp_path / "var")
-    port = _free_port()
+    port, gateway_port = _free_port(), _free_port()
     up = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli", "up", "--port", str(port), "--worker-concurrency", "1"],
+        [
+            sys.executable,
+            "-m",
+            "engine.cli",
+            "up",
+            "--port",
+            str(port),
+            "--worker-concurrency",
+            "1",
+            "--gateway-port",
+            str(gateway_port),
+        ],
         cwd=REPO,
         env=env,
         stdout=(tmp_path / "up.log").open("w"),
@@ -111,6 +123,21 @@ def test_up_serves_the_demo_replica(tmp_path):
         )
         assert chat.status_code == 200, chat.text
         assert chat.json()["choices"][0]["message"]["role"] == "assistant"
+        # The same model through the gateway, which learns the replica from the control plane.
+        from openai import OpenAI
+
+        client = OpenAI(base_url=f"http://127.0.0.1:{gateway_port}/v1", api_key="unused", max_retries=0)
+        reply = None
+        while reply is None and time.monotonic() < deadline + 60:
+            try:
+                reply = client.chat.completions.create(
+                    model=replica["served_model_name"],
+                    messages=[{"role": "user", "content": "hello"}],
+                    max_tokens=4,
+                )
+            except Exception:  # the gateway refreshes its replica list every few seconds
+                time.sleep(1)
+        assert reply is not None and reply.choices[0].message.role == "assistant"
     finally:
         up.send_signal(signal.SIGTERM)
         up.wait(60)
