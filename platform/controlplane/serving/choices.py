@@ -43,6 +43,7 @@ class RoutingPolicy(models.TextChoices):
     CACHE_AWARE = "cache-aware", "cache-aware"
     LEAST_LOAD = "least-load", "least-load"
     ROUND_ROBIN = "round-robin", "round-robin"
+    SESSION = "session", "session (sticky per user or x-session-id)"
 
 
 class PlacementStatus(models.TextChoices):
