@@ -27,6 +27,7 @@ from engine.scheduler.request import Request, RequestStatus
 from engine.scheduler.scheduler import Scheduler
 from engine.tokenizer.detokenizer import IncrementalDetokenizer
 from engine.tokenizer.tokenizer import Tokenizer
+from kernels._common import kernels_mode
 
 
 @dataclass
@@ -63,7 +64,13 @@ class EngineCore:
         )
         num_blocks = num_kv_blocks(config, self.model_config, self.max_model_len, self.device, self.dtype)
         self.runner.allocate_kv_cache(num_blocks)
-        if self.device.type == "cuda" and not config.enforce_eager:
+        # The torch reference kernels read sizes back to the host, which a graph cannot capture.
+        if (
+            self.device.type == "cuda"
+            and not config.enforce_eager
+            and kernels_mode() != "torch"
+            and hasattr(self.runner, "capture_decode_graphs")  # the tensor-parallel runner has none yet
+        ):
             self.runner.capture_decode_graphs(config.max_num_seqs)
         self.kv_events = KVEventLog(config.kv_event_capacity)
         self.kv = KVCacheManager(num_blocks, config.block_size, config.enable_prefix_caching, self.kv_events)

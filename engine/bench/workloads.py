@@ -50,21 +50,47 @@ def decode_bs1(
     (prompt,) = random_prompts(1, prompt_len, prompt_len, vocab, seed)
     one = SamplingParams(max_tokens=1, ignore_eos=True, temperature=0.0)
     full = SamplingParams(max_tokens=output_len, ignore_eos=True, temperature=0.0)
-    llm.generate([prompt[:64]], SamplingParams(max_tokens=8, ignore_eos=True))  # warm-up
+    # Warm-up at the real prompt length (Triton compiles per tile shape), with other tokens.
+    (other,) = random_prompts(1, prompt_len, prompt_len, vocab, seed + 1)
+    llm.generate([other], SamplingParams(max_tokens=8, ignore_eos=True))
     prefill_s, _ = _timed_generate(llm, [prompt[:-1] + [prompt[-1] ^ 1]], one)  # a cache miss
     total_s, outs = _timed_generate(llm, [prompt[:-2] + [prompt[-2] ^ 1, prompt[-1]]], full)
     assert len(outs[0].token_ids) == output_len
     step_ms = (total_s - prefill_s) / (output_len - 1) * 1e3
+    figures = {
+        "ms_per_step": step_ms,
+        "decode_tokens_per_s": 1e3 / step_ms,
+        "e2e_tokens_per_s": output_len / total_s,
+        "prefill_ms": prefill_s * 1e3,
+    }
+    graph_ms = _graph_replay_ms(llm)
+    if graph_ms is not None:
+        figures["graph_replay_ms"] = graph_ms  # GPU time of one step alone: the rest is host time
     return WorkloadResult(
         "decode-bs1",
-        {
-            "ms_per_step": step_ms,
-            "decode_tokens_per_s": 1e3 / step_ms,
-            "e2e_tokens_per_s": output_len / total_s,
-            "prefill_ms": prefill_s * 1e3,
-        },
+        figures,
         f"prompt {prompt_len}, output {output_len}; step time excludes the prefill measured separately",
     )
+
+
+def _graph_replay_ms(llm, size: int = 1, iters: int = 100) -> float | None:
+    """Mean of back-to-back replays of the batch-``size`` decode graph (CUDA events)."""
+    import torch
+
+    graphs = llm.engine.runner.graphs
+    if graphs is None or size not in graphs.replays:
+        return None
+    graphs.packed[2, :size].fill_(-1)  # slot -1: the timing replays write no KV anywhere
+    replay = graphs.replays[size]
+    for _ in range(5):
+        replay()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iters):
+        replay()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / iters
 
 
 def prefill(

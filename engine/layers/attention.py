@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from kernels.kv_cache_write import write_kv_cache
@@ -18,6 +19,9 @@ class AttentionMetadata:
     seq_lens: torch.Tensor  # int32 [B], context including this step's tokens
     query_start_loc: torch.Tensor  # int32 [B + 1]
     decode_only: bool  # every request feeds exactly one token
+    # Query lengths when every request is a fresh prompt (nothing cached before this step): on CUDA
+    # such steps attend with torch's fused SDPA (flash) kernel over this step's own q/k/v.
+    fresh_prefill_lens: list[int] | None = None
 
 
 class PagedAttention(nn.Module):
@@ -40,6 +44,8 @@ class PagedAttention(nn.Module):
         if self.k_cache is None:
             raise RuntimeError("KV cache is not bound to this attention layer")
         write_kv_cache(k, v, self.k_cache, self.v_cache, meta.slot_mapping)
+        if meta.fresh_prefill_lens and q.is_cuda and self.sliding_window is None:
+            return self._fresh_prefill(q, k, v, meta.fresh_prefill_lens)
         if meta.decode_only:
             return paged_attention_decode(
                 q,
@@ -60,3 +66,23 @@ class PagedAttention(nn.Module):
             self.scale,
             self.sliding_window,
         )
+
+    def _fresh_prefill(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lens: list[int]
+    ) -> torch.Tensor:
+        out = torch.empty_like(q)
+        start = 0
+        for n in lens:
+            rows = slice(start, start + n)
+            # [T, H, D] -> [1, H, T, D]; causal over the prompt itself is the whole context.
+            o = F.scaled_dot_product_attention(
+                q[rows].transpose(0, 1).unsqueeze(0),
+                k[rows].transpose(0, 1).unsqueeze(0),
+                v[rows].transpose(0, 1).unsqueeze(0),
+                is_causal=True,
+                scale=self.scale,
+                enable_gqa=self.num_heads != self.num_kv_heads,
+            )
+            out[rows] = o[0].transpose(0, 1)
+            start += n
+        return out

@@ -66,6 +66,7 @@ def build_inputs(
         seq_lens=tensor(seq_lens, torch.int32),
         query_start_loc=tensor(query_start_loc, torch.int32),
         decode_only=all(n == 1 for n in num_tokens),
+        fresh_prefill_lens=num_tokens if all(s.start == 0 for s in scheduled) else None,
     )
     return ModelInputs(
         token_ids=tensor(token_ids, torch.int64),
