@@ -24,6 +24,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--api-key", default=None, help="require this key (Bearer, or x-api-key on /v1/messages)"
     )
+    parser.add_argument(
+        "--tp",
+        "--tensor-parallel-size",
+        dest="tensor_parallel_size",
+        type=int,
+        default=1,
+        help="ranks (accelerators) one replica spans; one process per rank (default: %(default)s)",
+    )
     parser.add_argument("--block-size", type=int, default=16, help="tokens per KV block")
     parser.add_argument("--max-num-seqs", type=int, default=64, help="most sequences in one batch")
     parser.add_argument("--max-num-batched-tokens", type=int, default=2048, help="token budget of one step")
@@ -56,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
 
     from engine.config import EngineConfig
     from engine.server.app import create_app
+    from engine.server.rank_failure import end_server_on_rank_failure
     from engine.server.state import ServeSettings
     from engine.server.uvicorn_server import DrainingServer
 
@@ -75,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
             num_gpu_blocks=args.num_gpu_blocks,
             enable_prefix_caching=not args.no_prefix_caching,
             kv_event_capacity=args.kv_event_capacity,
+            tensor_parallel_size=args.tensor_parallel_size,
         )
     except ValueError as exc:
         print(f"chassis serve: {exc}")
@@ -113,5 +123,6 @@ def run(args: argparse.Namespace) -> int:
     )
     state = app.state.server
     state.on_fatal = server.request_exit
+    end_server_on_rank_failure(state, server.request_exit)
     server.run()
     return 1 if state.load_error else 0

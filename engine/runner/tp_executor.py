@@ -95,6 +95,7 @@ class TensorParallelRunner:
         self._joined_group = False
         self._wake_r, self._wake_w = multiprocessing.Pipe(duplex=False)
         self.local = None
+        self._store = None
         try:
             self._store = pg.create_store(tp_size)
             self._spawn(tp_size, device.type, self._store.port, runner_kwargs)
@@ -176,6 +177,7 @@ class TensorParallelRunner:
 
             pg.destroy_process_group()
             self._joined_group = False
+        self._store = None  # its server thread must stop now, not during interpreter teardown
         _live.discard(self)
 
     # -- internals -----------------------------------------------------------------------------
