@@ -68,7 +68,7 @@ def launch(replica_id: int) -> str:
         command = launcher.build_command(
             model_dir=deployment.checkpoint.path, host=node.address, port=port, vendor=deployment.vendor,
             served_model_name=deployment.served_model_name, replica_id=str(replica.uid),
-            options=deployment.engine_options,
+            options=deployment.engine_options, tp_size=deployment.tp_size,
         )  # fmt: skip
         indices = list(replica.accelerators.order_by("index").values_list("index", flat=True))
         pid = launcher.start_engine(

@@ -52,7 +52,10 @@ def build_command(
     served_model_name: str,
     replica_id: str,
     options: dict,
+    tp_size: int = 1,
 ) -> list[str]:
+    """``tp_size``: the ranks (accelerators) of the replica; the engine starts one process per rank
+    on the devices ``engine_env`` makes visible."""
     options = dict(options)
     dtype = options.pop("dtype", "float32" if vendor == Vendor.CPU else "bfloat16")
     return [
@@ -61,6 +64,7 @@ def build_command(
         "--device", ENGINE_DEVICE[vendor], "--dtype", str(dtype),
         "--served-model-name", served_model_name,
         "--replica-id", replica_id,
+        "--tp", str(tp_size),
         *engine_flags(options),
     ]  # fmt: skip
 

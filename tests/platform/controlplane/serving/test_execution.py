@@ -111,3 +111,44 @@ def test_observer_adopts_an_orphaned_launch(cpu_replica):
         threading.Event().wait(0.5)
     assert replica.state == S.READY and replica.pid == pid
     assert "(seen by the agent)" in replica.reason
+
+
+def test_dead_tensor_parallel_rank_fails_the_replica(make_node, tiny_model_dir, settings, tmp_path):
+    """A TP=2 CPU replica (`--tp 2`, two rank processes): SIGKILL rank 1 and the engine exits by
+    itself; the agent's observer then marks the replica failed with a relaunch time."""
+    import time
+
+    import psutil
+    from controlplane.checkpoints.models import Checkpoint
+    from controlplane.serving.models import Deployment
+
+    settings.VAR_DIR = tmp_path
+    settings.CHASSIS_SERVING = {**settings.CHASSIS_SERVING, "LAUNCH_TIMEOUT_S": 120, "STOP_TIMEOUT_S": 10}
+    make_node("local", vendor="cpu", count=2)
+    checkpoint = Checkpoint.objects.create(name="tiny", path=str(tiny_model_dir))
+    checkpoint.start_validation()
+    checkpoint.mark_ready({})
+    deployment = Deployment.objects.create(
+        name="tiny-tp2", checkpoint=checkpoint, replicas=1, vendor="cpu", tp_size=2
+    )
+    reconcile_deployment(deployment.pk, "test")
+    replica = deployment.replica_set.get()
+    try:
+        assert execution.launch(replica.pk) == "ready"
+        replica.refresh_from_db()
+        ranks = [p for p in psutil.Process(replica.pid).children() if "spawn_main" in " ".join(p.cmdline())]
+        assert len(ranks) == 1
+        os.kill(ranks[0].pid, signal.SIGKILL)
+        deadline = time.monotonic() + 15
+        while replica.state != S.FAILED and time.monotonic() < deadline:
+            time.sleep(0.5)
+            execution.observe_node(replica.node)
+            replica.refresh_from_db()
+        assert replica.state == S.FAILED
+        assert replica.reason == f"engine process {replica.pid} exited (code 1)"
+        assert replica.next_attempt_at is not None
+        assert "tensor-parallel rank 1 of 2" in launcher.log_tail(replica.log_path)
+    finally:
+        for engine_id, engine in launcher.running_engines().items():
+            if engine_id == str(replica.uid):
+                launcher.stop_process(engine.pid, 5)

@@ -21,6 +21,15 @@ def test_engine_flags_and_command():
     assert command[-2:] == ["--max-num-seqs", "4"]
 
 
+def test_tensor_parallel_replica_gets_tp_flag_and_its_devices():
+    command = launcher.build_command(
+        model_dir="/m", host="127.0.0.1", port=8100, vendor="nvidia", served_model_name="chat",
+        replica_id="r1", options={}, tp_size=2,
+    )  # fmt: skip
+    assert command[command.index("--tp") + 1] == "2"
+    assert launcher.engine_env("nvidia", [4, 5], base={})["CUDA_VISIBLE_DEVICES"] == "4,5"
+
+
 def test_visible_devices_per_vendor():
     assert launcher.engine_env("nvidia", [2, 3], base={})["CUDA_VISIBLE_DEVICES"] == "2,3"
     assert launcher.engine_env("ascend", [0], base={})["ASCEND_RT_VISIBLE_DEVICES"] == "0"
