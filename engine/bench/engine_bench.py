@@ -28,6 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--offline-requests", type=int, default=2000)
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.85)
+    parser.add_argument(
+        "--tp", type=int, default=1, help="tensor-parallel ranks (one GPU each) (default: %(default)s)"
+    )
     parser.add_argument("--json", type=Path, help="write every figure here")
 
 
@@ -91,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
         "command": " ".join(sys.argv),
         "device": args.device,
         "dtype": args.dtype,
+        "tensor_parallel_size": args.tp,
         "figures": {},
     }
     with tempfile.TemporaryDirectory() as tmp:
@@ -128,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
             max_num_seqs=256,
             max_num_batched_tokens=8192,
             gpu_memory_utilization=args.gpu_memory_utilization,
+            tensor_parallel_size=args.tp,
         )
         vocab = config["vocab_size"]
         for name in args.workload:
@@ -149,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
                 {f"engine_{name.replace('-', '_')}_{k}": v for k, v in result.figures.items()}
             )
             _say(f"engine: {name}: " + ", ".join(f"{k}={v:,.2f}" for k, v in result.figures.items()))
+        llm.shutdown()  # the other tensor-parallel ranks, if any
 
     print()
     print(f"{'figure':<48} {'value':>14}")
