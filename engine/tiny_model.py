@@ -19,6 +19,26 @@ DTYPES = ("float32", "bfloat16", "float16")
 VOCAB_SIZE = 512
 HIDDEN, LAYERS, HEADS, KV_HEADS, HEAD_DIM, INTERMEDIATE = 64, 2, 4, 2, 16, 128
 MAX_POSITIONS = 1024
+
+
+@dataclass(frozen=True)
+class _Dims:
+    """Model size; the defaults are the test model. Benchmarks ask for a wider, deeper, longer one
+    so that prefill costs what it does relative to fixed per-request overheads."""
+
+    hidden: int = HIDDEN
+    layers: int = LAYERS
+    max_positions: int = MAX_POSITIONS
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // HEADS
+
+    @property
+    def intermediate(self) -> int:
+        return 2 * self.hidden
+
+
 # Large enough that random logits are well separated (greedy ties would make oracle tests flaky).
 INIT_STD = 0.08
 CORPUS_MODULES = ("argparse.py", "textwrap.py", "string.py", "json/decoder.py")
@@ -69,11 +89,15 @@ def make_tiny_model(
     dtype: str = "float32",
     num_shards: int = 1,
     num_kv_heads: int = KV_HEADS,
+    hidden_size: int = HIDDEN,
+    num_layers: int = LAYERS,
+    max_positions: int = MAX_POSITIONS,
 ) -> Path:
     """Write a tiny random checkpoint for ``arch`` into ``out_dir`` and return the directory.
 
     ``num_kv_heads`` (a divisor of the 4 query heads) lets tests cover 1 KV head, e.g. fewer than
-    tensor-parallel ranks."""
+    tensor-parallel ranks. ``hidden_size`` (a multiple of 4 query heads x 2), ``num_layers`` and
+    ``max_positions`` make a bigger model for benchmarks."""
     if arch not in FLAVORS:
         raise ValueError(f"unknown arch {arch!r}; choose one of {', '.join(ARCHES)}")
     if dtype not in DTYPES:
@@ -82,13 +106,19 @@ def make_tiny_model(
         raise ValueError(f"num_shards must be >= 1, got {num_shards}")
     if num_kv_heads not in (1, 2, 4):
         raise ValueError(f"num_kv_heads must divide {HEADS} query heads (1, 2 or 4), got {num_kv_heads}")
+    if hidden_size < 8 or hidden_size % (2 * HEADS) or num_layers < 1 or max_positions < 16:
+        raise ValueError(
+            f"hidden_size must be a multiple of {2 * HEADS} (>= 8), num_layers >= 1, max_positions >= 16; "
+            f"got {hidden_size}, {num_layers}, {max_positions}"
+        )
+    dims = _Dims(hidden_size, num_layers, max_positions)
     flavor = FLAVORS[arch]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tokenizer = _write_tokenizer(out, flavor)
+    tokenizer = _write_tokenizer(out, flavor, dims)
     ids = {tok: tokenizer.convert_tokens_to_ids(tok) for tok in flavor.specials}
-    _write_config(out, arch, flavor, ids, dtype, num_kv_heads)
-    _write_weights(out, flavor, seed, dtype, num_shards, num_kv_heads)
+    _write_config(out, arch, flavor, ids, dtype, num_kv_heads, dims)
+    _write_weights(out, flavor, seed, dtype, num_shards, num_kv_heads, dims)
     return out
 
 
@@ -120,7 +150,7 @@ def _corpus() -> list[str]:
     return texts
 
 
-def _write_tokenizer(out: Path, flavor: _Flavor):
+def _write_tokenizer(out: Path, flavor: _Flavor, dims: _Dims = _Dims()):
     from transformers import PreTrainedTokenizerFast
 
     template = resources.files("engine.tiny_templates").joinpath(flavor.template).read_text(encoding="utf-8")
@@ -130,7 +160,7 @@ def _write_tokenizer(out: Path, flavor: _Flavor):
         eos_token=flavor.eos,
         pad_token=flavor.specials[0] if flavor.bos is None else flavor.eos,
         additional_special_tokens=[t for t in flavor.specials if t not in (flavor.bos, flavor.eos)],
-        model_max_length=MAX_POSITIONS,
+        model_max_length=dims.max_positions,
     )
     tokenizer.chat_template = template
     tokenizer.save_pretrained(out)
@@ -138,20 +168,26 @@ def _write_tokenizer(out: Path, flavor: _Flavor):
 
 
 def _write_config(
-    out: Path, arch: str, flavor: _Flavor, ids: dict[str, int], dtype: str, num_kv_heads: int
+    out: Path,
+    arch: str,
+    flavor: _Flavor,
+    ids: dict[str, int],
+    dtype: str,
+    num_kv_heads: int,
+    dims: _Dims = _Dims(),
 ) -> None:
     import transformers
 
     eos_ids = [ids[flavor.eos]] + [ids[t] for t in flavor.extra_eos]
     kwargs = dict(
         vocab_size=VOCAB_SIZE,
-        hidden_size=HIDDEN,
-        intermediate_size=INTERMEDIATE,
-        num_hidden_layers=LAYERS,
+        hidden_size=dims.hidden,
+        intermediate_size=dims.intermediate,
+        num_hidden_layers=dims.layers,
         num_attention_heads=HEADS,
         num_key_value_heads=num_kv_heads,
-        head_dim=HEAD_DIM,
-        max_position_embeddings=MAX_POSITIONS,
+        head_dim=dims.head_dim,
+        max_position_embeddings=dims.max_positions,
         rms_norm_eps=1e-6,
         tie_word_embeddings=flavor.tied,
         bos_token_id=ids.get(flavor.bos) if flavor.bos else None,
@@ -177,10 +213,13 @@ def _write_config(
     (out / "generation_config.json").write_text(json.dumps(generation, indent=2) + "\n")
 
 
-def _weight_shapes(flavor: _Flavor, num_kv_heads: int = KV_HEADS) -> dict[str, tuple[int, ...]]:
+def _weight_shapes(
+    flavor: _Flavor, num_kv_heads: int = KV_HEADS, dims: _Dims = _Dims()
+) -> dict[str, tuple[int, ...]]:
+    HIDDEN, INTERMEDIATE, HEAD_DIM = dims.hidden, dims.intermediate, dims.head_dim  # noqa: N806
     q, kv = HEADS * HEAD_DIM, num_kv_heads * HEAD_DIM
     shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (VOCAB_SIZE, HIDDEN)}
-    for i in range(LAYERS):
+    for i in range(dims.layers):
         p = f"model.layers.{i}."
         shapes.update(
             {
@@ -209,14 +248,20 @@ def _weight_shapes(flavor: _Flavor, num_kv_heads: int = KV_HEADS) -> dict[str, t
 
 
 def _write_weights(
-    out: Path, flavor: _Flavor, seed: int, dtype: str, num_shards: int, num_kv_heads: int
+    out: Path,
+    flavor: _Flavor,
+    seed: int,
+    dtype: str,
+    num_shards: int,
+    num_kv_heads: int,
+    dims: _Dims = _Dims(),
 ) -> None:
     import torch
     from safetensors.torch import save_file
 
     gen = torch.Generator().manual_seed(seed)
     tensors = {}
-    for name, shape in _weight_shapes(flavor, num_kv_heads).items():
+    for name, shape in _weight_shapes(flavor, num_kv_heads, dims).items():
         if name.endswith("norm.weight"):  # norms near one, but not exactly, so a missing one shows
             t = 1.0 + 0.1 * torch.randn(shape, generator=gen)
         else:

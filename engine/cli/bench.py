@@ -16,6 +16,16 @@ def _positive(value: str) -> int:
     return number
 
 
+def _positive_float(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {value!r}") from None
+    if not number > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return number
+
+
 def add_routing_arguments(parser: argparse.ArgumentParser) -> None:
     from engine.gateway.config import POLICIES  # light: no httpx/torch at parser time
 
@@ -23,7 +33,7 @@ def add_routing_arguments(parser: argparse.ArgumentParser) -> None:
         "--replicas", type=_positive, default=4, help="replica processes (default: %(default)s)"
     )
     parser.add_argument(
-        "--requests", type=_positive, default=160, help="requests per policy (default: %(default)s)"
+        "--requests", type=_positive, default=120, help="requests per policy (default: %(default)s)"
     )
     parser.add_argument("--seed", type=int, default=0, help="workload seed (default: %(default)s)")
     parser.add_argument(
@@ -34,7 +44,16 @@ def add_routing_arguments(parser: argparse.ArgumentParser) -> None:
         help="policies to run, in order (default: all)",
     )
     parser.add_argument(
-        "--concurrency", type=_positive, default=8, help="requests in flight (default: %(default)s)"
+        "--rate",
+        type=_positive_float,
+        default=2.0,
+        help="requests per second, open loop (Poisson session arrivals; default: %(default)s)",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=_positive,
+        default=1,
+        help="run every policy this many times, order alternating forward/reversed (default: %(default)s)",
     )
     parser.add_argument("--max-tokens", type=_positive, default=4, help="tokens generated per request")
     parser.add_argument(

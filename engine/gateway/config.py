@@ -95,8 +95,9 @@ class GatewayConfig:
     refresh_interval_s: float = 3.0
     health_interval_s: float = 1.0
     kv_poll_interval_s: float = 0.1
-    # How long a routed request's prefix counts as cached on its replica before the replica's own
-    # KV events confirm it; keeps a burst of same-prefix requests together.
+    # A routed request's prefix counts as cached on its replica while the request runs (however long
+    # it queues there) and this long after it ends, until the replica's own KV events confirm it;
+    # keeps a burst of same-prefix requests together.
     pending_prefix_ttl_s: float = 2.0
     retries: int = 1
     # Bearer key the replicas require (``chassis serve --api-key``): sent on KV polls and forwarded

@@ -5,14 +5,18 @@ chain against every replica at once costs one dict lookup per block, not one per
 Each replica also keeps its own set, used to clear or resync it and to compare with its snapshot.
 
 Besides the blocks the replicas confirmed through their KV events, a request's prefix is marked
-*pending* on the replica it was routed to until a short TTL passes: the next request with the same
-prefix, arriving before that replica's events do, then goes to the same place.
+*pending* on the replica it was routed to: the next request with the same prefix, arriving before
+that replica's events do, then goes to the same place. The mark lasts as long as the request (its
+prompt blocks are on the replica while it runs, however long it queues there) and a short TTL after
+it ends, time for the replica's events to confirm them; a mark never released lapses after
+``pending_max_s``.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import time
-from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -29,14 +33,21 @@ class PrefixMatch:
 
 
 class KVIndex:
-    def __init__(self, pending_ttl_s: float = 2.0, clock=time.monotonic) -> None:
+    def __init__(
+        self, pending_ttl_s: float = 2.0, clock=time.monotonic, pending_max_s: float = 600.0
+    ) -> None:
         self._slots: dict[str, int] = {}
         self._free_slots: list[int] = []
         self._blocks: dict[bytes, int] = {}
         self._by_replica: dict[str, set[bytes]] = {}
         self._pending: dict[bytes, int] = {}
-        self._pending_expiry: deque[tuple[float, int, tuple[bytes, ...]]] = deque()
+        # mark id -> (expiry, replica bit, hashes); a heap of (expiry, id) finds the due ones, and
+        # entries whose mark was released early or dropped are skipped when they surface.
+        self._marks: dict[int, tuple[float, int, tuple[bytes, ...]]] = {}
+        self._mark_heap: list[tuple[float, int]] = []
+        self._mark_ids = itertools.count(1)
         self._pending_ttl_s = pending_ttl_s
+        self._pending_max_s = pending_max_s
         self._clock = clock
 
     # -- replicas -------------------------------------------------------------------------------
@@ -54,6 +65,8 @@ class KVIndex:
         bit = 1 << self._slots[replica_id]
         for block_hash in [h for h, mask in self._pending.items() if mask & bit]:
             self._drop_pending_bit(block_hash, bit)
+        for mark in [m for m, (_, b, _) in self._marks.items() if b == bit]:
+            del self._marks[mark]
         self._free_slots.append(self._slots.pop(replica_id))
         del self._by_replica[replica_id]
 
@@ -97,19 +110,38 @@ class KVIndex:
         return len(self._by_replica.get(replica_id, ()))
 
     # -- pending prefixes (routed, not yet confirmed) -------------------------------------------
-    def mark_pending(self, replica_id: str, hashes: Sequence[bytes]) -> None:
+    def mark_pending(self, replica_id: str, hashes: Sequence[bytes]) -> int | None:
+        """Count ``hashes`` as held by the replica until ``release_pending`` + TTL; returns the mark's id."""
         if not hashes or self._pending_ttl_s <= 0:
-            return
+            return None
         bit = self._bit(replica_id)
         for block_hash in hashes:
             self._pending[block_hash] = self._pending.get(block_hash, 0) | bit
-        self._pending_expiry.append((self._clock() + self._pending_ttl_s, bit, tuple(hashes)))
+        mark = next(self._mark_ids)
+        expiry = self._clock() + max(self._pending_max_s, self._pending_ttl_s)
+        self._marks[mark] = (expiry, bit, tuple(hashes))
+        heapq.heappush(self._mark_heap, (expiry, mark))
+        return mark
+
+    def release_pending(self, mark: int | None) -> None:
+        """The request behind ``mark`` ended: its prefix stays pending for the TTL, then lapses."""
+        entry = self._marks.get(mark) if mark is not None else None
+        if entry is None:
+            return
+        expiry = min(entry[0], self._clock() + self._pending_ttl_s)
+        self._marks[mark] = (expiry, entry[1], entry[2])
+        heapq.heappush(self._mark_heap, (expiry, mark))
 
     def _expire_pending(self) -> None:
         now = self._clock()
-        expiry = self._pending_expiry
-        while expiry and expiry[0][0] <= now:
-            _, bit, hashes = expiry.popleft()
+        heap, marks = self._mark_heap, self._marks
+        while heap and heap[0][0] <= now:
+            _, mark = heapq.heappop(heap)
+            entry = marks.get(mark)
+            if entry is None or entry[0] > now:
+                continue  # dropped, or surfaced under an expiry it no longer has
+            del marks[mark]
+            _, bit, hashes = entry
             for block_hash in hashes:
                 self._drop_pending_bit(block_hash, bit)
 

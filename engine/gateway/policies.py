@@ -28,6 +28,7 @@ class Decision:
     matched_blocks: int = 0
     total_blocks: int = 0
     reason: str = ""
+    pending_mark: int | None = None  # the pool's pending-prefix mark, released when the request ends
 
 
 class Policy:

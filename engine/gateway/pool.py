@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from collections import OrderedDict
@@ -101,12 +102,16 @@ class ModelPool:
 
         decision = self.policy.choose(candidates, RoutingRequest(session_key, chain_factory))
         if chain:
-            self.index.mark_pending(decision.replica.replica_id, chain)
+            mark = self.index.mark_pending(decision.replica.replica_id, chain)
+            decision = dataclasses.replace(decision, pending_mark=mark)
         self.metrics.decision_seconds.labels(self.policy.name).observe(time.perf_counter() - start)
         self.metrics.decisions.labels(self.policy.name, decision.reason).inc()
         if self.wants_prefix:
             self.metrics.matched_blocks.labels(self.name).observe(decision.matched_blocks)
         return decision
+
+    def request_ended(self, decision: Decision) -> None:
+        self.index.release_pending(decision.pending_mark)
 
     def remember_response(self, first_chunk: bytes, replica_id: str) -> None:
         """Note which replica produced a Responses-API id (found in the first chunk it sent)."""

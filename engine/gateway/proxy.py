@@ -95,7 +95,10 @@ class ProxyResponse:
             tried.append(replica.replica_id)
             if attempt > 0:
                 self.metrics.retries.labels(plan.pool.name).inc()
-            outcome = await self._try_replica(replica, send)
+            try:
+                outcome = await self._try_replica(replica, send)
+            finally:
+                plan.pool.request_ended(decision)
             if outcome is None:
                 return
             last_error = f"replica {replica.replica_id}: {outcome}"

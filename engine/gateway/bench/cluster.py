@@ -32,6 +32,7 @@ class Process:
     argv: list[str]
     port: int
     log_path: Path
+    env: dict[str, str] = field(default_factory=dict)
     popen: subprocess.Popen | None = None
 
     @property
@@ -40,7 +41,7 @@ class Process:
 
     def start(self) -> Process:
         log = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env)
         self.popen = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, env=env)
         log.close()
         return self
@@ -91,6 +92,7 @@ class Cluster:
     gateway_settings: dict = field(default_factory=dict)
     replicas: list[Process] = field(default_factory=list)
     gateway: Process | None = None
+    expected_replicas: int = 1
 
     def replica_process(self, i: int, port: int | None = None) -> Process:
         port = port or free_port()
@@ -106,10 +108,15 @@ class Cluster:
             "--log-level", "warning",
             *self.serve_args,
         )  # fmt: skip
-        return Process(f"replica r{i}", argv, port, self.workdir / f"replica-r{i}.log")
+        # One share of the cores each: torch's default of one thread per core in every replica
+        # oversubscribes the machine, and spinning OpenMP threads steal time from the other replicas.
+        threads = max(1, (os.cpu_count() or 1) // max(1, self.expected_replicas))
+        env = {"OMP_NUM_THREADS": str(threads)}
+        return Process(f"replica r{i}", argv, port, self.workdir / f"replica-r{i}.log", env)
 
     def start(self, replicas: int, timeout: float = 180.0) -> Cluster:
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self.expected_replicas = replicas
         self.replicas = [self.replica_process(i).start() for i in range(replicas)]
         deadline = time.monotonic() + timeout
         for replica in self.replicas:

@@ -86,7 +86,8 @@ async def replay(
     progress: Callable[[int], None] | None = None,
     timeout_s: float = 120.0,
 ) -> list[RequestResult]:
-    """Run every turn of every session; a session's turns go in order, interleaved with others."""
+    """Closed loop at ``concurrency``: every turn of every session, a session's turns in order,
+    interleaved with others; start and think times are ignored (for tests that need a fixed load)."""
     pending: deque[tuple[Session, int, list[dict]]] = deque(
         (s, 0, [{"role": "system", "content": s.system}]) for s in sessions
     )
@@ -117,6 +118,40 @@ async def replay(
     limits = httpx.Limits(max_connections=concurrency * 2)
     async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=5.0), limits=limits) as client:
         await asyncio.gather(*(worker(client) for _ in range(concurrency)))
+    return results
+
+
+async def replay_open_loop(
+    url: str,
+    model: str,
+    sessions: list[Session],
+    max_tokens: int = 8,
+    progress: Callable[[int], None] | None = None,
+    timeout_s: float = 120.0,
+) -> list[RequestResult]:
+    """Start every session at its own ``start_s`` whatever came before (open loop: the offered load is
+    the same under every policy); a conversation sends its next turn ``think_s`` after its reply."""
+    results: list[RequestResult] = []
+    t0 = time.perf_counter()
+
+    async def run_session(client: httpx.AsyncClient, session: Session) -> None:
+        await asyncio.sleep(max(0.0, session.start_s - (time.perf_counter() - t0)))
+        history = [{"role": "system", "content": session.system}]
+        for turn in session.turns:
+            if turn.think_s:
+                await asyncio.sleep(turn.think_s)
+            messages = history + [{"role": "user", "content": turn.user_text}]
+            result, reply = await _one_request(client, url, model, session, messages, max_tokens)
+            results.append(result)
+            if progress:
+                progress(len(results))
+            if not result.ok:
+                return
+            history = messages + [{"role": "assistant", "content": reply}]
+
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
+    async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=5.0), limits=limits) as client:
+        await asyncio.gather(*(run_session(client, s) for s in sessions))
     return results
 
 

@@ -18,6 +18,8 @@ from engine.gateway.prompt import prompt_token_ids
 
 pytestmark = pytest.mark.slow
 
+# ~500-token prefixes: the test model's context is 1,024 tokens (the bench's model has 4,096).
+SHORT = {"popular_words": 120, "document_words": 110, "conversation_system_words": 100, "unique_words": 100}
 GATEWAY_SETTINGS = {
     "health_interval_s": 0.5,
     "kv_poll_interval_s": 0.05,
@@ -88,7 +90,7 @@ def test_gateway_hashes_prompts_exactly_as_the_replica_and_its_index_matches_aft
     from engine.tokenizer import Tokenizer
 
     tokenizer = Tokenizer(model_dir)
-    sessions = build_workload(WorkloadShape(requests=30), seed=7)
+    sessions = build_workload(WorkloadShape(requests=30, **SHORT), seed=7)
     body = chat_body(sessions[0].system)
     response = httpx.post(f"{cluster.gateway.url}/v1/chat/completions", json=body, timeout=60)
     assert response.status_code == 200, response.text
@@ -116,7 +118,7 @@ def test_gateway_hashes_prompts_exactly_as_the_replica_and_its_index_matches_aft
 
 
 def test_killing_a_replica_mid_run_fails_no_request_that_had_not_started(cluster):
-    sessions = build_workload(WorkloadShape(requests=200, conversation_share=0.0), seed=11)
+    sessions = build_workload(WorkloadShape(requests=200, conversation_share=0.0, **SHORT), seed=11)
     done = []
     killed = threading.Event()
 

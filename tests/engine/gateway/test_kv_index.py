@@ -38,17 +38,37 @@ def test_remove_clear_and_replace_keep_the_shared_table_consistent():
     assert index.match(full, ["z"]).matched == {"z": 0}
 
 
-def test_pending_prefix_counts_until_its_ttl_passes():
+def test_pending_prefix_counts_while_its_request_runs_and_a_ttl_after_it_ends():
     now = [100.0]
-    index = KVIndex(pending_ttl_s=2.0, clock=lambda: now[0])
+    index = KVIndex(pending_ttl_s=2.0, clock=lambda: now[0], pending_max_s=60.0)
     full = chain(list(range(16)))
     index.add_replica("a")
     index.add_replica("b")
-    index.mark_pending("b", full[:3])
-    assert index.match(full, ["a", "b"]).matched == {"a": 0, "b": 3}
+    mark = index.mark_pending("b", full[:3])
+    other = index.mark_pending("a", full[:1])
+    assert index.match(full, ["a", "b"]).matched == {"a": 1, "b": 3}
     assert index.hashes("b") == set()  # pending is not confirmed
-    now[0] += 2.5
+    now[0] += 30  # still queued or running on b: its prompt blocks are there
+    assert index.match(full, ["a", "b"]).matched == {"a": 1, "b": 3}
+    index.release_pending(mark)
+    now[0] += 1.5
+    assert index.match(full, ["a", "b"]).matched == {"a": 1, "b": 3}
+    now[0] += 1.0  # the TTL after the end passed; events would have confirmed the blocks by now
+    assert index.match(full, ["a", "b"]).matched == {"a": 1, "b": 0}
+    index.release_pending(mark)  # twice, or an unknown mark: no effect
+    index.release_pending(None)
+    now[0] += 30  # a mark never released lapses after pending_max_s
     assert index.match(full, ["a", "b"]).matched == {"a": 0, "b": 0}
+    assert other is not None
+
+
+def test_removing_a_replica_drops_its_pending_marks():
+    index = KVIndex(pending_ttl_s=2.0)
+    full = chain(list(range(16)))
+    index.release_pending(index.mark_pending("a", full[:2]))
+    index.remove_replica("a")
+    index.add_replica("z")  # reuses a's slot (its bit) and must not inherit a's pending prefix
+    assert index.match(full, ["z"]).matched == {"z": 0}
 
 
 def test_match_p99_under_a_millisecond_with_16_replicas_of_10000_blocks():
