@@ -33,7 +33,7 @@ def add_routing_arguments(parser: argparse.ArgumentParser) -> None:
         "--replicas", type=_positive, default=4, help="replica processes (default: %(default)s)"
     )
     parser.add_argument(
-        "--requests", type=_positive, default=120, help="requests per policy (default: %(default)s)"
+        "--requests", type=_positive, default=100, help="requests per policy (default: %(default)s)"
     )
     parser.add_argument("--seed", type=int, default=0, help="workload seed (default: %(default)s)")
     parser.add_argument(
@@ -46,7 +46,7 @@ def add_routing_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--rate",
         type=_positive_float,
-        default=2.0,
+        default=2.5,
         help="requests per second, open loop (Poisson session arrivals; default: %(default)s)",
     )
     parser.add_argument(

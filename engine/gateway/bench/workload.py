@@ -56,7 +56,7 @@ class Session:
 
 @dataclass(frozen=True)
 class WorkloadShape:
-    requests: int = 120
+    requests: int = 100
     popular_share: float = 0.10  # of requests, all on one prefix: ~4x the traffic of a group's
     group_share: float = 0.35
     conversation_share: float = 0.45  # the rest are unique prompts
@@ -71,7 +71,7 @@ class WorkloadShape:
     conversation_system_words: int = 260
     unique_words: int = 170
     question_words: int = 10
-    rate: float = 2.0  # requests per second, on average, open loop
+    rate: float = 2.5  # requests per second, on average, open loop
     think_s: float = 1.0  # mean pause before a conversation's next turn (exponential)
 
     def __post_init__(self) -> None:
