@@ -11,10 +11,26 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
+def _database_url_of_this_test_run() -> str | None:
+    """The worker must reach the database this test run created (pytest-django's test_<name>)."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    if connection.vendor != "postgresql":
+        return os.environ.get("DATABASE_URL")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_database()")
+        (name,) = cursor.fetchone()
+    return f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{name}"
+
+
 @pytest.fixture
-def worker_queue(redis_broker_url):
+def worker_queue(redis_broker_url, transactional_db):
     queue = f"roundtrip-{uuid.uuid4().hex[:8]}"
     env = {**os.environ, "CELERY_BROKER_URL": redis_broker_url, "PYTHONUNBUFFERED": "1"}
+    database_url = _database_url_of_this_test_run()
+    if database_url:
+        env["DATABASE_URL"] = database_url
     worker = subprocess.Popen(
         [
             sys.executable,
@@ -53,7 +69,7 @@ def test_health_task_round_trip_through_worker(worker_queue, redis_broker_url):
     assert app.conf.broker_url.startswith("redis://")
     result = health.apply_async(queue=worker_queue).get(timeout=60)
     assert result["pid"] != os.getpid()  # ran in the worker process, not here
-    assert result["database"]["reachable"] is True
+    assert result["database"]["reachable"] is True, result
 
 
 def test_worker_answers_ping(worker_queue):
