@@ -72,5 +72,31 @@ class RowParallelLinear(Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.group.is_single:
             return F.linear(x, self.weight, self.bias)
+        if x.dtype in (torch.bfloat16, torch.float16):
+            # Sum the partial products in fp32 and round once, as one unsplit matmul does: summing
+            # bf16-rounded halves flips greedy tokens at near-ties against tensor_parallel_size=1.
+            partial = _fp32_partial(x, self.weight)
+            if partial is not None:
+                out = self.group.all_reduce(partial).to(x.dtype)
+                return out if self.bias is None else out + self.bias
         out = self.group.all_reduce(F.linear(x, self.weight))
         return out if self.bias is None else out + self.bias
+
+
+_mm_out_dtype_works = True
+
+
+def _fp32_partial(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor | None:
+    """x @ weight.T accumulated and returned in fp32 without upcasting the weight on accelerators
+    (cuBLAS through ``torch.mm(out_dtype=)``); None where that is unavailable there."""
+    global _mm_out_dtype_works
+    if x.device.type == "cpu":  # tests and CPU serving: upcasting is cheap at these sizes
+        return F.linear(x.float(), weight.float())
+    if x.device.type != "cuda" or not _mm_out_dtype_works:
+        return None
+    try:
+        flat = torch.mm(x.reshape(-1, x.shape[-1]), weight.t(), out_dtype=torch.float32)
+    except (RuntimeError, TypeError, NotImplementedError):  # older torch: bf16 all-reduce instead
+        _mm_out_dtype_works = False
+        return None
+    return flat.view(*x.shape[:-1], weight.shape[0])
