@@ -121,3 +121,12 @@ def test_offline_engine_raises_rank_failure_after_a_rank_dies(tiny_qwen3):
             for _ in range(100):  # the watchdog may not have seen it yet: the collective fails too
                 llm.generate("def main(", SamplingParams(max_tokens=2))
         assert time.monotonic() - started < DEATH_NOTICED_S
+
+
+def test_killing_rank0_leaves_no_orphan_rank(serve_tp2):
+    process, _url, _log_path, children = serve_tp2
+    ranks = _rank_processes(process.pid)
+    assert len(ranks) == 1
+    process.kill()
+    process.wait(10)
+    assert _gone(ranks, within=5.0), "rank 1 outlived rank 0"
