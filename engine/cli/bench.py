@@ -87,6 +87,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "report prefix-cache hit rate, TTFT, throughput and each replica's share.",
     )
     add_routing_arguments(routing)
+    from engine.bench import engine_bench  # light: torch is imported only when it runs
+
+    engine = subparsers.add_parser(
+        "engine",
+        help="engine workloads on one device vs transformers, with the physical floors",
+        description=engine_bench.__doc__,
+    )
+    engine_bench.add_arguments(engine)
 
 
 def _write_json(path: str, data: dict) -> None:
@@ -122,5 +130,9 @@ def run_routing(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.bench == "routing":
         return run_routing(args)
+    if args.bench == "engine":
+        from engine.bench import engine_bench
+
+        return engine_bench.run(args)
     print(f"unknown benchmark {args.bench!r}", file=sys.stderr)
     return 2
