@@ -19,6 +19,7 @@ SUBCOMMANDS: dict[str, str] = {
     "gateway": "engine.cli.gateway",
     "agent": "engine.cli.agent",
     "bench": "engine.cli.bench",
+    "dashboards": "engine.cli.dashboards",
 }
 
 

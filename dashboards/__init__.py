@@ -1,0 +1,1 @@
+"""Grafana dashboards as code, their provisioning, and Prometheus target discovery for Chassis."""

@@ -1,0 +1,132 @@
+"""The engine dashboard: latency, throughput, prefix cache and load of every ``chassis serve`` replica.
+
+Metric names are vLLM's (engine/server/metrics.py), so the same panels also work on vLLM replicas.
+"""
+
+from __future__ import annotations
+
+from dashboards.panels import Panel, Query, Row, dashboard, histogram_quantile, query_variable
+
+UID = "chassis-engine"
+SELECTOR = 'model_name=~"$model_name", instance=~"$instance"'
+RATE = "[$__rate_interval]"
+
+
+def _quantiles(metric: str, by: str = "model_name") -> tuple[Query, ...]:
+    return tuple(
+        Query(histogram_quantile(q, metric, by, SELECTOR), f"p{int(q * 100)} {{{{{by}}}}}")
+        for q in (0.5, 0.99)
+    )
+
+
+def _rate(metric: str, by: str = "model_name") -> str:
+    return f"sum by ({by}) (rate({metric}{{{SELECTOR}}}{RATE}))"
+
+
+def build() -> dict:
+    latency = Row(
+        "Latency",
+        [
+            Panel(
+                "Time to first token (p50 / p99)",
+                _quantiles("vllm:time_to_first_token_seconds"),
+                unit="s",
+                description="From arrival to the first generated token, queueing and prefill included.",
+            ),
+            Panel(
+                "Inter-token latency (p50 / p99)",
+                _quantiles("vllm:inter_token_latency_seconds"),
+                unit="s",
+                description="Gap between consecutive output tokens of one request (decode speed).",
+            ),
+            Panel(
+                "End-to-end request latency (p50 / p99)",
+                _quantiles("vllm:e2e_request_latency_seconds"),
+                unit="s",
+            ),
+            Panel(
+                "Queue time (p50 / p99)",
+                _quantiles("vllm:request_queue_time_seconds"),
+                unit="s",
+                description="Time a request waited before its first scheduling step.",
+            ),
+        ],
+    )
+    throughput = Row(
+        "Throughput",
+        [
+            Panel(
+                "Output tokens/s",
+                (Query(_rate("vllm:generation_tokens_total"), "{{model_name}}"),),
+                unit="short",
+            ),
+            Panel(
+                "Prompt tokens/s",
+                (Query(_rate("vllm:prompt_tokens_total"), "{{model_name}}"),),
+                unit="short",
+                description="Prefill tokens processed, prefix-cache hits included.",
+            ),
+            Panel(
+                "Finished requests/s by reason",
+                (
+                    Query(
+                        _rate("vllm:request_success_total", "model_name, finished_reason"),
+                        "{{model_name}} {{finished_reason}}",
+                    ),
+                ),  # fmt: skip
+                unit="reqps",
+            ),
+            Panel(
+                "Preemptions/s",
+                (Query(_rate("vllm:num_preemptions_total", "instance"), "{{instance}}"),),
+                unit="short",
+                description="Requests evicted because KV blocks ran out; they recompute later.",
+            ),
+        ],
+    )
+    cache = Row(
+        "KV cache and load",
+        [
+            Panel(
+                "Prefix-cache hit rate",
+                (
+                    Query(
+                        f"{_rate('vllm:prefix_cache_hits_total')} / {_rate('vllm:prefix_cache_queries_total')}",
+                        "{{model_name}}",
+                    ),
+                ),
+                unit="percentunit",
+                max_value=1,
+                description="Prompt tokens served from cached KV blocks over prompt tokens looked up.",
+            ),
+            Panel(
+                "KV-cache usage",
+                (Query(f"max by (instance) (vllm:kv_cache_usage_perc{{{SELECTOR}}})", "{{instance}}"),),
+                unit="percentunit",
+                max_value=1,
+            ),
+            Panel(
+                "Running requests",
+                (Query(f"sum by (instance) (vllm:num_requests_running{{{SELECTOR}}})", "{{instance}}"),),
+            ),
+            Panel(
+                "Waiting requests",
+                (Query(f"sum by (instance) (vllm:num_requests_waiting{{{SELECTOR}}})", "{{instance}}"),),
+            ),
+        ],
+    )
+    variables = [
+        query_variable("model_name", "Model", "label_values(vllm:num_requests_running, model_name)"),
+        query_variable(
+            "instance",
+            "Replica",
+            'label_values(vllm:num_requests_running{model_name=~"$model_name"}, instance)',
+        ),
+    ]
+    return dashboard(
+        UID,
+        "Chassis engine",
+        "Engine replicas (chassis serve): TTFT, inter-token latency, tokens/s, prefix cache, KV usage, load.",
+        [latency, throughput, cache],
+        variables,
+    )

@@ -1,0 +1,120 @@
+"""Every metric a dashboard panel or a Prometheus rule queries is one Chassis really exports.
+
+Replica names come from a REAL ``chassis serve`` process's /metrics; gateway names from the
+gateway's metrics module (its families, expanded the way prometheus_client exposes them).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from dashboards.catalog import all_dashboards
+from dashboards.panels import expressions
+
+RULES_DIR = Path(__file__).resolve().parents[2] / "dashboards" / "prometheus" / "rules"
+# Made by Prometheus itself (scrape health) and by the blackbox exporter: used by alerts only.
+PROMETHEUS_MADE = {"up", "probe_success"}
+_KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset",
+             "and", "or", "unless", "inf", "nan"}  # fmt: skip
+_IDENT = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+
+
+def metric_names(expr: str) -> set[str]:
+    """Metric names in a PromQL expression (Grafana's label_values(metric, label) included)."""
+    expr = re.sub(r"label_values\(([^,{)]+)(\{[^}]*\})?(,[^)]*)?\)", r"\1\2", expr)
+    expr = re.sub(r'"(?:[^"\\]|\\.)*"', "", expr)  # label values, $variables
+    expr = re.sub(r"\{[^}]*\}", "", expr)  # label matchers
+    expr = re.sub(r"\[[^\]]*\]", "", expr)  # ranges
+    expr = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", expr)
+    names = set()
+    for match in _IDENT.finditer(expr):
+        rest = expr[match.end() :].lstrip()
+        if rest.startswith("(") or match.group() in _KEYWORDS:
+            continue  # a function call or a keyword
+        if match.start() > 0 and (expr[match.start() - 1].isdigit() or expr[match.start() - 1] == "."):
+            continue  # part of a number such as 1e-5
+        names.add(match.group())
+    return names
+
+
+def rule_files() -> list[dict]:
+    return [yaml.safe_load(path.read_text()) for path in sorted(RULES_DIR.glob("*.yml"))]
+
+
+def rules() -> list[dict]:
+    return [rule for doc in rule_files() for group in doc["groups"] for rule in group["rules"]]
+
+
+def replica_series_names(base_url: str) -> set[str]:
+    # One finished request first, so the histograms and counters have observations, as in production.
+    body = {"model": "tiny-dash", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+    assert httpx.post(f"{base_url}/v1/chat/completions", json=body, timeout=60).status_code == 200
+    text = httpx.get(f"{base_url}/metrics", timeout=10).text
+    return {sample.name for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
+def gateway_series_names() -> set[str]:
+    from engine.gateway.metrics import GatewayMetrics
+
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
+    names = set()
+    for family in GatewayMetrics().registry.collect():
+        names.update(family.name + suffix for suffix in suffixes[family.type])
+    return names
+
+
+def test_the_name_extractor_finds_what_it_should():
+    expr = (
+        'histogram_quantile(0.99, sum by (le, model_name) (rate(vllm:ttft_bucket{model_name=~"$m"}'
+        "[$__rate_interval]))) / on (instance) group_left foo_total > 1e-5"
+    )
+    assert metric_names(expr) == {"vllm:ttft_bucket", "foo_total"}
+    assert metric_names('label_values(vllm:num_requests_running{model_name=~"$m"}, instance)') == {
+        "vllm:num_requests_running"
+    }
+
+
+def test_dashboards_and_rules_query_only_exported_metrics(replica):
+    exported = replica_series_names(replica.url) | gateway_series_names()
+    assert "vllm:time_to_first_token_seconds_bucket" in exported  # the replica really exported them
+    recorded = {rule["record"] for rule in rules() if "record" in rule}
+
+    used_by_dashboards = set().union(*(metric_names(e) for b in all_dashboards() for e in expressions(b)))
+    assert {"vllm:inter_token_latency_seconds_bucket", "chassis_gateway_requests_total"} <= used_by_dashboards
+    assert used_by_dashboards - exported == set()
+
+    for rule in rules():
+        used = metric_names(rule["expr"])
+        assert used, rule
+        unknown = used - exported - recorded - (PROMETHEUS_MADE if "alert" in rule else set())
+        assert unknown == set(), f"{rule.get('record') or rule.get('alert')} queries {unknown}"
+
+
+@pytest.mark.skipif(
+    shutil.which("promtool") is None, reason="promtool (Debian package prometheus) not installed"
+)
+def test_dashboard_expressions_parse_as_promql(tmp_path):
+    """promtool parses each panel query, with Grafana's variables replaced by what Grafana sends."""
+    substitutions = {"$__rate_interval": "1m", "$model_name": ".*", "$instance": ".*", "$model": ".*"}
+    group_rules = []
+    for board in all_dashboards():
+        for i, expr in enumerate(expressions(board)):
+            if expr.startswith("label_values("):
+                continue  # a Grafana function, not PromQL
+            for variable, value in substitutions.items():
+                expr = expr.replace(variable, value)
+            assert "$" not in expr, expr
+            group_rules.append({"record": f"check:{board['uid'].replace('-', '_')}:{i}", "expr": expr})
+    path = tmp_path / "panels.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "panels", "rules": group_rules}]}))
+    result = subprocess.run(["promtool", "check", "rules", str(path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"{len(group_rules)} rules found" in result.stdout

@@ -1,0 +1,70 @@
+"""dashboards/prometheus: the scrape config and rules, by structure always and by promtool when present.
+
+promtool comes with Debian's ``prometheus`` package (``apt-get install prometheus``, or only the
+binary: ``apt-get download prometheus && dpkg -x prometheus_*.deb DIR``); without it those checks skip.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+PROMETHEUS_DIR = Path(__file__).resolve().parents[2] / "dashboards" / "prometheus"
+needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed")
+
+
+def config() -> dict:
+    return yaml.safe_load((PROMETHEUS_DIR / "prometheus.yml").read_text())
+
+
+def test_scrape_jobs_cover_replicas_gateway_and_control_plane():
+    jobs = {job["job_name"]: job for job in config()["scrape_configs"]}
+    assert {"chassis-replicas", "chassis-gateway", "chassis-control-plane"} <= set(jobs)
+    assert jobs["chassis-replicas"]["file_sd_configs"][0]["files"] == ["targets/replicas.json"]
+    assert jobs["chassis-gateway"]["file_sd_configs"][0]["files"] == ["targets/gateways.json"]
+    probe = jobs["chassis-control-plane"]
+    assert probe["metrics_path"] == "/probe" and probe["params"] == {"module": ["http_2xx"]}
+    assert probe["file_sd_configs"][0]["files"] == ["targets/control-plane.json"]
+    # The target URL becomes the probe's ?target=, and the scrape goes to the blackbox exporter.
+    assert {"source_labels": ["__address__"], "target_label": "__param_target"} in probe["relabel_configs"]
+
+
+def test_rule_files_exist_and_alerts_are_well_formed():
+    files = config()["rule_files"]
+    assert files and all((PROMETHEUS_DIR / f).is_file() for f in files)
+    alerts = {}
+    for f in files:
+        for group in yaml.safe_load((PROMETHEUS_DIR / f).read_text())["groups"]:
+            assert group["name"] and group["rules"]
+            for rule in group["rules"]:
+                assert ("record" in rule) != ("alert" in rule) and rule["expr"]
+                if "alert" in rule:
+                    alerts[rule["alert"]] = rule
+    assert {"ChassisTTFTP99High", "ChassisKVCacheUsageHigh", "ChassisReplicaDown"} <= set(alerts)
+    for rule in alerts.values():
+        assert rule["labels"]["severity"] in {"info", "warning", "critical"}
+        assert rule["annotations"]["summary"]
+
+
+@needs_promtool
+def test_promtool_accepts_the_config_and_rules():
+    result = subprocess.run(
+        ["promtool", "check", "config", "prometheus.yml"], cwd=PROMETHEUS_DIR, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 rule files found" in result.stdout
+
+
+@needs_promtool
+def test_alert_rules_fire_on_the_series_they_are_for():
+    """Rule unit tests (rules/tests/*.test.yml): TTFT p99, KV usage and replica-down alerts fire on
+    synthetic series and stay quiet on healthy ones."""
+    tests = sorted(str(p) for p in (PROMETHEUS_DIR / "rules" / "tests").glob("*.test.yml"))
+    assert tests
+    result = subprocess.run(["promtool", "test", "rules", *tests], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
