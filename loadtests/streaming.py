@@ -1,0 +1,104 @@
+"""Shared by the chat locustfiles: one streaming OpenAI chat request, timed token by token.
+
+Besides Locust's own entry for the HTTP request, each request reports two custom request events:
+
+- ``TTFT <name>``: from sending the request to the first streamed content chunk (ms);
+- ``ITL <name>``: the gap between consecutive content chunks (ms), one event per gap.
+
+Settings come from the environment so one locustfile serves every deployment:
+``CHASSIS_MODEL`` (default: the first model of ``GET /v1/models``), ``CHASSIS_API_KEY``,
+``CHASSIS_MAX_TOKENS`` (default 32).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from locust import HttpUser
+
+TTFT = "TTFT"
+ITL = "ITL"
+
+
+class StreamingChatUser(HttpUser):
+    """Base class: subclasses add @task methods that call ``stream_chat``."""
+
+    abstract = True
+    max_tokens = int(os.environ.get("CHASSIS_MAX_TOKENS", "32"))
+
+    def on_start(self) -> None:
+        api_key = os.environ.get("CHASSIS_API_KEY")
+        if api_key:
+            self.client.headers["Authorization"] = f"Bearer {api_key}"
+        self.model = os.environ.get("CHASSIS_MODEL") or self._first_model()
+
+    def _first_model(self) -> str:
+        with self.client.get("/v1/models", name="/v1/models", catch_response=True) as response:
+            try:
+                return response.json()["data"][0]["id"]
+            except (ValueError, KeyError, IndexError):
+                response.failure(f"no model in /v1/models: {response.text[:200]}")
+                raise RuntimeError("set CHASSIS_MODEL: /v1/models lists no model") from None
+
+    def _event(self, kind: str, name: str, millis: float, length: int = 0, exception=None) -> None:
+        self.environment.events.request.fire(
+            request_type=kind,
+            name=name,
+            response_time=millis,
+            response_length=length,
+            exception=exception,
+            context={},
+        )
+
+    def stream_chat(self, messages: list[dict], name: str) -> str | None:
+        """POST a streaming chat completion; returns the assistant's text (None on failure)."""
+        body = {
+            "model": self.model,
+            "messages": messages,
+            "max_tokens": self.max_tokens,
+            "stream": True,
+            "temperature": 0.7,
+        }
+        started = time.perf_counter()
+        last = None
+        pieces: list[str] = []
+        with self.client.post(
+            "/v1/chat/completions", json=body, stream=True, catch_response=True, name=name
+        ) as response:
+            if response.status_code != 200:
+                response.failure(f"HTTP {response.status_code}: {response.text[:200]}")
+                return None
+            try:
+                for line in response.iter_lines():
+                    if not line or not line.startswith(b"data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == b"[DONE]":
+                        break
+                    chunk = json.loads(data)
+                    if "error" in chunk:
+                        raise ValueError(f"error event: {chunk['error']}")
+                    choices = chunk.get("choices") or [{}]
+                    text = (choices[0].get("delta") or {}).get("content")
+                    if not text:
+                        continue
+                    now = time.perf_counter()
+                    if last is None:
+                        self._event(TTFT, name, (now - started) * 1000)
+                    else:
+                        self._event(ITL, name, (now - last) * 1000)
+                    last = now
+                    pieces.append(text)
+            except Exception as exc:  # a broken stream fails this request, not the whole user
+                response.failure(f"stream broke: {exc!r}")
+                return None
+            if last is None:
+                response.failure("the stream carried no content")
+                self._event(
+                    TTFT, name, (time.perf_counter() - started) * 1000, exception=RuntimeError("no token")
+                )
+                return None
+            response.success()
+        return "".join(pieces)

@@ -1,0 +1,52 @@
+"""The admin-API locustfile against the REAL control plane (pytest-django live server: real views,
+serializers, token auth) with a viewer token, and without one."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from locust_run import run_locust
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def seed_rows() -> str:
+    """A ready replica of a deployment, and a viewer token."""
+    from controlplane.checkpoints.models import Checkpoint
+    from controlplane.serving.choices import ReplicaState
+    from controlplane.serving.models import Deployment, Replica
+    from django.core.management import call_command
+
+    checkpoint = Checkpoint.objects.create(name="tiny", path="/models/tiny")
+    checkpoint.start_validation()
+    checkpoint.mark_ready({"architecture": "Qwen3ForCausalLM", "parameter_count": 1000})
+    deployment = Deployment.objects.create(name="chat", served_model_name="tiny", checkpoint=checkpoint)
+    replica = Replica.objects.create(deployment=deployment, ordinal=0)
+    replica.transition(ReplicaState.SCHEDULED, "test", "test")
+    replica.transition(ReplicaState.LAUNCHING, "test", "test", host="127.0.0.1", port=8100)
+    replica.transition(ReplicaState.READY, "test", "test")
+    out = StringIO()
+    call_command("create_api_token", "loadtest", "--role", "viewer", stdout=out)
+    return out.getvalue().strip()
+
+
+def test_admin_users_read_deployments_and_replicas(live_server, tmp_path):
+    token = seed_rows()
+    run = run_locust(
+        ["admin_api.py"], live_server.url, tmp_path / "admin", 2, 5, {"CHASSIS_API_TOKEN": token}
+    )
+    rows = run["rows"]
+    assert run["result"].returncode == 0, run["result"].stderr[-3000:]
+    for name in ("/api/v1/deployments/", "/api/v1/replicas/?state=ready"):
+        assert int(rows[("GET", name)]["Request Count"]) > 0, sorted(rows)
+    # Detail pages were followed from the lists, so the lists held the seeded rows.
+    assert int(rows[("GET", "/api/v1/replicas/[id]/")]["Request Count"]) > 0
+    assert int(rows[("", "Aggregated")]["Failure Count"]) == 0
+
+
+def test_a_wrong_token_shows_as_failures(live_server, tmp_path):
+    seed_rows()
+    run = run_locust(["admin_api.py"], live_server.url, tmp_path / "bad", 2, 3, {"CHASSIS_API_TOKEN": "nope"})
+    total = run["rows"][("", "Aggregated")]
+    assert int(total["Failure Count"]) == int(total["Request Count"]) > 0
