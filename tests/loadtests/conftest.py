@@ -5,11 +5,9 @@ from __future__ import annotations
 import time
 
 import pytest
+from locust_run import API_KEY, MODEL
 
 from engine.gateway.bench.cluster import Process, _chassis, free_port
-
-MODEL = "tiny-load"
-API_KEY = "load-key"
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+MODEL = "tiny-load"  # the test replica's served model name and API key
+API_KEY = "load-key"
 LOADTESTS = Path(__file__).resolve().parents[2] / "loadtests"
 
 

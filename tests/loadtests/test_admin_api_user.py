@@ -34,7 +34,7 @@ def seed_rows() -> str:
 def test_admin_users_read_deployments_and_replicas(live_server, tmp_path):
     token = seed_rows()
     run = run_locust(
-        ["admin_api.py"], live_server.url, tmp_path / "admin", 2, 5, {"CHASSIS_API_TOKEN": token}
+        ["admin_api.py"], live_server.url, tmp_path / "admin", 2, 4, {"CHASSIS_API_TOKEN": token}
     )
     rows = run["rows"]
     assert run["result"].returncode == 0, run["result"].stderr[-3000:]
@@ -47,6 +47,6 @@ def test_admin_users_read_deployments_and_replicas(live_server, tmp_path):
 
 def test_a_wrong_token_shows_as_failures(live_server, tmp_path):
     seed_rows()
-    run = run_locust(["admin_api.py"], live_server.url, tmp_path / "bad", 2, 3, {"CHASSIS_API_TOKEN": "nope"})
+    run = run_locust(["admin_api.py"], live_server.url, tmp_path / "bad", 2, 2, {"CHASSIS_API_TOKEN": "nope"})
     total = run["rows"][("", "Aggregated")]
     assert int(total["Failure Count"]) == int(total["Request Count"]) > 0

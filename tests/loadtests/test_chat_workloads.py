@@ -4,8 +4,7 @@
 from __future__ import annotations
 
 import httpx
-from conftest import API_KEY, MODEL
-from locust_run import run_locust
+from locust_run import API_KEY, MODEL, run_locust
 
 
 def prefix_cache(base_url: str) -> tuple[float, float]:
@@ -50,7 +49,7 @@ def test_streaming_users_record_ttft_and_itl(replica, tmp_path):
 
 def test_a_wrong_api_key_fails_the_requests(replica, tmp_path):
     env = {"CHASSIS_API_KEY": "wrong", "CHASSIS_MODEL": MODEL, "CHASSIS_MAX_TOKENS": "4"}
-    run = run_locust(["chat_stream.py"], replica.url, tmp_path / "bad", 2, 3, env)
+    run = run_locust(["chat_stream.py"], replica.url, tmp_path / "bad", 2, 2, env)
     post = run["rows"][("POST", "chat")]
     assert int(post["Failure Count"]) == int(post["Request Count"]) > 0
     assert ("TTFT", "chat") not in run["rows"]
