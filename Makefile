@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint venv browser clean
+.PHONY: run test lint venv system-tools clean
 
 venv: $(STAMP)
 
@@ -23,10 +23,10 @@ run: venv
 lint: venv
 	$(BIN)/ruff check .
 
-browser:
-	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+system-tools:
+	@bash scripts/install-system-tools.sh
 
-test: venv browser lint
+test: venv system-tools lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:

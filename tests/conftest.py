@@ -43,3 +43,13 @@ def redis_broker_url() -> str:
     except redis.RedisError as exc:
         _missing(f"Redis at {url} is unreachable: {exc}")
     return url
+
+
+@pytest.fixture
+def promtool() -> str:
+    import shutil
+
+    path = shutil.which("promtool")
+    if path is None:
+        _missing("promtool is not installed (scripts/install-system-tools.sh installs it)")
+    return path

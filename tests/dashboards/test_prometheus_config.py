@@ -1,4 +1,4 @@
-"""dashboards/prometheus: the scrape config and rules, by structure always and by promtool when present.
+"""dashboards/prometheus: the scrape config and rules, by structure and by promtool.
 
 promtool comes with Debian's ``prometheus`` package (``apt-get install prometheus``, or only the
 binary: ``apt-get download prometheus && dpkg -x prometheus_*.deb DIR``); without it those checks skip.
@@ -6,15 +6,12 @@ binary: ``apt-get download prometheus && dpkg -x prometheus_*.deb DIR``); withou
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 import yaml
 
 PROMETHEUS_DIR = Path(__file__).resolve().parents[2] / "dashboards" / "prometheus"
-needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed")
 
 
 def config() -> dict:
@@ -50,21 +47,19 @@ def test_rule_files_exist_and_alerts_are_well_formed():
         assert rule["annotations"]["summary"]
 
 
-@needs_promtool
-def test_promtool_accepts_the_config_and_rules():
+def test_promtool_accepts_the_config_and_rules(promtool):
     result = subprocess.run(
-        ["promtool", "check", "config", "prometheus.yml"], cwd=PROMETHEUS_DIR, capture_output=True, text=True
+        [promtool, "check", "config", "prometheus.yml"], cwd=PROMETHEUS_DIR, capture_output=True, text=True
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "2 rule files found" in result.stdout
 
 
-@needs_promtool
-def test_alert_rules_fire_on_the_series_they_are_for():
+def test_alert_rules_fire_on_the_series_they_are_for(promtool):
     """Rule unit tests (rules/tests/*.test.yml): TTFT p99, KV usage and replica-down alerts fire on
     synthetic series and stay quiet on healthy ones."""
     tests = sorted(str(p) for p in (PROMETHEUS_DIR / "rules" / "tests").glob("*.test.yml"))
     assert tests
-    result = subprocess.run(["promtool", "test", "rules", *tests], capture_output=True, text=True)
+    result = subprocess.run([promtool, "test", "rules", *tests], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
