@@ -1,7 +1,7 @@
 """dashboards/prometheus: the scrape config and rules, by structure and by promtool.
 
-promtool comes with Debian's ``prometheus`` package (``apt-get install prometheus``, or only the
-binary: ``apt-get download prometheus && dpkg -x prometheus_*.deb DIR``); without it those checks skip.
+promtool comes from Debian's ``prometheus`` package; scripts/install-system-tools.sh (run by
+``make test``) installs just that binary.
 """
 
 from __future__ import annotations
