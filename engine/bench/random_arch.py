@@ -58,34 +58,14 @@ ARCHITECTURES: dict[str, dict] = {
         "eos_token_id": 128001,
         "torch_dtype": "bfloat16",
     },
-    "llama-3.1-70b": {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
-        "hidden_size": 8192,
-        "intermediate_size": 28672,
-        "num_hidden_layers": 80,
-        "num_attention_heads": 64,
-        "num_key_value_heads": 8,
-        "head_dim": 128,
-        "vocab_size": 128256,
-        "max_position_embeddings": 131072,
-        "rms_norm_eps": 1e-5,
-        "rope_theta": 500000.0,
-        "rope_scaling": {
-            "rope_type": "llama3",
-            "factor": 8.0,
-            "low_freq_factor": 1.0,
-            "high_freq_factor": 4.0,
-            "original_max_position_embeddings": 8192,
-        },
-        "tie_word_embeddings": False,
-        "hidden_act": "silu",
-        "attention_bias": False,
-        "mlp_bias": False,
-        "bos_token_id": 128000,
-        "eos_token_id": 128001,
-        "torch_dtype": "bfloat16",
-    },
+}
+
+ARCHITECTURES["llama-3.1-70b"] = {
+    **ARCHITECTURES["llama-3.1-8b"],
+    "hidden_size": 8192,
+    "intermediate_size": 28672,
+    "num_hidden_layers": 80,
+    "num_attention_heads": 64,
 }
 
 
