@@ -32,6 +32,9 @@ class EngineConfig:
     kv_event_capacity: int = 10_000
     load_format: str = "auto"
     enforce_eager: bool = False  # CUDA: True skips capturing decode steps as CUDA graphs
+    # Schedule and launch step N+1 before reading step N's samples (overlaps host work with the
+    # GPU). None: on for CUDA, off elsewhere (where there is no device queue to overlap with).
+    async_scheduling: bool | None = None
 
     def __post_init__(self) -> None:
         self.model_dir = Path(self.model_dir)
@@ -57,6 +60,13 @@ class EngineConfig:
         _require_positive("tensor_parallel_size", self.tensor_parallel_size)
         if not isinstance(self.seed, int):
             raise ValueError(f"seed must be an integer, got {self.seed!r}")
+        if self.async_scheduling is not None and not isinstance(self.async_scheduling, bool):
+            raise ValueError(f"async_scheduling must be true, false or None, got {self.async_scheduling!r}")
+
+    def resolved_async_scheduling(self, device_type: str) -> bool:
+        if self.async_scheduling is None:
+            return device_type == "cuda"
+        return self.async_scheduling
 
     def resolved_device(self) -> str:
         """'auto' becomes cuda when a CUDA device is visible, npu when torch_npu is, else cpu."""

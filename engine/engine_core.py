@@ -1,8 +1,13 @@
-"""The synchronous engine: admit requests, run steps, turn sampled tokens into outputs.
+"""The engine: admit requests, run steps, turn sampled tokens into outputs.
 
 Single-threaded by design: ``LLM`` drives it in a loop, ``AsyncLLMEngine`` from its own thread.
 ``prepare`` only reads immutable state, so callers may run it on another thread to validate and
 tokenize before handing the request over.
+
+With ``async_scheduling`` a step schedules and launches step N+1 before it reads step N's sampled
+ids, so the host's scheduling and input staging overlap the GPU's work: a decode request's next
+input is its just-sampled token, fed on the device. Outputs (stop checks, detokenizing) come one
+step late; a request that stops then has one speculative token computed past its end, discarded.
 """
 
 from __future__ import annotations
@@ -20,9 +25,10 @@ from engine.kv.events import KVEventLog
 from engine.kv.kv_manager import KVCacheManager
 from engine.outputs import EngineStats, RequestMetrics, RequestOutput
 from engine.runner.kv_sizing import num_kv_blocks
-from engine.runner.model_runner import TORCH_DTYPES
+from engine.runner.model_runner import TORCH_DTYPES, LaunchedStep, ModelRunner, StepResult
 from engine.runner.tp_executor import runner_factory
 from engine.sampling.params import SamplingParams
+from engine.scheduler.output import SchedulerOutput
 from engine.scheduler.request import Request, RequestStatus
 from engine.scheduler.scheduler import Scheduler
 from engine.tokenizer.detokenizer import IncrementalDetokenizer
@@ -36,6 +42,10 @@ class PreparedRequest:
     detokenizer: IncrementalDetokenizer
     seed: int | None  # generator seed; None for greedy requests
     metrics: RequestMetrics
+    # Only the finished output is wanted (``LLM.generate``): no per-token outputs, and without stop
+    # strings the text is decoded once at the end instead of token by token.
+    final_only: bool = False
+    logprobs: list | None = None  # final_only: logprobs gathered until the end
 
 
 class EngineCore:
@@ -75,6 +85,11 @@ class EngineCore:
         self.kv_events = KVEventLog(config.kv_event_capacity)
         self.kv = KVCacheManager(num_blocks, config.block_size, config.enable_prefix_caching, self.kv_events)
         self.scheduler = Scheduler(self.kv, config.max_num_batched_tokens, config.max_num_seqs)
+        # The tensor-parallel executor steps its ranks in lockstep and has no launch/result split.
+        self.async_scheduling = config.resolved_async_scheduling(self.device.type) and isinstance(
+            self.runner, ModelRunner
+        )
+        self._pending: tuple[SchedulerOutput, LaunchedStep] | None = None  # launched, not yet read
         self._states: dict[str, PreparedRequest] = {}
         self._seed_rng = random.Random(config.seed)
         self.prompt_tokens = 0
@@ -88,8 +103,12 @@ class EngineCore:
         params: SamplingParams,
         request_id: str | None = None,
         cache_salt: str | None = None,
+        final_only: bool = False,
     ) -> PreparedRequest:
-        """Validate and tokenize; raises ValueError for a prompt the engine cannot serve."""
+        """Validate and tokenize; raises ValueError for a prompt the engine cannot serve.
+
+        ``final_only``: the caller wants only the finished output (one per request, everything in
+        it new), not one per token; the server streams and leaves it False."""
         if not isinstance(params, SamplingParams):
             raise ValueError(f"params must be SamplingParams, got {type(params).__name__}")
         if isinstance(prompt, str):
@@ -130,7 +149,14 @@ class EngineCore:
         seed = None
         if not params.greedy:
             seed = params.seed if params.seed is not None else self._seed_rng.getrandbits(63)
-        return PreparedRequest(request, detokenizer, seed, RequestMetrics(arrival_time=request.arrival_time))
+        return PreparedRequest(
+            request,
+            detokenizer,
+            seed,
+            RequestMetrics(arrival_time=request.arrival_time),
+            final_only=final_only,
+            logprobs=[] if final_only and params.logprobs is not None else None,
+        )
 
     def add(self, prepared: PreparedRequest) -> str:
         rid = prepared.request.request_id
@@ -151,25 +177,61 @@ class EngineCore:
         if state is None:
             return None
         self.scheduler.finish_request(request_id, RequestStatus.FINISHED_ABORTED)
+        if state.final_only:
+            if not state.detokenizer.has_stop_strings:
+                return self._finish_final_only(state)
+            return self._finish_whole(state)
         return self._finish_output(state, [], None, "")
 
     # -- stepping ----------------------------------------------------------------------------
     def has_unfinished(self) -> bool:
-        return self.scheduler.num_unfinished > 0
+        return self.scheduler.num_unfinished > 0 or self._pending is not None
 
     def step(self) -> list[RequestOutput]:
+        if self.async_scheduling:
+            return self._step_overlapped()
         out = self.scheduler.schedule()
         if out.is_empty:
-            if self.scheduler.waiting and not self.scheduler.running:
-                # Cannot happen while one max_model_len sequence fits the pool; fail loudly, not spin.
-                raise RuntimeError("scheduler made no progress: the KV pool cannot hold the next request")
+            self._check_progress()
             return []
-        result = self.runner.execute(out)
+        return self._process(out, self.runner.execute(out))
+
+    def _step_overlapped(self) -> list[RequestOutput]:
+        """Launch step N+1, then read and process step N while the device runs N+1."""
+        out = self.scheduler.schedule()
+        if out.is_empty:
+            if self._pending is None:
+                self._check_progress()
+                return []
+            return self._process_pending()
+        outputs: list[RequestOutput] = []
+        if self._pending is not None and not self.runner.can_overlap(out):
+            outputs = self._process_pending()  # penalties etc. read the host's token history
+        launched = self.runner.launch(out)
+        if self._pending is not None:
+            outputs += self._process_pending()
+        self._pending = (out, launched)
+        return outputs
+
+    def _process_pending(self) -> list[RequestOutput]:
+        out, launched = self._pending
+        self._pending = None
+        return self._process(out, launched.result())
+
+    def _check_progress(self) -> None:
+        if self.scheduler.waiting and not self.scheduler.running:
+            # Cannot happen while one max_model_len sequence fits the pool; fail loudly, not spin.
+            raise RuntimeError("scheduler made no progress: the KV pool cannot hold the next request")
+
+    def _process(self, out: SchedulerOutput, result: StepResult) -> list[RequestOutput]:
         self.scheduler.update_from_output(out, result.sampled)
         outputs = []
         now = time.monotonic()
+        states = self._states
         for rid, token_id in result.sampled.items():
-            state = self._states[rid]
+            state = states.get(rid)
+            if state is None:  # finished or aborted while this step was in flight: a spare token
+                continue
             request = state.request
             self.generation_tokens += 1
             if state.metrics.first_token_time is None:
@@ -177,17 +239,40 @@ class EngineCore:
                 state.metrics.first_scheduled_time = request.first_scheduled_time
             if result.logits is not None:
                 self.recorded_logits.setdefault(rid, []).append(result.logits[rid])
+            logprob = result.logprobs.get(rid)
+            if state.final_only and not state.detokenizer.has_stop_strings:
+                if logprob is not None:
+                    state.logprobs.append(logprob)
+                if request.status.finished:
+                    outputs.append(self._finish_final_only(state))
+                continue
             new_text = state.detokenizer.push([token_id])
             if state.detokenizer.stop_string is not None and not request.status.finished:
                 request.stop_reason = state.detokenizer.stop_string
                 self.scheduler.finish_request(rid, RequestStatus.FINISHED_STOPPED)
-            logprob = result.logprobs.get(rid)
+            if state.final_only:
+                if logprob is not None:
+                    state.logprobs.append(logprob)
+                if request.status.finished:
+                    outputs.append(self._finish_whole(state))
+                continue
             new_logprobs = [logprob] if logprob is not None else None
             if request.status.finished:
                 outputs.append(self._finish_output(state, [token_id], new_logprobs, new_text))
             else:
                 outputs.append(self._output(state, [token_id], new_logprobs, new_text))
         return outputs
+
+    def _finish_final_only(self, state: PreparedRequest) -> RequestOutput:
+        """A final-only request without stop strings: its text is decoded here, once."""
+        ids = state.request.output_token_ids
+        text = state.detokenizer.decode_all(ids)
+        return self._finish_output(state, list(ids), state.logprobs, text)
+
+    def _finish_whole(self, state: PreparedRequest) -> RequestOutput:
+        """A final-only request's one output: everything is new (its text was pushed per token)."""
+        ids = state.request.output_token_ids
+        return self._finish_output(state, list(ids), state.logprobs, state.detokenizer.text)
 
     def shutdown(self) -> None:
         """Release what outlives the object: the other tensor-parallel ranks' processes."""

@@ -55,7 +55,7 @@ class LLM:
             raise ValueError(f"got {len(params)} SamplingParams for {len(prompts)} prompts")
         # Validate everything before admitting anything, so a bad prompt leaves no half-run batch.
         prepared = [
-            self.engine.prepare(p, sp, request_id=self._next_id())
+            self.engine.prepare(p, sp, request_id=self._next_id(), final_only=True)
             for p, sp in zip(prompts, params, strict=True)
         ]
         order = [p.request.request_id for p in prepared]

@@ -31,6 +31,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tp", type=int, default=1, help="tensor-parallel ranks (one GPU each) (default: %(default)s)"
     )
+    parser.add_argument(
+        "--async-scheduling",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="overlap scheduling of step N+1 with step N on the device (auto: on for CUDA)",
+    )
     parser.add_argument("--json", type=Path, help="write every figure here")
 
 
@@ -133,7 +139,9 @@ def run(args: argparse.Namespace) -> int:
             max_num_batched_tokens=8192,
             gpu_memory_utilization=args.gpu_memory_utilization,
             tensor_parallel_size=args.tp,
+            async_scheduling={"auto": None, "on": True, "off": False}[args.async_scheduling],
         )
+        report["async_scheduling"] = llm.engine.async_scheduling
         vocab = config["vocab_size"]
         for name in args.workload:
             _say(f"engine: {name}")

@@ -42,6 +42,24 @@ def _timed_generate(llm, prompts, params) -> tuple[float, list]:
     return time.perf_counter() - started, outs
 
 
+def _timed_with_idle(llm, prompts, params) -> tuple[float, list, float | None, int]:
+    """Time ``generate`` and measure the GPU's idle fraction from CUDA events around each step's
+    GPU work (from its first input copy to its sampled ids). The events sit in stream order, so
+    the spans never overlap, even when the host queues step N+1 before step N has run."""
+    runner = llm.engine.runner
+    runner.step_events = []
+    try:
+        seconds, outs = _timed_generate(llm, prompts, params)
+        events = runner.step_events
+    finally:
+        runner.step_events = None
+    idle = None
+    if events:
+        busy = sum(start.elapsed_time(end) for start, end in events) / 1e3
+        idle = max(0.0, 1.0 - busy / seconds)
+    return seconds, outs, idle, len(events)
+
+
 def decode_bs1(
     llm, vocab: int, prompt_len: int = 1024, output_len: int = 256, seed: int = 0
 ) -> WorkloadResult:
@@ -127,13 +145,7 @@ def offline(llm, vocab: int, num_requests: int = 2000, seed: int = 0) -> Workloa
         SamplingParams(max_tokens=rng.randint(128, 512), ignore_eos=True, temperature=0.0) for _ in prompts
     ]
     llm.generate(prompts[:8], params[:8])  # warm-up
-    runner = llm.engine.runner
-    runner.step_events = []
-    try:
-        seconds, outs = _timed_generate(llm, prompts, params)
-        events = runner.step_events
-    finally:
-        runner.step_events = None
+    seconds, outs, idle, steps = _timed_with_idle(llm, prompts, params)
     out_tokens = sum(len(o.token_ids) for o in outs)
     in_tokens = sum(len(p) for p in prompts)
     figures = {
@@ -141,13 +153,10 @@ def offline(llm, vocab: int, num_requests: int = 2000, seed: int = 0) -> Workloa
         "total_tokens_per_s": (in_tokens + out_tokens) / seconds,
         "seconds": seconds,
         "requests": num_requests,
-        "steps": len(events),
+        "steps": steps,
     }
-    if events:
-        # Each step's span from its first enqueued GPU work to its last (CUDA events): the rest of
-        # the wall time the GPU had nothing queued.
-        busy = sum(start.elapsed_time(end) for start, end in events) / 1e3
-        figures["gpu_idle_fraction"] = max(0.0, 1.0 - busy / seconds)
+    if idle is not None:
+        figures["gpu_idle_fraction"] = idle
     return WorkloadResult(
         "offline",
         figures,
@@ -165,9 +174,12 @@ def static_batch(
     prompts = random_prompts(batch_size, prompt_len, prompt_len, vocab, seed)
     params = SamplingParams(max_tokens=output_len, ignore_eos=True, temperature=0.0)
     llm.generate(prompts[:4], SamplingParams(max_tokens=4, ignore_eos=True))
-    seconds, outs = _timed_generate(llm, prompts, params)
+    seconds, outs, idle, steps = _timed_with_idle(llm, prompts, params)
+    figures = {"output_tokens_per_s": batch_size * output_len / seconds, "seconds": seconds, "steps": steps}
+    if idle is not None:
+        figures["gpu_idle_fraction"] = idle
     return WorkloadResult(
         f"batch{batch_size}",
-        {"output_tokens_per_s": batch_size * output_len / seconds, "seconds": seconds},
+        figures,
         f"{batch_size} prompts of {prompt_len}, {output_len} output tokens each",
     )

@@ -42,6 +42,7 @@ class KVCacheManager:
         self.enable_caching = enable_caching
         self.pool = BlockPool(num_blocks, enable_caching, events)
         self._blocks: dict[str, list[Block]] = {}
+        self._block_ids: dict[str, list[int]] = {}  # the ids of _blocks, grown alongside it
         self._hashes: dict[str, list[BlockHash]] = {}
         self._num_cached_blocks: dict[str, int] = {}
         self.prefix_cache_queries = 0  # tokens looked up
@@ -52,7 +53,9 @@ class KVCacheManager:
         return self.pool.events
 
     def block_ids(self, request_id: str) -> list[int]:
-        return [b.block_id for b in self._blocks.get(request_id, ())]
+        """The request's block ids: a live list that grows as blocks are added; do not mutate it."""
+        ids = self._block_ids.get(request_id)
+        return ids if ids is not None else []
 
     def find_cached_prefix(self, request: KVRequest) -> PrefixHit:
         """Longest run of leading full blocks already in the cache.
@@ -89,25 +92,31 @@ class KVCacheManager:
         """Reserve blocks so tokens up to num_computed + num_new have slots; False (and no change) if
         the pool cannot supply them. ``num_computed_tokens`` includes the prefix hit's tokens."""
         hit_blocks = prefix_hit.blocks if prefix_hit else []
-        held = self._blocks.get(request.request_id, [])
+        held = self._blocks.get(request.request_id)
         total_tokens = num_computed_tokens + num_new_tokens
-        needed = -(-total_tokens // self.block_size) - len(held) - len(hit_blocks)
+        needed = -(-total_tokens // self.block_size) - (len(held) if held else 0) - len(hit_blocks)
+        if held is not None and not hit_blocks and needed <= 0:  # a decode step inside its last block
+            self._cache_full_blocks(request, total_tokens)
+            return True
         # Reviving a cached-but-free block takes it off the free list as well.
         revived = sum(1 for b in hit_blocks if b.ref_cnt == 0)
         if needed + revived > self.pool.num_free_blocks:
             return False
         self.pool.touch(hit_blocks)
         blocks = self._blocks.setdefault(request.request_id, [])
+        ids = self._block_ids.setdefault(request.request_id, [])
         blocks.extend(hit_blocks)
         if hit_blocks:
             self._num_cached_blocks[request.request_id] = len(blocks)
         if needed > 0:
             blocks.extend(self.pool.allocate(needed))
+        ids.extend(b.block_id for b in blocks[len(ids) :])
         self._cache_full_blocks(request, total_tokens)
         return True
 
     def free(self, request: KVRequest) -> None:
         blocks = self._blocks.pop(request.request_id, [])
+        self._block_ids.pop(request.request_id, None)
         self.pool.free(reversed(blocks))
         self._hashes.pop(request.request_id, None)
         self._num_cached_blocks.pop(request.request_id, None)
@@ -122,10 +131,12 @@ class KVCacheManager:
         if not self.enable_caching:
             return
         rid = request.request_id
+        start = self._num_cached_blocks.get(rid, 0)
+        if num_tokens // self.block_size <= start:  # no block became full: nothing to hash
+            return
         blocks = self._blocks[rid]
         hashes = self._block_hashes(request)
         tokens = request.all_token_ids
-        start = self._num_cached_blocks.get(rid, 0)
         end = min(num_tokens // self.block_size, len(hashes))
         for i in range(start, end):
             parent = hashes[i - 1] if i else None

@@ -47,6 +47,9 @@ class DecodeGraphs:
         self.replays: dict[int, Callable[[], None]] = {}  # size -> replay of that size's step
         self.logits: dict[int, torch.Tensor] = {}
         self._host = np.zeros((4, self.max_batch), dtype=np.int64)
+        # Host copy of the block table and, per row, (block-id list written, how many of its ids).
+        self._table = np.zeros((self.max_batch, max_blocks_per_seq), dtype=np.int32)
+        self._table_rows: list[tuple[list[int] | None, int]] = [(None, 0)] * self.max_batch
 
     def _meta(self, size: int) -> AttentionMetadata:
         return AttentionMetadata(
@@ -94,30 +97,65 @@ class DecodeGraphs:
         n = len(out.scheduled)
         return 0 < n <= self.max_batch and all(s.num_tokens == 1 and s.samples for s in out.scheduled)
 
-    def run(self, out: SchedulerOutput, before_copies: Callable[[], None] | None = None) -> torch.Tensor:
-        """Logits ``[n, vocab]`` (fp32) of a decode-only step, every request sampling."""
+    def run(
+        self,
+        out: SchedulerOutput,
+        before_copies: Callable[[], None] | None = None,
+        feed: Callable[[torch.Tensor, list[int]], None] | None = None,
+    ) -> torch.Tensor:
+        """Logits ``[n, vocab]`` (fp32) of a decode-only step, every request sampling.
+
+        ``feed(token_buffer, rows)`` writes the device-side ids of rows whose token is pending."""
         scheduled = out.scheduled
         n = len(scheduled)
         size = next(s for s in self.sizes if s >= n)
         bs = self.block_size
         host = self._host
-        width = 1
-        for i, s in enumerate(scheduled):
-            pos = s.start
-            host[_TOKENS, i] = s.token_ids[0]
-            host[_POSITIONS, i] = pos
-            host[_SLOTS, i] = s.block_ids[pos // bs] * bs + pos % bs
-            host[_SEQ_LENS, i] = pos + 1
-            width = max(width, len(s.block_ids))
+        positions = [s.start for s in scheduled]
+        host[_TOKENS, :n] = [s.token_ids[0] for s in scheduled]
+        host[_POSITIONS, :n] = positions
+        host[_SLOTS, :n] = [
+            s.block_ids[pos // bs] * bs + pos % bs for s, pos in zip(scheduled, positions, strict=True)
+        ]
+        host[_SEQ_LENS, :n] = host[_POSITIONS, :n] + 1
         host[_TOKENS : _POSITIONS + 1, n:size] = 0
         host[_SLOTS, n:size] = -1
         host[_SEQ_LENS, n:size] = 1
-        table = np.zeros((size, width), dtype=np.int32)  # padded rows read block 0 (always valid)
-        for i, s in enumerate(scheduled):
-            table[i, : len(s.block_ids)] = s.block_ids
+        width = self._update_table(scheduled, size)
         if before_copies is not None:
             before_copies()
         self.packed[:, :size].copy_(torch.from_numpy(host[:, :size]), non_blocking=True)
-        self.block_tables[:size, :width].copy_(torch.from_numpy(table), non_blocking=True)
+        self.block_tables[:size, :width].copy_(
+            torch.from_numpy(self._table[:size, :width]), non_blocking=True
+        )
+        if feed is not None:
+            pending = [i for i, s in enumerate(scheduled) if s.pending_token]
+            if pending:
+                feed(self.packed[_TOKENS], pending)
         self.replays[size]()
         return self.logits[size][:n]
+
+    def _update_table(self, scheduled, size: int) -> int:
+        """Refresh the persistent host block table, writing only rows whose blocks changed.
+
+        A request's block-id list is the KV manager's live list (same object every step, grown in
+        place), so a row is rewritten only when it holds another request or got a new block."""
+        table, rows = self._table, self._table_rows
+        width = 1
+        for i, s in enumerate(scheduled):
+            ids = s.block_ids
+            k = len(ids)
+            owner, written = rows[i]
+            if owner is not ids:
+                table[i, :k] = ids
+            elif written != k:
+                table[i, written:k] = ids[written:]
+            if owner is not ids or written != k:
+                rows[i] = (ids, k)
+            if k > width:
+                width = k
+        for i in range(len(scheduled), size):
+            if rows[i][0] is not None:
+                table[i, 0] = 0  # padded rows read block 0 (always valid)
+                rows[i] = (None, 0)
+        return width

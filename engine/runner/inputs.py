@@ -26,7 +26,10 @@ def build_inputs(
     block_size: int,
     device: torch.device,
     before_copies: Callable[[], None] | None = None,
+    feed: Callable[[torch.Tensor, list[int]], None] | None = None,
 ) -> ModelInputs:
+    """``feed(token_ids, positions)`` writes the device-side ids of tokens still pending there
+    (async scheduling: the previous step's samples) into the flat token tensor."""
     scheduled = out.scheduled
     num_seqs = len(scheduled)
     num_tokens = [s.num_tokens for s in scheduled]
@@ -41,6 +44,7 @@ def build_inputs(
     block_tables = np.zeros((num_seqs, max_blocks), dtype=np.int32)
     logits_indices: list[int] = []
     sample_rows: list[int] = []
+    pending: list[int] = []
     for row, s in enumerate(scheduled):
         lo, hi = int(query_start_loc[row]), int(query_start_loc[row + 1])
         blocks = np.asarray(s.block_ids, dtype=np.int64)
@@ -53,6 +57,8 @@ def build_inputs(
         if s.samples:
             logits_indices.append(hi - 1)
             sample_rows.append(row)
+        if s.pending_token:
+            pending.append(hi - 1)
 
     if before_copies is not None:
         before_copies()
@@ -68,8 +74,11 @@ def build_inputs(
         decode_only=all(n == 1 for n in num_tokens),
         fresh_prefill_lens=num_tokens if all(s.start == 0 for s in scheduled) else None,
     )
+    token_tensor = tensor(token_ids, torch.int64)
+    if pending and feed is not None:
+        feed(token_tensor, pending)
     return ModelInputs(
-        token_ids=tensor(token_ids, torch.int64),
+        token_ids=token_tensor,
         positions=tensor(positions, torch.int64),
         meta=meta,
         logits_indices=tensor(np.asarray(logits_indices, dtype=np.int64), torch.int64),

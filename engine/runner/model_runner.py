@@ -12,7 +12,14 @@ from engine.distributed.group import SINGLE, TPGroup
 from engine.models.loader import load_model
 from engine.runner.cuda_graphs import DecodeGraphs
 from engine.runner.inputs import build_inputs
-from engine.sampling.sampler import Logprob, SamplingState, greedy_only, sample, sample_greedy
+from engine.sampling.sampler import (
+    Logprob,
+    SamplingState,
+    choose_tokens,
+    greedy_only,
+    num_outputs_before,
+    sample,
+)
 from engine.scheduler.output import SchedulerOutput
 
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -23,6 +30,34 @@ class StepResult:
     sampled: dict[str, int]  # request id -> token
     logprobs: dict[str, Logprob]
     logits: dict[str, torch.Tensor] | None = None  # only when the runner keeps logits (tests)
+
+
+class LaunchedStep:
+    """A step whose GPU work is queued; ``result()`` waits for its sampled ids (the only host sync).
+
+    The ids are copied to pinned host memory behind an event as soon as they are queued, so by the
+    time the host asks (one step later with async scheduling) they are usually there already."""
+
+    def __init__(self, request_ids: list[str], ids: torch.Tensor | None, done: StepResult | None) -> None:
+        self.request_ids = request_ids
+        self._done = done
+        self._event = None
+        self._host_ids = None
+        if done is None and ids is not None:
+            if ids.device.type == "cuda":
+                self._host_ids = ids.to("cpu", non_blocking=True)
+                self._event = torch.cuda.Event()
+                self._event.record()
+            else:
+                self._host_ids = ids
+
+    def result(self) -> StepResult:
+        if self._done is None:
+            if self._event is not None:
+                self._event.synchronize()
+            ids = self._host_ids.tolist() if self._host_ids is not None else []
+            self._done = StepResult(dict(zip(self.request_ids, ids, strict=True)), {})
+        return self._done
 
 
 class ModelRunner:
@@ -60,6 +95,10 @@ class ModelRunner:
         self.graphs: DecodeGraphs | None = None
         # Benchmarks set this to a list to get (start, end) CUDA events around each step's GPU work.
         self.step_events: list[tuple[torch.cuda.Event, torch.cuda.Event]] | None = None
+        # The last step's sampled ids on the device and each request's row in them: the next step
+        # feeds a decode request's pending token from there (async scheduling).
+        self._prev_ids: torch.Tensor | None = None
+        self._prev_rows: dict[str, int] = {}
 
     def allocate_kv_cache(self, num_blocks: int) -> None:
         for attn in self.model.attention_layers():  # this rank's KV heads (tensor parallel)
@@ -88,13 +127,27 @@ class ModelRunner:
         self._generators.pop(request_id, None)
 
     def execute(self, out: SchedulerOutput) -> StepResult:
-        if self.step_events is None or self.device.type != "cuda":
-            return self._execute(out)
-        result = self._execute(out)
-        end = torch.cuda.Event(enable_timing=True)
-        end.record()
-        self.step_events.append((self._step_start, end))
-        return result
+        return self.launch(out).result()
+
+    def can_overlap(self, out: SchedulerOutput) -> bool:
+        """Whether this step's sampling needs nothing from the host that the step in flight could
+        still change: penalties read every output token, logprobs and kept logits are read back."""
+        if self.keep_logits:
+            return False
+        for s in out.scheduled:
+            p = s.request.sampling_params
+            if s.samples and p is not None and (p.needs_penalties or p.logprobs is not None):
+                return False
+        return True
+
+    def launch(self, out: SchedulerOutput) -> LaunchedStep:
+        """Queue the step's GPU work and its sampling; the host reads the ids only in ``result()``."""
+        step = self._launch(out)
+        if self.step_events is not None and self.device.type == "cuda":
+            end = torch.cuda.Event(enable_timing=True)
+            end.record()
+            self.step_events.append((self._step_start, end))
+        return step
 
     def _gpu_work_begins(self) -> None:
         """Mark where this step first queues GPU work (host-side input building comes before)."""
@@ -102,48 +155,75 @@ class ModelRunner:
             self._step_start = torch.cuda.Event(enable_timing=True)
             self._step_start.record()
 
-    def _execute(self, out: SchedulerOutput) -> StepResult:
+    def _feeder(self, out: SchedulerOutput):
+        """Writes the previous step's device-side samples where this step feeds pending tokens."""
+        prev_ids, prev_rows = self._prev_ids, self._prev_rows
+
+        def feed(buffer: torch.Tensor, dst: list[int]) -> None:
+            src = [prev_rows[s.request.request_id] for s in out.scheduled if s.pending_token]
+            dst_t = torch.tensor(dst, dtype=torch.int64).to(self.device, non_blocking=True)
+            if src == list(range(len(src))):
+                values = prev_ids[: len(src)]
+            else:
+                values = prev_ids[torch.tensor(src, dtype=torch.int64).to(self.device, non_blocking=True)]
+            buffer.index_copy_(0, dst_t, values)
+
+        return feed
+
+    def _launch(self, out: SchedulerOutput) -> LaunchedStep:
+        feed = self._feeder(out)
         if self.graphs is not None and self.graphs.can_run(out):
-            logits = self.graphs.run(out, self._gpu_work_begins)
+            logits = self.graphs.run(out, self._gpu_work_begins, feed)
             return self._sample_step(logits, [s.request for s in out.scheduled])
-        inputs = build_inputs(out, self.block_size, self.device, self._gpu_work_begins)
+        inputs = build_inputs(out, self.block_size, self.device, self._gpu_work_begins, feed)
         hidden = self.model(inputs.token_ids, inputs.positions, inputs.meta)
         if not inputs.sample_rows:
-            return StepResult({}, {})
+            self._prev_ids, self._prev_rows = None, {}
+            return LaunchedStep([], None, StepResult({}, {}))
         logits = self.model.compute_logits(hidden[inputs.logits_indices])
         return self._sample_step(logits, [out.scheduled[i].request for i in inputs.sample_rows])
 
-    def _sample_step(self, logits: torch.Tensor, requests: list) -> StepResult:
+    def _sample_step(self, logits: torch.Tensor, requests: list) -> LaunchedStep:
+        ids = [r.request_id for r in requests]
         if not self.samples:
-            return StepResult({}, {})
+            return LaunchedStep(ids, None, StepResult({}, {}))
+        done = None
         if greedy_only(requests):
-            ids = [r.request_id for r in requests]
-            result = StepResult(dict(zip(ids, sample_greedy(logits), strict=True)), {})
+            chosen = logits.argmax(dim=-1)
+        elif not self.keep_logits and not any(
+            r.sampling_params.needs_penalties or r.sampling_params.logprobs is not None for r in requests
+        ):
+            chosen = choose_tokens(logits, self._states(requests))
         else:
-            result = self.sample(logits, requests)
+            done = self.sample(logits, requests)
+            chosen = torch.tensor([done.sampled[i] for i in ids], dtype=torch.int64, device=logits.device)
         if self.keep_logits:
-            result.logits = {r.request_id: logits[i].cpu() for i, r in enumerate(requests)}
-        return result
+            done = done or StepResult(dict(zip(ids, chosen.tolist(), strict=True)), {})
+            done.logits = {r.request_id: logits[i].cpu() for i, r in enumerate(requests)}
+        self._prev_ids, self._prev_rows = chosen, {rid: row for row, rid in enumerate(ids)}
+        return LaunchedStep(ids, chosen, done)
 
-    def sample(self, logits: torch.Tensor, requests: list) -> StepResult:
+    def _states(self, requests: list) -> list[SamplingState]:
         states = []
         for request in requests:
-            params = request.sampling_params
             banned = []
-            if len(request.output_token_ids) < request.min_tokens:
+            if num_outputs_before(request) < request.min_tokens:
                 banned = sorted(
                     set(request.stop_token_ids) | (set() if request.ignore_eos else request.eos_token_ids)
                 )
             states.append(
                 SamplingState(
-                    params=params,
+                    params=request.sampling_params,
                     generator=self._generators.get(request.request_id),
                     prompt_token_ids=request.prompt_token_ids,
                     output_token_ids=request.output_token_ids,
                     banned_token_ids=banned,
                 )
             )
-        token_ids, logprobs = sample(logits, states)
+        return states
+
+    def sample(self, logits: torch.Tensor, requests: list) -> StepResult:
+        token_ids, logprobs = sample(logits, self._states(requests))
         ids = [r.request_id for r in requests]
         return StepResult(
             sampled=dict(zip(ids, token_ids, strict=True)),

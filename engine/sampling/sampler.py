@@ -34,20 +34,21 @@ class SamplingState:
     banned_token_ids: list[int] = field(default_factory=list)  # eos/stop ids while under min_tokens
 
 
+def num_outputs_before(request) -> int:
+    """How many output tokens precede the one this step samples for ``request``: those on the host
+    plus those still on the device (``num_output_placeholders`` counts this step's own as well)."""
+    return len(request.output_token_ids) + request.num_output_placeholders - 1
+
+
 def greedy_only(requests: list) -> bool:
     """Whether every request takes the plain argmax: greedy, no penalties, logprobs or banned ids."""
     for r in requests:
         p = r.sampling_params
         if not p.greedy or p.needs_penalties or p.logprobs is not None:
             return False
-        if len(r.output_token_ids) < r.min_tokens:
+        if r.min_tokens and num_outputs_before(r) < r.min_tokens:
             return False
     return True
-
-
-def sample_greedy(logits: torch.Tensor) -> list[int]:
-    """Argmax per row on the device; the chosen ids are the only thing read back."""
-    return logits.argmax(dim=-1).tolist()
 
 
 def sample(logits: torch.Tensor, states: list[SamplingState]) -> tuple[list[int], list[Logprob | None]]:
@@ -55,6 +56,23 @@ def sample(logits: torch.Tensor, states: list[SamplingState]) -> tuple[list[int]
     raw_logprobs = None
     if any(s.params.logprobs is not None for s in states):
         raw_logprobs = torch.log_softmax(logits, dim=-1)
+    token_ids = choose_tokens(logits, states).tolist()
+    logprobs: list[Logprob | None] = [None] * len(states)
+    if raw_logprobs is not None:
+        for row, s in enumerate(states):
+            if s.params.logprobs is None:
+                continue
+            lp = raw_logprobs[row]
+            top = []
+            if s.params.logprobs > 0:
+                values, ids = lp.topk(s.params.logprobs)
+                top = list(zip(ids.tolist(), values.tolist(), strict=True))
+            logprobs[row] = Logprob(token_ids[row], float(lp[token_ids[row]]), top)
+    return token_ids, logprobs
+
+
+def choose_tokens(logits: torch.Tensor, states: list[SamplingState]) -> torch.Tensor:
+    """The chosen id of every row as a device tensor: nothing is read back to the host."""
     logits = logits.clone()
     for row, s in enumerate(states):
         if s.params.needs_penalties:
@@ -69,20 +87,7 @@ def sample(logits: torch.Tensor, states: list[SamplingState]) -> tuple[list[int]
         chosen[greedy_rows] = logits[greedy_rows].argmax(dim=-1)
     if random_rows:
         chosen[random_rows] = _sample_random(logits[random_rows], [states[i] for i in random_rows])
-
-    token_ids = chosen.tolist()
-    logprobs: list[Logprob | None] = [None] * len(states)
-    if raw_logprobs is not None:
-        for row, s in enumerate(states):
-            if s.params.logprobs is None:
-                continue
-            lp = raw_logprobs[row]
-            top = []
-            if s.params.logprobs > 0:
-                values, ids = lp.topk(s.params.logprobs)
-                top = list(zip(ids.tolist(), values.tolist(), strict=True))
-            logprobs[row] = Logprob(token_ids[row], float(lp[token_ids[row]]), top)
-    return token_ids, logprobs
+    return chosen
 
 
 def _apply_penalties(row: torch.Tensor, s: SamplingState) -> None:

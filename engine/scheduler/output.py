@@ -16,6 +16,8 @@ class ScheduledRequest:
     token_ids: list[int]
     # A token is sampled only when this step reaches the end of the known tokens (not mid-prefill).
     samples: bool
+    # The last fed token is the one the previous step sampled, still on the device (async scheduling).
+    pending_token: bool = False
 
 
 @dataclass

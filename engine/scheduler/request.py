@@ -18,7 +18,12 @@ class RequestStatus(enum.Enum):
 
     @property
     def finished(self) -> bool:
-        return self in FINISHED_STATES
+        # Identity tests: a frozenset lookup would call Enum.__hash__ (Python code) every step.
+        return (
+            self is RequestStatus.FINISHED_STOPPED
+            or self is RequestStatus.FINISHED_LENGTH
+            or self is RequestStatus.FINISHED_ABORTED
+        )
 
     @property
     def finish_reason(self) -> str | None:
@@ -35,7 +40,7 @@ _FINISH_REASONS = {
 }
 
 
-@dataclass
+@dataclass(eq=False)  # identity: `request in running` must not compare token lists field by field
 class Request:
     request_id: str
     prompt_token_ids: list[int]
@@ -54,14 +59,23 @@ class Request:
     stop_reason: int | str | None = None
     first_scheduled_time: float | None = None
     num_preemptions: int = 0
+    # Async scheduling: tokens sampled on the device whose ids the host has not read yet. The
+    # scheduler counts them as known tokens (a decode step feeds the device-side id directly).
+    num_output_placeholders: int = 0
+
+    def __post_init__(self) -> None:
+        # Prompt + output in one list grown in place, so per-step work never copies the history.
+        self._all_token_ids = list(self.prompt_token_ids) + list(self.output_token_ids)
 
     @property
     def all_token_ids(self) -> list[int]:
-        return self.prompt_token_ids + self.output_token_ids
+        """Prompt and output tokens known on the host; a live list: read it, never mutate it."""
+        return self._all_token_ids
 
     @property
     def num_tokens(self) -> int:
-        return len(self.prompt_token_ids) + len(self.output_token_ids)
+        """Tokens known on the host (placeholders not included)."""
+        return len(self._all_token_ids)
 
     @property
     def num_prompt_tokens(self) -> int:
@@ -69,6 +83,7 @@ class Request:
 
     def append_output_token(self, token_id: int) -> None:
         self.output_token_ids.append(token_id)
+        self._all_token_ids.append(token_id)
 
     def check_token_stop(self) -> RequestStatus | None:
         """Stop conditions that need only token ids (stop strings are the detokenizer's job)."""

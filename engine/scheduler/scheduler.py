@@ -44,7 +44,14 @@ class Scheduler:
         i = 0
         while i < len(self.running) and budget > 0:
             request = self.running[i]
-            num_new = min(request.num_tokens - request.num_computed_tokens, budget)
+            pending = request.num_output_placeholders
+            if pending and len(request.output_token_ids) + pending >= request.max_tokens:
+                i += 1  # the token still on the device ends it by length: no step past it
+                continue
+            num_new = min(request.num_tokens + pending - request.num_computed_tokens, budget)
+            if num_new <= 0:
+                i += 1
+                continue
             while not self.kv.allocate_slots(request, request.num_computed_tokens, num_new):
                 victim = self.running.pop()
                 self._preempt(victim)
@@ -59,6 +66,8 @@ class Scheduler:
         # Admitting new work in a step that had to preempt would only thrash.
         while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs and not out.preempted_ids:
             request = self.waiting[0]
+            if request.num_output_placeholders:  # preempted with a token still on the device
+                break
             hit = self.kv.find_cached_prefix(request)
             num_new = min(request.num_tokens - hit.num_tokens, budget)
             if not self.kv.allocate_slots(request, hit.num_tokens, num_new, hit):
@@ -76,6 +85,8 @@ class Scheduler:
 
         for s in out.scheduled:
             s.request.num_computed_tokens += s.num_tokens
+            if s.samples:
+                s.request.num_output_placeholders += 1  # resolved by update_from_output
         return out
 
     def update_from_output(self, out: SchedulerOutput, sampled: dict[str, int]) -> list[Request]:
@@ -83,9 +94,13 @@ class Scheduler:
         finished = []
         for s in out.scheduled:
             request = s.request
-            if not s.samples or request.status.finished or request.request_id not in sampled:
+            if not s.samples or request.status.finished:
                 continue
-            request.append_output_token(sampled[request.request_id])
+            request.num_output_placeholders -= 1
+            token_id = sampled.get(request.request_id)
+            if token_id is None:
+                continue
+            request.append_output_token(token_id)
             status = request.check_token_stop()
             if status is not None:
                 self.finish_request(request.request_id, status)
@@ -118,11 +133,18 @@ class Scheduler:
 
     def _scheduled(self, request: Request, num_new: int) -> ScheduledRequest:
         start = request.num_computed_tokens
+        token_ids = request.all_token_ids[start : start + num_new]
+        # Async scheduling: the last token may still be on the device (sampled by the step in
+        # flight); the runner feeds it from there, the host list carries a 0 in its place.
+        pending = len(token_ids) < num_new
+        if pending:
+            token_ids.append(0)
         return ScheduledRequest(
             request=request,
             start=start,
             num_tokens=num_new,
             block_ids=self.kv.block_ids(request.request_id),
-            token_ids=request.all_token_ids[start : start + num_new],
-            samples=start + num_new == request.num_tokens,
+            token_ids=token_ids,
+            samples=start + num_new == request.num_tokens + request.num_output_placeholders,
+            pending_token=pending,
         )

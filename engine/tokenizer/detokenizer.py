@@ -45,6 +45,18 @@ class IncrementalDetokenizer:
                 self._decoded += chunk
         return self._release()
 
+    @property
+    def has_stop_strings(self) -> bool:
+        return bool(self._stop)
+
+    def decode_all(self, token_ids: list[int]) -> str:
+        """For a request nobody streams: decode every token at once at the end (same text as
+        ``push`` then ``flush``, without a DecodeStream step per token). Only without stop strings."""
+        if self._stop:
+            raise ValueError("stop strings need the text token by token: use push()")
+        self._token_ids = list(token_ids)
+        return self.flush()
+
     def flush(self) -> str:
         """At the end of a request: release held-back text, including bytes that never completed."""
         if self.stop_string is not None:
