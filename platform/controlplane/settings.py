@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "controlplane.fleet",
     "controlplane.checkpoints",
     "controlplane.serving",
+    "controlplane.benchmarks",
     "controlplane.web",
 ]
 
@@ -159,6 +160,10 @@ CELERY_BEAT_SCHEDULE: dict[str, dict] = {
         "task": "fleet.check_heartbeats",
         "schedule": float(env_int("CHASSIS_HEARTBEAT_CHECK_INTERVAL_S", 5)),
     },
+    "benchmark-schedules": {
+        "task": "benchmarks.run_due_schedules",
+        "schedule": float(env_int("CHASSIS_BENCHMARK_SCHEDULE_INTERVAL_S", 60)),
+    },
 }
 
 # --- Serving machinery (seconds unless named otherwise) -----------------------------------------
@@ -175,6 +180,14 @@ CHASSIS_SERVING = {
     "SAMPLE_RETENTION_H": env_int("CHASSIS_SAMPLE_RETENTION_H", 24),
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+
+# --- Benchmarks (controlplane/benchmarks/conf.py holds the other defaults) ------------------------
+# When set, benchmark runs go through the gateway instead of straight to the ready replicas.
+CHASSIS_GATEWAY_URL = os.environ.get("CHASSIS_GATEWAY_URL", "")
+CHASSIS_BENCHMARKS = {
+    "REGRESSION_PCT": float(os.environ.get("CHASSIS_BENCHMARK_REGRESSION_PCT", "20")),
+    "API_KEY": os.environ.get("CHASSIS_BENCHMARK_API_KEY", ""),
+}
 
 # --- REST framework ---------------------------------------------------------------------------
 REST_FRAMEWORK = {
@@ -203,6 +216,7 @@ SPECTACULAR_SETTINGS = {
         "ReplicaStateEnum": "controlplane.serving.choices.ReplicaState",
         "NodeStateEnum": "controlplane.fleet.choices.NodeState",
         "CheckpointStateEnum": "controlplane.checkpoints.choices.CheckpointState",
+        "BenchmarkRunStateEnum": "controlplane.benchmarks.choices.RunState",
     },
 }
 

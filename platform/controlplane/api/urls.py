@@ -15,6 +15,7 @@ urlpatterns = [
     path("v1/", include("controlplane.fleet.api.urls")),
     path("v1/", include("controlplane.checkpoints.api.urls")),
     path("v1/", include("controlplane.serving.api.urls")),
+    path("v1/", include("controlplane.benchmarks.api.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]

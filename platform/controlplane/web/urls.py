@@ -1,5 +1,5 @@
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import include, path
 
 from controlplane.checkpoints import views as checkpoints
 from controlplane.fleet import views as fleet
@@ -23,4 +23,5 @@ urlpatterns = [
         serving.replica_action,
         name="replica-action",
     ),
+    path("benchmarks/", include("controlplane.benchmarks.urls")),
 ]

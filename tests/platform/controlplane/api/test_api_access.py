@@ -27,11 +27,16 @@ def objects(make_node, make_deployment, tokens):
     replica = Replica.create_for(deployment, "test", "t")
     MetricSample.objects.create(replica=replica, at=node.created)
     audit.record(get_user_model().objects.first(), "create", deployment)
+    from controlplane.benchmarks.models import BenchmarkRun, BenchmarkSchedule
+
+    BenchmarkRun.objects.create(deployment=deployment)
+    BenchmarkSchedule.objects.create(name="nightly", deployment=deployment)
     return {"deployment": deployment, "replica": replica, "node": node}
 
 
 def concrete(path: str, objects) -> str:
     from controlplane.api.models import AuditEntry
+    from controlplane.benchmarks.models import BenchmarkRun, BenchmarkSchedule
     from controlplane.checkpoints.models import Checkpoint
     from controlplane.fleet.models import Accelerator, Cluster, ScaleUpDomain
     from controlplane.serving.models import MetricSample, ReplicaEvent
@@ -49,6 +54,8 @@ def concrete(path: str, objects) -> str:
         "replicas": objects["replica"].pk,
         "replica-events": ReplicaEvent.objects.first().pk,
         "metric-samples": MetricSample.objects.first().pk,
+        "benchmark-runs": BenchmarkRun.objects.first().pk,
+        "benchmark-schedules": BenchmarkSchedule.objects.first().pk,
     }
     resource = path.split("/")[3]
     return path.replace("{id}", str(ids[resource]))
@@ -80,6 +87,8 @@ def test_schema_covers_every_api_route(schema_paths):
         "replicas",
         "replica-events",
         "users",
+        "benchmark-runs",
+        "benchmark-schedules",
     ):
         assert f"/api/v1/{resource}/" in schema_paths
 

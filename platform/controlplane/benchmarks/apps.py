@@ -1,0 +1,9 @@
+from django.apps import AppConfig
+
+
+class BenchmarksConfig(AppConfig):
+    """Benchmark runs against deployments, and schedules that repeat them to catch regressions."""
+
+    name = "controlplane.benchmarks"
+    label = "benchmarks"
+    verbose_name = "Benchmarks"

@@ -1,0 +1,26 @@
+"""Benchmark knobs, read from settings when present (which read the environment), else defaults."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+DEFAULTS = {
+    # A scheduled run is `regressed` when its TTFT p50 exceeds the baseline by more than this.
+    "REGRESSION_PCT": 20.0,
+    # Baseline: the median TTFT p50 of this many previous successful runs of the schedule.
+    "REGRESSION_WINDOW": 5,
+    "PROGRESS_EVERY_S": 2.0,  # how often a running benchmark saves completed/total
+    "MAX_SAMPLES": 500,  # per-request samples kept for the charts
+    "REQUEST_TIMEOUT_S": 120.0,
+    "SCRAPE_TIMEOUT_S": 5.0,
+    "API_KEY": "",  # bearer token for the replicas or the gateway, when they require one
+}
+
+
+def setting(name: str):
+    return getattr(settings, "CHASSIS_BENCHMARKS", {}).get(name, DEFAULTS[name])
+
+
+def gateway_url() -> str:
+    """When set, runs send their requests through the gateway instead of straight to the replicas."""
+    return (getattr(settings, "CHASSIS_GATEWAY_URL", "") or "").rstrip("/")

@@ -1,0 +1,237 @@
+"""The benchmark load generator: streaming OpenAI chat requests over async httpx, timed per token.
+
+Pure (no Django), so it runs in a Celery task's helper thread and in tests alike. ``concurrency``
+workers take conversations from a shared queue and send their turns one after another, round-robin
+over the target base URLs. Each request records its time to first token (TTFT: from sending to the
+first streamed content) and the gaps between later content chunks (inter-token latency, ITL).
+
+Stopping: set ``stop`` (a ``threading.Event``); workers check it before each request, so a cancelled
+run ends after the requests in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+
+import httpx
+import numpy as np
+
+from controlplane.benchmarks.prompts import Conversation, build_conversations, request_count
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    workload: str
+    requests: int
+    concurrency: int
+    max_tokens: int
+    seed: int
+    model: str
+    api_key: str = ""
+    timeout_s: float = 120.0
+
+
+@dataclass
+class RequestSample:
+    index: int  # order of sending
+    conversation: int
+    turn: int
+    start_s: float  # from the start of the run
+    ok: bool = False
+    ttft_s: float | None = None
+    itl_s: list[float] = field(default_factory=list)
+    output_tokens: int = 0
+    latency_s: float = 0.0
+    error: str = ""
+
+
+@dataclass
+class Progress:
+    """Read by another thread while the run goes (plain ints: safe to read under the GIL)."""
+
+    total: int
+    completed: int = 0
+    failed: int = 0
+
+
+@dataclass
+class LoadResult:
+    samples: list[RequestSample]
+    wall_s: float
+    stopped: bool  # the stop event ended it early
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    return float(np.percentile(values, q)) if values else None
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 3)
+
+
+def summarize(result: LoadResult) -> dict:
+    """The run's figures: counts, latency percentiles (ms), throughput, and the commonest errors."""
+    ok = [s for s in result.samples if s.ok]
+    failed = [s for s in result.samples if not s.ok]
+    ttfts = [s.ttft_s for s in ok if s.ttft_s is not None]
+    itls = [gap for s in ok for gap in s.itl_s]
+    output_tokens = sum(s.output_tokens for s in ok)
+    errors: dict[str, int] = {}
+    for sample in failed:
+        errors[sample.error] = errors.get(sample.error, 0) + 1
+    wall = result.wall_s
+    return {
+        "requests_ok": len(ok),
+        "requests_failed": len(failed),
+        "duration_s": round(wall, 3),
+        "ttft_p50_ms": _ms(_percentile(ttfts, 50)),
+        "ttft_p90_ms": _ms(_percentile(ttfts, 90)),
+        "ttft_p99_ms": _ms(_percentile(ttfts, 99)),
+        "itl_p50_ms": _ms(_percentile(itls, 50)),
+        "itl_p99_ms": _ms(_percentile(itls, 99)),
+        "output_tokens": output_tokens,
+        "output_tokens_per_s": round(output_tokens / wall, 3) if wall > 0 else None,
+        "requests_per_s": round(len(ok) / wall, 3) if wall > 0 else None,
+        "errors": dict(sorted(errors.items(), key=lambda item: -item[1])[:5]),
+    }
+
+
+def chart_samples(samples: list[RequestSample], limit: int) -> list[list]:
+    """[start s, TTFT ms, mean ITL ms, ok] per request, evenly thinned to at most ``limit``."""
+    ordered = sorted(samples, key=lambda s: s.start_s)
+    if len(ordered) > limit:
+        step = len(ordered) / limit
+        ordered = [ordered[int(i * step)] for i in range(limit)]
+    return [
+        [
+            round(s.start_s, 3),
+            _ms(s.ttft_s),
+            _ms(sum(s.itl_s) / len(s.itl_s)) if s.itl_s else None,
+            s.ok,
+        ]
+        for s in ordered
+    ]
+
+
+async def _stream_chat(
+    client: httpx.AsyncClient,
+    url: str,
+    spec: LoadSpec,
+    messages: list[dict],
+    sample: RequestSample,
+    t0: float,
+) -> str:
+    """Send one streaming request, fill ``sample``; returns the reply text for the next turn."""
+    body = {
+        "model": spec.model,
+        "messages": messages,
+        "max_tokens": spec.max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "temperature": 0.0,
+        "ignore_eos": True,  # fixed output lengths make runs comparable
+    }
+    headers = {"Authorization": f"Bearer {spec.api_key}"} if spec.api_key else {}
+    started = time.perf_counter()
+    sample.start_s = started - t0
+    last: float | None = None
+    pieces: list[str] = []
+    chunks = 0
+    usage_tokens: int | None = None
+    try:
+        async with client.stream(
+            "POST", f"{url}/v1/chat/completions", json=body, headers=headers
+        ) as response:
+            if response.status_code != 200:
+                text = (await response.aread()).decode(errors="replace")
+                sample.error = f"HTTP {response.status_code}: {text[:200]}"
+                return ""
+            async for line in response.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    break
+                chunk = json.loads(data)
+                if "error" in chunk:
+                    sample.error = f"error event: {str(chunk['error'])[:200]}"
+                    return ""
+                if chunk.get("usage"):
+                    usage_tokens = chunk["usage"].get("completion_tokens")
+                choices = chunk.get("choices") or [{}]
+                text = (choices[0].get("delta") or {}).get("content")
+                if not text:
+                    continue
+                now = time.perf_counter()
+                if last is None:
+                    sample.ttft_s = now - started
+                else:
+                    sample.itl_s.append(now - last)
+                last = now
+                chunks += 1
+                pieces.append(text)
+    except httpx.HTTPError as exc:
+        sample.error = f"{type(exc).__name__}: {exc or 'no detail'}"[:300]
+        return ""
+    except ValueError as exc:  # a malformed SSE payload
+        sample.error = f"bad stream: {exc}"[:300]
+        return ""
+    finally:
+        sample.latency_s = time.perf_counter() - started
+    if last is None:
+        sample.error = "the stream carried no content"
+        return ""
+    sample.ok = True
+    sample.output_tokens = usage_tokens if usage_tokens is not None else chunks
+    return "".join(pieces)
+
+
+async def run_load(
+    urls: list[str], spec: LoadSpec, stop: threading.Event | None = None, progress: Progress | None = None
+) -> LoadResult:
+    if not urls:
+        raise ValueError("no target URL to send requests to")
+    conversations = build_conversations(spec.workload, spec.requests, spec.seed)
+    progress = progress or Progress(total=request_count(conversations))
+    stop = stop or threading.Event()
+    queue: asyncio.Queue[Conversation] = asyncio.Queue()
+    for conversation in conversations:
+        queue.put_nowait(conversation)
+    samples: list[RequestSample] = []
+    sent = 0
+    t0 = time.perf_counter()
+
+    async def converse(client: httpx.AsyncClient, conversation: Conversation) -> None:
+        nonlocal sent
+        history = [{"role": "system", "content": conversation.system}] if conversation.system else []
+        for turn, text in enumerate(conversation.user_turns):
+            if stop.is_set():
+                return
+            sample = RequestSample(sent, conversation.index, turn, 0.0)
+            url = urls[sent % len(urls)]
+            sent += 1
+            samples.append(sample)
+            history.append({"role": "user", "content": text})
+            reply = await _stream_chat(client, url, spec, history, sample, t0)
+            progress.completed += 1
+            progress.failed += not sample.ok
+            # A failed turn still gets a reply in the history, so later turns keep their shape.
+            history.append({"role": "assistant", "content": reply or "(no answer)"})
+
+    async def worker(client: httpx.AsyncClient) -> None:
+        while not stop.is_set():
+            try:
+                conversation = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            await converse(client, conversation)
+
+    limits = httpx.Limits(max_connections=spec.concurrency, max_keepalive_connections=spec.concurrency)
+    timeout = httpx.Timeout(spec.timeout_s, connect=min(10.0, spec.timeout_s))
+    async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
+        await asyncio.gather(*(worker(client) for _ in range(spec.concurrency)))
+    return LoadResult(samples=samples, wall_s=time.perf_counter() - t0, stopped=stop.is_set())

@@ -1,0 +1,120 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.utils import timezone
+
+from controlplane.benchmarks.choices import RUN_TRANSITIONS, TERMINAL_STATES, RunState
+from controlplane.benchmarks.models.parameters import LoadParameters
+
+
+class StaleRunState(Exception):
+    """The run was not in the state the caller expected: someone else moved it first."""
+
+
+class BenchmarkRun(LoadParameters):
+    """One load test against a deployment's ready replicas. State changes only through the methods."""
+
+    deployment = models.ForeignKey(
+        "serving.Deployment", on_delete=models.CASCADE, related_name="benchmark_runs"
+    )
+    schedule = models.ForeignKey(
+        "benchmarks.BenchmarkSchedule",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="runs",
+    )
+    due_slot = models.DateTimeField(
+        null=True, blank=True, help_text="The schedule slot this run fills (none for manual runs)."
+    )
+    state = models.CharField(max_length=16, choices=RunState.choices, default=RunState.QUEUED)
+    reason = models.TextField(blank=True, help_text="Why it is in its state.")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    targets = models.JSONField(default=list, blank=True, help_text="Base URLs the requests went to.")
+    completed = models.PositiveIntegerField(default=0, help_text="Requests finished so far.")
+    failed_requests = models.PositiveIntegerField(default=0)
+    results = models.JSONField(default=dict, blank=True)
+    samples = models.JSONField(
+        default=list, blank=True, help_text="Per-request [start s, TTFT ms, ITL ms, ok], bounded."
+    )
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        constraints = [
+            # A schedule's slot is filled at most once, however many beat ticks race for it.
+            models.UniqueConstraint(fields=["schedule", "due_slot"], name="unique_benchmark_slot")
+        ]
+
+    def __str__(self) -> str:
+        return f"benchmark #{self.pk} {self.workload} on {self.deployment}"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    @property
+    def progress_pct(self) -> int:
+        return int(100 * self.completed / self.requests) if self.requests else 0
+
+    # --- the one way to change state ------------------------------------------------------------
+    def _move(self, to: str, reason: str, **fields) -> None:
+        origin = self.state
+        if to not in RUN_TRANSITIONS[origin]:
+            raise ValidationError({"state": [f"{self} is {origin}; it cannot become {to}"]})
+        values = {"state": to, "reason": reason, **fields}
+        if not BenchmarkRun.objects.filter(pk=self.pk, state=origin).update(**values):
+            current = BenchmarkRun.objects.filter(pk=self.pk).values_list("state", flat=True).first()
+            raise StaleRunState(f"{self} is {current}, not {origin}")
+        for key, value in values.items():
+            setattr(self, key, value)
+
+    def start(self, targets: list[str]) -> None:
+        self._move(
+            RunState.RUNNING,
+            f"sending {self.requests} requests to {len(targets)} target(s)",
+            targets=targets,
+            started_at=timezone.now(),
+        )
+
+    def succeed(self, results: dict, samples: list, reason: str = "") -> None:
+        self._move(
+            RunState.SUCCEEDED,
+            reason or "finished",
+            results=results,
+            samples=samples,
+            completed=results.get("requests_ok", 0) + results.get("requests_failed", 0),
+            failed_requests=results.get("requests_failed", 0),
+            finished_at=timezone.now(),
+        )
+
+    def fail(self, reason: str, results: dict | None = None, samples: list | None = None) -> None:
+        extra = {} if results is None else {"results": results, "samples": samples or []}
+        self._move(RunState.FAILED, reason, finished_at=timezone.now(), **extra)
+
+    def cancel(self, reason: str) -> None:
+        """Queued runs never start; a running one stops before its next request."""
+        self._move(RunState.CANCELLED, reason, finished_at=timezone.now())
+
+    def record_progress(self, completed: int, failed: int) -> None:
+        """Not a transition: the counters the UI polls while the run is going."""
+        BenchmarkRun.objects.filter(pk=self.pk, state=RunState.RUNNING).update(
+            completed=completed, failed_requests=failed
+        )
+        self.completed, self.failed_requests = completed, failed
+
+    def attach_partial_results(self, results: dict, samples: list) -> None:
+        """What a cancelled run measured before it stopped (its state stays cancelled)."""
+        BenchmarkRun.objects.filter(pk=self.pk, state=RunState.CANCELLED).update(
+            results=results, samples=samples
+        )
+        self.results, self.samples = results, samples
+
+    def current_state(self) -> str:
+        return BenchmarkRun.objects.filter(pk=self.pk).values_list("state", flat=True).first() or ""

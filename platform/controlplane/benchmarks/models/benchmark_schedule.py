@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.utils import timezone
+
+from controlplane.benchmarks.models.parameters import LoadParameters
+
+MAX_INTERVAL_MINUTES = 7 * 24 * 60
+
+
+class BenchmarkSchedule(LoadParameters):
+    """Reproduce the same benchmark every ``interval_minutes`` so a regression shows up as a trend."""
+
+    name = models.SlugField(max_length=64, unique=True)
+    deployment = models.ForeignKey(
+        "serving.Deployment", on_delete=models.CASCADE, related_name="benchmark_schedules"
+    )
+    interval_minutes = models.PositiveIntegerField(
+        default=60, validators=[MinValueValidator(1), MaxValueValidator(MAX_INTERVAL_MINUTES)]
+    )
+    enabled = models.BooleanField(default=True)
+    starts_at = models.DateTimeField(default=timezone.now, help_text="Slots are starts_at + k × interval.")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def slot_at(self, now: datetime) -> datetime | None:
+        """The latest slot not after ``now`` (None before the first one)."""
+        if now < self.starts_at:
+            return None
+        interval = timedelta(minutes=self.interval_minutes)
+        return self.starts_at + interval * ((now - self.starts_at) // interval)
+
+    def next_slot(self, now: datetime) -> datetime:
+        current = self.slot_at(now)
+        return self.starts_at if current is None else current + timedelta(minutes=self.interval_minutes)
+
+    def set_enabled(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.save(update_fields=["enabled", "updated"])

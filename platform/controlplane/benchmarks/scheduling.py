@@ -1,0 +1,52 @@
+"""Which schedules are due, and the one run each due slot gets."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from controlplane.benchmarks.choices import ACTIVE_STATES
+from controlplane.benchmarks.dispatch import execute_after_commit
+from controlplane.benchmarks.models import BenchmarkRun, BenchmarkSchedule
+
+
+def create_due_run(schedule: BenchmarkSchedule, now: datetime) -> BenchmarkRun | None:
+    """The run for the schedule's current slot, unless that slot already has one.
+
+    A slot whose time came while an earlier run of the schedule is still going is skipped: piling
+    runs onto one deployment would measure the benchmark against itself.
+    """
+    slot = schedule.slot_at(now)
+    if slot is None or not schedule.enabled:
+        return None
+    if BenchmarkRun.objects.filter(schedule=schedule, due_slot=slot).exists():
+        return None
+    if BenchmarkRun.objects.filter(schedule=schedule, state__in=ACTIVE_STATES).exists():
+        return None
+    try:
+        with transaction.atomic():
+            run = BenchmarkRun.objects.create(
+                schedule=schedule,
+                due_slot=slot,
+                deployment=schedule.deployment,
+                reason=f"scheduled by {schedule.name} for {slot:%Y-%m-%d %H:%M}",
+                **schedule.load_parameters(),
+            )
+            execute_after_commit(run.pk)
+    except IntegrityError:  # another beat tick filled this slot between our check and our insert
+        return None
+    return run
+
+
+def run_due_schedules(now: datetime | None = None) -> list[int]:
+    now = now or timezone.now()
+    created = []
+    for schedule in BenchmarkSchedule.objects.filter(enabled=True, starts_at__lte=now).select_related(
+        "deployment"
+    ):
+        run = create_due_run(schedule, now)
+        if run is not None:
+            created.append(run.pk)
+    return created
