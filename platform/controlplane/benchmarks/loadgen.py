@@ -132,7 +132,9 @@ async def _stream_chat(
         "max_tokens": spec.max_tokens,
         "stream": True,
         "stream_options": {"include_usage": True},
-        "temperature": 0.0,
+        # Sampled with a per-request seed: reproducible, and no greedy loop on one odd token.
+        "temperature": 1.0,
+        "seed": spec.seed * 1_000_003 + sample.index,
         "ignore_eos": True,  # fixed output lengths make runs comparable
     }
     headers = {"Authorization": f"Bearer {spec.api_key}"} if spec.api_key else {}

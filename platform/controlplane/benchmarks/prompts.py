@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 WORKLOADS = ("chat-short", "shared-prefix", "multi-turn")
 TENANTS = 4
-SYSTEM_PROMPT_WORDS = 160
+SYSTEM_PROMPT_WORDS = 120
 TURNS_PER_CONVERSATION = 3
 _WORDS = (
     "order", "refund", "policy", "shipping", "invoice", "account", "delivery", "payment", "warranty",
