@@ -1,0 +1,83 @@
+"""Schedule slots, one run per due slot whatever the number of beat ticks, and the regression flag."""
+
+from datetime import timedelta
+
+import pytest
+from controlplane.benchmarks.choices import RunState as S
+from controlplane.benchmarks.models import BenchmarkRun, BenchmarkSchedule
+from controlplane.benchmarks.runner import regression_verdict
+from controlplane.benchmarks.scheduling import run_due_schedules
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+pytestmark = pytest.mark.django_db
+T0 = timezone.now().replace(microsecond=0) - timedelta(days=1)
+
+
+@pytest.fixture
+def schedule(make_deployment):
+    return BenchmarkSchedule.objects.create(
+        name="nightly", deployment=make_deployment(), interval_minutes=10, starts_at=T0,
+        workload="shared-prefix", requests=12, concurrency=3, max_tokens=16, seed=5,
+    )  # fmt: skip
+
+
+def test_slots(schedule):
+    assert schedule.slot_at(T0 - timedelta(seconds=1)) is None
+    assert schedule.slot_at(T0) == T0
+    assert schedule.slot_at(T0 + timedelta(minutes=19, seconds=59)) == T0 + timedelta(minutes=10)
+    assert schedule.next_slot(T0 + timedelta(minutes=25)) == T0 + timedelta(minutes=30)
+
+
+def test_two_ticks_in_one_slot_create_one_run(schedule):
+    now = T0 + timedelta(minutes=21)
+    created = run_due_schedules(now)
+    assert len(created) == 1 and run_due_schedules(now + timedelta(seconds=30)) == []
+    run = BenchmarkRun.objects.get(pk=created[0])
+    assert run.schedule == schedule and run.due_slot == T0 + timedelta(minutes=20) and run.state == S.QUEUED
+    assert run.load_parameters() == schedule.load_parameters()
+    # The database refuses a second run for the slot even if two ticks race past the check.
+    with pytest.raises(IntegrityError), transaction.atomic():
+        BenchmarkRun.objects.create(schedule=schedule, due_slot=run.due_slot, deployment=schedule.deployment)
+
+
+def test_next_slot_waits_for_the_active_run_and_disabled_schedules_create_none(schedule):
+    first = run_due_schedules(T0 + timedelta(minutes=1))
+    assert run_due_schedules(T0 + timedelta(minutes=11)) == []  # the first run is still queued
+    run = BenchmarkRun.objects.get(pk=first[0])
+    run.start(["u"])
+    run.succeed({"requests_ok": 1, "ttft_p50_ms": 10.0}, [])
+    second = run_due_schedules(T0 + timedelta(minutes=12))
+    assert len(second) == 1 and BenchmarkRun.objects.get(pk=second[0]).due_slot == T0 + timedelta(minutes=10)
+    BenchmarkRun.objects.get(pk=second[0]).cancel("test")
+    schedule.set_enabled(False)
+    assert run_due_schedules(T0 + timedelta(minutes=25)) == []
+
+
+def finished_run(schedule, ttft_p50_ms, state=S.SUCCEEDED) -> BenchmarkRun:
+    run = BenchmarkRun.objects.create(schedule=schedule, deployment=schedule.deployment)
+    run.start(["u"])
+    if state == S.SUCCEEDED:
+        run.succeed({"requests_ok": 1, "ttft_p50_ms": ttft_p50_ms}, [])
+    else:
+        run.fail("test")
+    return run
+
+
+def test_regression_against_the_median_of_the_last_five_successes(schedule, settings):
+    finished_run(schedule, 500.0)  # older than the window of 5: ignored
+    for value in (100.0, 110.0, 90.0, 105.0, 95.0):
+        finished_run(schedule, value)
+    finished_run(schedule, None, state=S.FAILED)  # failed runs are not part of the baseline
+    current = BenchmarkRun.objects.create(schedule=schedule, deployment=schedule.deployment)
+    assert regression_verdict(current, 125.0) == {"regressed": True, "baseline_ttft_p50_ms": 100.0}
+    assert regression_verdict(current, 119.0)["regressed"] is False
+    settings.CHASSIS_BENCHMARKS = {**settings.CHASSIS_BENCHMARKS, "REGRESSION_PCT": 30.0}
+    assert regression_verdict(current, 125.0)["regressed"] is False
+
+
+def test_no_baseline_means_no_verdict(schedule, make_deployment):
+    first = BenchmarkRun.objects.create(schedule=schedule, deployment=schedule.deployment)
+    assert regression_verdict(first, 50.0)["regressed"] is None
+    manual = BenchmarkRun.objects.create(deployment=schedule.deployment)
+    assert regression_verdict(manual, 50.0) == {"regressed": None, "baseline_ttft_p50_ms": None}
