@@ -93,3 +93,20 @@ def test_cancel_stops_a_running_benchmark_between_requests(engine_replica, ready
     assert outcome == ["cancelled"]
     assert run.state == S.CANCELLED and run.reason == "test cancels"
     assert 3 <= run.results["requests_ok"] < 400  # stopped early, and kept what it measured
+
+
+def test_scheduled_run_much_slower_than_its_history_is_flagged(engine_replica, ready_replica_row):
+    from controlplane.benchmarks.models import BenchmarkSchedule
+
+    deployment = ready_replica_row(engine_replica.url)
+    schedule = BenchmarkSchedule.objects.create(
+        name="trend", deployment=deployment, requests=3, concurrency=1
+    )
+    for _ in range(2):  # an impossibly fast history: any real run is a regression against it
+        past = make_run(deployment, schedule=schedule)
+        past.start(["u"])
+        past.succeed({"requests_ok": 1, "ttft_p50_ms": 0.001}, [])
+    run = make_run(deployment, schedule=schedule, requests=3, concurrency=1)
+    assert execute_run(run.pk) == "succeeded"
+    run.refresh_from_db()
+    assert run.results["regressed"] is True and run.results["baseline_ttft_p50_ms"] == 0.001

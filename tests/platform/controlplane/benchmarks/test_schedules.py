@@ -81,3 +81,30 @@ def test_no_baseline_means_no_verdict(schedule, make_deployment):
     assert regression_verdict(first, 50.0)["regressed"] is None
     manual = BenchmarkRun.objects.create(deployment=schedule.deployment)
     assert regression_verdict(manual, 50.0) == {"regressed": None, "baseline_ttft_p50_ms": None}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_racing_beat_ticks_fill_a_slot_once(require_postgres, schedule):
+    """Several ticks at the same moment, each on its own connection: the unique slot holds."""
+    import threading
+
+    from django.db import connection
+
+    now = T0 + timedelta(minutes=35)
+    barrier = threading.Barrier(4)
+    created = []
+
+    def tick():
+        try:
+            barrier.wait(10)
+            created.extend(run_due_schedules(now))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=tick) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert len(created) == 1
+    assert BenchmarkRun.objects.filter(schedule=schedule).count() == 1
