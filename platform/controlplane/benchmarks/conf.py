@@ -10,6 +10,8 @@ DEFAULTS = {
     # Baseline: the median TTFT p50 of this many previous successful runs of the schedule.
     "REGRESSION_WINDOW": 5,
     "PROGRESS_EVERY_S": 2.0,  # how often a running benchmark saves completed/total
+    # A running benchmark without a progress save for this long lost its worker: it is failed.
+    "STALE_AFTER_S": 120.0,
     "MAX_SAMPLES": 500,  # per-request samples kept for the charts
     "REQUEST_TIMEOUT_S": 120.0,
     "SCRAPE_TIMEOUT_S": 5.0,

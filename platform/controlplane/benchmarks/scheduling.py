@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from controlplane.benchmarks.choices import ACTIVE_STATES
+from controlplane.benchmarks.choices import ACTIVE_STATES, RunState
+from controlplane.benchmarks.conf import setting
 from controlplane.benchmarks.dispatch import execute_after_commit
-from controlplane.benchmarks.models import BenchmarkRun, BenchmarkSchedule
+from controlplane.benchmarks.models import BenchmarkRun, BenchmarkSchedule, StaleRunState
 
 
 def create_due_run(schedule: BenchmarkSchedule, now: datetime) -> BenchmarkRun | None:
@@ -40,8 +41,25 @@ def create_due_run(schedule: BenchmarkSchedule, now: datetime) -> BenchmarkRun |
     return run
 
 
+def fail_stale_runs(now: datetime) -> int:
+    """Running benchmarks whose task stopped saving progress (its worker died) fail, so they neither
+    stay `running` for ever nor hold back their schedule's next slots."""
+    limit = float(setting("STALE_AFTER_S"))
+    failed = 0
+    for run in BenchmarkRun.objects.filter(
+        state=RunState.RUNNING, heartbeat_at__lt=now - timedelta(seconds=limit)
+    ):
+        try:
+            run.fail(f"no progress for {limit:g} s: the worker running it was lost")
+            failed += 1
+        except StaleRunState:
+            continue
+    return failed
+
+
 def run_due_schedules(now: datetime | None = None) -> list[int]:
     now = now or timezone.now()
+    fail_stale_runs(now)
     created = []
     for schedule in BenchmarkSchedule.objects.filter(enabled=True, starts_at__lte=now).select_related(
         "deployment"

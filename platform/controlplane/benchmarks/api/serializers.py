@@ -24,12 +24,12 @@ class BenchmarkRunSerializer(ParametersValidation, serializers.ModelSerializer):
         model = BenchmarkRun
         fields = [
             "id", "deployment", "deployment_name", *PARAMETERS, "schedule", "due_slot", "state", "reason",
-            "created", "started_at", "finished_at", "targets", "completed", "failed_requests", "progress_pct",
-            "results", "samples", "created_by",
+            "created", "started_at", "finished_at", "heartbeat_at", "targets", "completed", "failed_requests",
+            "progress_pct", "results", "samples", "created_by",
         ]  # fmt: skip
         read_only_fields = [
-            "schedule", "due_slot", "state", "reason", "started_at", "finished_at", "targets", "completed",
-            "failed_requests", "results", "samples", "created_by",
+            "schedule", "due_slot", "state", "reason", "started_at", "finished_at", "heartbeat_at", "targets",
+            "completed", "failed_requests", "results", "samples", "created_by",
         ]  # fmt: skip
 
 

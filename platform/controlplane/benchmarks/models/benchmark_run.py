@@ -37,6 +37,9 @@ class BenchmarkRun(LoadParameters):
     created = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(
+        null=True, blank=True, help_text="Last progress save of the task running it."
+    )
     targets = models.JSONField(default=list, blank=True, help_text="Base URLs the requests went to.")
     completed = models.PositiveIntegerField(default=0, help_text="Requests finished so far.")
     failed_requests = models.PositiveIntegerField(default=0)
@@ -81,6 +84,7 @@ class BenchmarkRun(LoadParameters):
             f"sending {self.requests} requests to {len(targets)} target(s)",
             targets=targets,
             started_at=timezone.now(),
+            heartbeat_at=timezone.now(),
         )
 
     def succeed(self, results: dict, samples: list, reason: str = "") -> None:
@@ -104,10 +108,11 @@ class BenchmarkRun(LoadParameters):
 
     def record_progress(self, completed: int, failed: int) -> None:
         """Not a transition: the counters the UI polls while the run is going."""
+        now = timezone.now()
         BenchmarkRun.objects.filter(pk=self.pk, state=RunState.RUNNING).update(
-            completed=completed, failed_requests=failed
+            completed=completed, failed_requests=failed, heartbeat_at=now
         )
-        self.completed, self.failed_requests = completed, failed
+        self.completed, self.failed_requests, self.heartbeat_at = completed, failed, now
 
     def attach_partial_results(self, results: dict, samples: list) -> None:
         """What a cancelled run measured before it stopped (its state stays cancelled)."""

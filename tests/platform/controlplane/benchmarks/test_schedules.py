@@ -108,3 +108,14 @@ def test_racing_beat_ticks_fill_a_slot_once(require_postgres, schedule):
         thread.join(30)
     assert len(created) == 1
     assert BenchmarkRun.objects.filter(schedule=schedule).count() == 1
+
+
+def test_a_running_run_without_progress_is_failed_and_frees_its_schedule(schedule):
+    first = BenchmarkRun.objects.get(pk=run_due_schedules(T0 + timedelta(minutes=1))[0])
+    first.start(["u"])
+    BenchmarkRun.objects.filter(pk=first.pk).update(heartbeat_at=T0 + timedelta(minutes=1))
+    # 10 minutes later: no progress save for far longer than STALE_AFTER_S
+    created = run_due_schedules(T0 + timedelta(minutes=11))
+    first.refresh_from_db()
+    assert first.state == S.FAILED and "the worker running it was lost" in first.reason
+    assert len(created) == 1  # the schedule goes on
