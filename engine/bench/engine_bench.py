@@ -33,9 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--async-scheduling",
-        choices=("auto", "on", "off"),
+        choices=("auto", "on", "off", "ab"),
         default="auto",
-        help="overlap scheduling of step N+1 with step N on the device (auto: on for CUDA)",
+        help="overlap scheduling of step N+1 with step N on the device (auto: on for CUDA); "
+        "ab: run each workload off (figures suffixed _sync) then on, in the same process",
     )
     parser.add_argument("--json", type=Path, help="write every figure here")
 
@@ -88,9 +89,25 @@ def _hf_figures(config: dict, args, ceilings) -> dict:
     return figures
 
 
+def _run_workload(name: str, llm, vocab: int, args, num_params: int, ceilings):
+    from engine.bench import workloads as wl
+
+    if name == "decode-bs1":
+        return wl.decode_bs1(llm, vocab)
+    if name == "prefill":
+        return wl.prefill(
+            llm,
+            vocab,
+            num_params=num_params,
+            matmul_flops_per_s=ceilings.matmul_flops_per_s if ceilings else None,
+        )
+    if name == "offline":
+        return wl.offline(llm, vocab, num_requests=args.offline_requests)
+    return wl.static_batch(llm, vocab)
+
+
 def run(args: argparse.Namespace) -> int:
     from engine import LLM
-    from engine.bench import workloads as wl
     from engine.bench.floors import decode_floor_ms, measure_ceilings, prefill_floor_ms
     from engine.bench.random_arch import parameter_count
 
@@ -139,29 +156,23 @@ def run(args: argparse.Namespace) -> int:
             max_num_batched_tokens=8192,
             gpu_memory_utilization=args.gpu_memory_utilization,
             tensor_parallel_size=args.tp,
-            async_scheduling={"auto": None, "on": True, "off": False}[args.async_scheduling],
+            async_scheduling={"auto": None, "on": True, "off": False, "ab": True}[args.async_scheduling],
         )
         report["async_scheduling"] = llm.engine.async_scheduling
         vocab = config["vocab_size"]
+        modes = [(False, "_sync"), (True, "")] if args.async_scheduling == "ab" else [(None, "")]
         for name in args.workload:
-            _say(f"engine: {name}")
-            if name == "decode-bs1":
-                result = wl.decode_bs1(llm, vocab)
-            elif name == "prefill":
-                result = wl.prefill(
-                    llm,
-                    vocab,
-                    num_params=num_params,
-                    matmul_flops_per_s=ceilings.matmul_flops_per_s if ceilings else None,
+            for mode, suffix in modes:
+                if mode is not None:
+                    llm.engine.async_scheduling = mode  # safe between generate calls: none in flight
+                _say(f"engine: {name}{suffix}")
+                result = _run_workload(name, llm, vocab, args, num_params, ceilings)
+                key = name.replace("-", "_")
+                report["figures"].update({f"engine_{key}_{k}{suffix}": v for k, v in result.figures.items()})
+                _say(
+                    f"engine: {name}{suffix}: "
+                    + ", ".join(f"{k}={v:,.2f}" for k, v in result.figures.items())
                 )
-            elif name == "offline":
-                result = wl.offline(llm, vocab, num_requests=args.offline_requests)
-            else:
-                result = wl.static_batch(llm, vocab)
-            report["figures"].update(
-                {f"engine_{name.replace('-', '_')}_{k}": v for k, v in result.figures.items()}
-            )
-            _say(f"engine: {name}: " + ", ".join(f"{k}={v:,.2f}" for k, v in result.figures.items()))
         llm.shutdown()  # the other tensor-parallel ranks, if any
 
     print()

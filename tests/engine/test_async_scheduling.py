@@ -28,7 +28,12 @@ def _run(model, prompts, params, eager_graphs=False, **kwargs):
             llm.engine.runner.capture_decode_graphs(8, eager=True)
         runner, pending = llm.engine.runner, []
         launch = runner.launch
-        runner.launch = lambda out: pending.append(sum(s.pending_token for s in out.scheduled)) or launch(out)
+
+        def counting_launch(out, pending=pending, launch=launch):
+            pending.append(sum(s.pending_token for s in out.scheduled))
+            return launch(out)
+
+        runner.launch = counting_launch
         outs = llm.generate(prompts, params)
         assert (sum(pending) > 0) is mode  # async steps really fed tokens still on the device
         results[mode] = [(o.token_ids, o.text, o.finish_reason, o.stop_reason, o.logprobs) for o in outs]

@@ -1,0 +1,29 @@
+"""The CPU host-overhead benchmark runs the real engine loop and accounts for every microsecond."""
+
+import json
+
+import pytest
+
+from engine.bench import host_overhead
+
+
+@pytest.mark.parametrize("mode", [("stream", "off"), ("final", "on")])
+def test_phases_add_up_to_the_step_time(tmp_path, mode):
+    outputs, async_scheduling = mode
+    out = tmp_path / "host.json"
+    argv = ["--batch", "1", "--batch", "3", "--prompt-len", "40", "--steps", "6", "--vocab", "512"]
+    argv += ["--outputs", outputs, "--async-scheduling", async_scheduling, "--json", str(out)]
+    assert host_overhead.main(argv) == 0
+    results = json.loads(out.read_text())["results"]
+    assert [r["batch"] for r in results] == [1, 3]
+    for r in results:
+        phases = r["phases_us"]
+        assert {"schedule", "inputs", "launch", "update", "outputs+other"} <= set(phases)
+        assert phases["schedule"] > 0 and phases["inputs"] > 0  # the decode-graph input path ran
+        assert sum(phases.values()) == pytest.approx(r["us_per_step"], rel=1e-6)
+
+
+def test_bad_arguments_are_refused(capsys):
+    with pytest.raises(SystemExit):
+        host_overhead.main(["--batch", "0"])
+    assert "must be positive" in capsys.readouterr().err
