@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -27,6 +28,7 @@ class Upstream:
         self.chunk_delay_s = 0.0
         self.first_delay_s = 0.0
         self.received: list[dict] = []
+        self.first_chunk_sent_at: list[float] = []  # time.perf_counter() as each stream's first chunk leaves
         self.completed = 0
         self.aborted = 0
         self.waiting = 0.0
@@ -77,6 +79,8 @@ class Upstream:
                         "model": body["model"],
                         "choices": [{"index": 0, "delta": {"content": f"t{i} "}, "finish_reason": None}],
                     }
+                    if i == 0:
+                        self.first_chunk_sent_at.append(time.perf_counter())
                     yield f"data: {json.dumps(chunk)}\n\n"
                     if self.mode == "break_after_first":
                         raise RuntimeError("replica crashed mid-stream")
