@@ -11,7 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-WORKLOADS = ("decode-bs1", "prefill", "offline", "batch128")
+WORKLOADS = ("decode-bs1", "prefill", "offline", "batch128", "serve")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,6 +27,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--compare", choices=("hf",), help="also run Hugging Face transformers eager generate"
     )
     parser.add_argument("--offline-requests", type=int, default=2000)
+    parser.add_argument(
+        "--serve-clients",
+        type=int,
+        default=64,
+        help="serve: concurrent streaming clients (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--serve-requests", type=int, default=256, help="serve: requests in all (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--serve-length-scale",
+        type=float,
+        default=1.0,
+        help="serve: multiply the offline prompt/output length ranges by this (default: %(default)s)",
+    )
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.85)
     parser.add_argument(
         "--tp", type=int, default=1, help="tensor-parallel ranks (one GPU each) (default: %(default)s)"
@@ -106,12 +121,73 @@ def _run_workload(name: str, llm, vocab: int, args, num_params: int, ceilings):
     return wl.static_batch(llm, vocab)
 
 
-def run(args: argparse.Namespace) -> int:
+def _run_in_process(workloads, model_dir, config, args, num_params, ceilings, report) -> None:
     from engine import LLM
+
+    _say(f"engine: loading {args.random_arch or args.model} ({num_params / 1e9:.2f} B parameters)")
+    llm = LLM(
+        str(model_dir),
+        device=args.device,
+        dtype=args.dtype,
+        load_format="dummy" if args.random_arch else "auto",
+        max_num_seqs=256,
+        max_num_batched_tokens=8192,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        tensor_parallel_size=args.tp,
+        async_scheduling={"auto": None, "on": True, "off": False, "ab": True}[args.async_scheduling],
+    )
+    report["async_scheduling"] = llm.engine.async_scheduling
+    vocab = config["vocab_size"]
+    modes = [(False, "_sync"), (True, "")] if args.async_scheduling == "ab" else [(None, "")]
+    for name in workloads:
+        for mode, suffix in modes:
+            if mode is not None:
+                llm.engine.async_scheduling = mode  # safe between generate calls: none in flight
+            _say(f"engine: {name}{suffix}")
+            result = _run_workload(name, llm, vocab, args, num_params, ceilings)
+            key = name.replace("-", "_")
+            report["figures"].update({f"engine_{key}_{k}{suffix}": v for k, v in result.figures.items()})
+            _say(f"engine: {name}{suffix}: " + ", ".join(f"{k}={v:,.2f}" for k, v in result.figures.items()))
+    llm.shutdown()  # the other tensor-parallel ranks, if any
+    del llm
+    gc.collect()  # frees the device memory before a serve workload starts its own engine
+    if args.device.startswith("cuda"):
+        import torch
+
+        torch.cuda.empty_cache()
+
+
+def _serve_figures(model_dir: Path, config: dict, args) -> dict:
+    from engine.bench.serve_workload import ServeOptions, serve
+
+    scale = args.serve_length_scale
+    options = ServeOptions(
+        clients=args.serve_clients,
+        requests=args.serve_requests,
+        prompt_len=(max(1, round(128 * scale)), max(1, round(1024 * scale))),
+        output_len=(max(1, round(128 * scale)), max(1, round(512 * scale))),
+        device=args.device,
+        dtype=args.dtype,
+        load_format="dummy" if args.random_arch else "auto",
+        # The in-process engine's step budget, so the step times of the other workloads compare.
+        extra_args=["--max-num-batched-tokens", "8192", "--tp", str(args.tp)],
+    )
+    _say("engine: serve")
+    result = serve(model_dir, config["vocab_size"], options, say=_say)
+    _say("engine: serve: " + ", ".join(f"{k}={v:,.2f}" for k, v in result.figures.items()))
+    return {f"engine_serve_{k}": v for k, v in result.figures.items()}
+
+
+def run(args: argparse.Namespace) -> int:
     from engine.bench.floors import decode_floor_ms, measure_ceilings, prefill_floor_ms
     from engine.bench.random_arch import parameter_count
 
     args.workload = list(WORKLOADS) if not args.workload or "all" in args.workload else args.workload
+    if "serve" in args.workload and (
+        args.serve_clients < 1 or args.serve_requests < 1 or args.serve_length_scale <= 0
+    ):
+        print("chassis bench engine: --serve-clients/--serve-requests must be >= 1, --serve-length-scale > 0")
+        return 2
     report: dict = {
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "command": " ".join(sys.argv),
@@ -146,34 +222,11 @@ def run(args: argparse.Namespace) -> int:
         if args.compare == "hf":
             report["figures"].update(_hf_figures(config, args, ceilings))
 
-        _say(f"engine: loading {args.random_arch or args.model} ({num_params / 1e9:.2f} B parameters)")
-        llm = LLM(
-            str(model_dir),
-            device=args.device,
-            dtype=args.dtype,
-            load_format="dummy" if args.random_arch else "auto",
-            max_num_seqs=256,
-            max_num_batched_tokens=8192,
-            gpu_memory_utilization=args.gpu_memory_utilization,
-            tensor_parallel_size=args.tp,
-            async_scheduling={"auto": None, "on": True, "off": False, "ab": True}[args.async_scheduling],
-        )
-        report["async_scheduling"] = llm.engine.async_scheduling
-        vocab = config["vocab_size"]
-        modes = [(False, "_sync"), (True, "")] if args.async_scheduling == "ab" else [(None, "")]
-        for name in args.workload:
-            for mode, suffix in modes:
-                if mode is not None:
-                    llm.engine.async_scheduling = mode  # safe between generate calls: none in flight
-                _say(f"engine: {name}{suffix}")
-                result = _run_workload(name, llm, vocab, args, num_params, ceilings)
-                key = name.replace("-", "_")
-                report["figures"].update({f"engine_{key}_{k}{suffix}": v for k, v in result.figures.items()})
-                _say(
-                    f"engine: {name}{suffix}: "
-                    + ", ".join(f"{k}={v:,.2f}" for k, v in result.figures.items())
-                )
-        llm.shutdown()  # the other tensor-parallel ranks, if any
+        in_process = [name for name in args.workload if name != "serve"]
+        if in_process:
+            _run_in_process(in_process, model_dir, config, args, num_params, ceilings, report)
+        if "serve" in args.workload:
+            report["figures"].update(_serve_figures(model_dir, config, args))
 
     print()
     print(f"{'figure':<48} {'value':>14}")

@@ -41,6 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--num-gpu-blocks", type=int, default=None, help="KV blocks (default: sized from memory)"
     )
+    parser.add_argument(
+        "--load-format",
+        default="auto",
+        choices=["auto", "dummy"],
+        help="dummy: random weights (benchmarks of a config-only directory) (default: %(default)s)",
+    )
     parser.add_argument("--no-prefix-caching", action="store_true", help="disable the prefix cache")
     parser.add_argument(
         "--tool-parser", default="auto", choices=TOOL_PARSERS, help="tool-call format of the model"
@@ -85,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
             enable_prefix_caching=not args.no_prefix_caching,
             kv_event_capacity=args.kv_event_capacity,
             tensor_parallel_size=args.tensor_parallel_size,
+            load_format=args.load_format,
         )
     except ValueError as exc:
         print(f"chassis serve: {exc}")
