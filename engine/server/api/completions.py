@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from engine.server.api.common import TokenText, new_id, now, openai_usage
-from engine.server.api.sampling import build_params, refuse_unsupported_openai, resolve_max_tokens, stop_list
+from engine.server.api.sampling import openai_params, refuse_unsupported_openai, resolve_max_tokens
 from engine.server.conversation import ChoiceResult, TokenLogprob, Usage
 from engine.server.errors import as_api_error, bad_request, openai_body, unsupported
 from engine.server.generation import ChoiceEvent
@@ -41,25 +41,7 @@ def sampling(req: CompletionRequest, prompt_len: int, max_model_len: int) -> lis
     max_tokens = resolve_max_tokens(
         max_model_len, prompt_len, req.max_tokens if req.max_tokens is not None else 16, "prompt"
     )
-    return build_params(
-        req.n,
-        req.seed,
-        max_tokens=max_tokens,
-        temperature=req.temperature,
-        top_p=req.top_p,
-        top_k=req.top_k,
-        min_p=req.min_p,
-        repetition_penalty=req.repetition_penalty,
-        frequency_penalty=req.frequency_penalty,
-        presence_penalty=req.presence_penalty,
-        stop=stop_list(req.stop),
-        stop_token_ids=req.stop_token_ids,
-        ignore_eos=req.ignore_eos,
-        min_tokens=req.min_tokens,
-        logprobs=req.logprobs,
-        skip_special_tokens=req.skip_special_tokens,
-        include_stop_str_in_output=req.include_stop_str_in_output,
-    )
+    return openai_params(req, max_tokens, req.logprobs)
 
 
 def completion_logprobs(logprobs: list[TokenLogprob], token_text: TokenText, top_n: int, offset: int) -> dict:

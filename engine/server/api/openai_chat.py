@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from engine.server.api.common import TokenText, new_id, now, openai_usage
-from engine.server.api.sampling import build_params, refuse_unsupported_openai, resolve_max_tokens, stop_list
+from engine.server.api.sampling import openai_params, refuse_unsupported_openai, resolve_max_tokens
 from engine.server.conversation import ChoiceResult, Conversation, Message, TokenLogprob, ToolSpec, Usage
 from engine.server.errors import as_api_error, bad_request, openai_body, unsupported
 from engine.server.generation import ChoiceEvent
@@ -72,25 +72,7 @@ def sampling(req: ChatCompletionRequest, prompt_len: int, max_model_len: int) ->
         raise bad_request("top_logprobs requires logprobs to be true.", param="top_logprobs")
     requested = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
     max_tokens = resolve_max_tokens(max_model_len, prompt_len, requested, "messages")
-    return build_params(
-        req.n,
-        req.seed,
-        max_tokens=max_tokens,
-        temperature=req.temperature,
-        top_p=req.top_p,
-        top_k=req.top_k,
-        min_p=req.min_p,
-        repetition_penalty=req.repetition_penalty,
-        frequency_penalty=req.frequency_penalty,
-        presence_penalty=req.presence_penalty,
-        stop=stop_list(req.stop),
-        stop_token_ids=req.stop_token_ids,
-        ignore_eos=req.ignore_eos,
-        min_tokens=req.min_tokens,
-        logprobs=(req.top_logprobs or 0) if req.logprobs else None,
-        skip_special_tokens=req.skip_special_tokens,
-        include_stop_str_in_output=req.include_stop_str_in_output,
-    )
+    return openai_params(req, max_tokens, (req.top_logprobs or 0) if req.logprobs else None)
 
 
 def logprobs_content(logprobs: list[TokenLogprob], token_text: TokenText, top_n: int) -> list[dict[str, Any]]:

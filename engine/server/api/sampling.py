@@ -63,3 +63,26 @@ def build_params(n: int, seed: int | None, **fields: Any) -> list[Any]:
         except (TypeError, ValueError) as exc:
             raise bad_request(f"Invalid sampling parameters: {exc}") from exc
     return params
+
+
+def openai_params(req: Any, max_tokens: int, logprobs: int | None) -> list[Any]:
+    """SamplingParams for an OpenAI completions or chat request (their sampling fields are the same)."""
+    return build_params(
+        req.n,
+        req.seed,
+        max_tokens=max_tokens,
+        temperature=req.temperature,
+        top_p=req.top_p,
+        top_k=req.top_k,
+        min_p=req.min_p,
+        repetition_penalty=req.repetition_penalty,
+        frequency_penalty=req.frequency_penalty,
+        presence_penalty=req.presence_penalty,
+        stop=stop_list(req.stop),
+        stop_token_ids=req.stop_token_ids,
+        ignore_eos=req.ignore_eos,
+        min_tokens=req.min_tokens,
+        logprobs=logprobs,
+        skip_special_tokens=req.skip_special_tokens,
+        include_stop_str_in_output=req.include_stop_str_in_output,
+    )
