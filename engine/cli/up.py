@@ -98,7 +98,7 @@ def _wait_for_worker(deadline: float) -> list[dict]:
 def run(args: argparse.Namespace) -> int:
     import subprocess
 
-    from engine.cli.processes import Child, ProcessGroup
+    from engine.cli.processes import ProcessGroup
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
     _django_setup()
@@ -134,6 +134,61 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, request_stop)
 
     base_url = f"http://{args.host}:{args.port}"
+    node = None
+    try:
+        node = _start_children(args, group, settings, log_dir, base_url)
+        deadline = time.monotonic() + args.ready_timeout
+        health = _wait_for_health(f"{base_url}/health", deadline)
+        workers = _wait_for_worker(deadline)
+        print(
+            f"chassis up: control plane {base_url} healthy: database {health['database']['backend']} "
+            f"reachable, broker {health['broker']['backend']} reachable",
+            flush=True,
+        )
+        print(
+            f"chassis up: {len(workers)} Celery worker(s) answered ping: "
+            f"{', '.join(name for reply in workers for name in reply)}",
+            flush=True,
+        )
+        if not args.no_demo and "bootstrap_demo" in get_commands():
+            print(
+                "chassis up: log in as admin / admin; the demo deployment 'tiny-chat' starts its replica "
+                "once the agent has registered the node",
+                flush=True,
+            )
+        if not args.no_gateway:
+            print(
+                f"chassis up: gateway (OpenAI / Anthropic / Responses APIs) on http://{args.host}:{args.gateway_port}/v1",
+                flush=True,
+            )
+        print(f"chassis up: ready. Open {base_url}/  (Ctrl-C stops everything)", flush=True)
+        if args.exit_when_ready:
+            return 0
+        while not stop_requested:
+            dead = group.exited()
+            if dead:
+                names = ", ".join(f"{c.name} (exit {c.popen.returncode})" for c in dead)
+                print(f"chassis up: stopping, a part exited: {names}; logs in {log_dir}", file=sys.stderr)
+                return 1
+            time.sleep(0.5)
+        return 0
+    except TimeoutError as exc:
+        print(f"chassis up: {exc}; logs in {log_dir}", file=sys.stderr)
+        return 1
+    finally:
+        print("chassis up: stopping", flush=True)
+        group.stop()
+        if node is not None:
+            _stop_local_engines(node)
+
+
+def _start_children(args, group, settings, log_dir: Path, base_url: str) -> str | None:
+    """Start every part as a child of ``group``; returns the agent's node name (None without an agent)."""
+    import subprocess
+
+    from engine.cli.processes import Child
+
+    node = None
     group.start(
         Child(
             "web",
@@ -226,50 +281,7 @@ def run(args: argparse.Namespace) -> int:
                 log_path=log_dir / "gateway.log",
             )
         )
-    try:
-        deadline = time.monotonic() + args.ready_timeout
-        health = _wait_for_health(f"{base_url}/health", deadline)
-        workers = _wait_for_worker(deadline)
-        print(
-            f"chassis up: control plane {base_url} healthy: database {health['database']['backend']} "
-            f"reachable, broker {health['broker']['backend']} reachable",
-            flush=True,
-        )
-        print(
-            f"chassis up: {len(workers)} Celery worker(s) answered ping: "
-            f"{', '.join(name for reply in workers for name in reply)}",
-            flush=True,
-        )
-        if not args.no_demo and "bootstrap_demo" in get_commands():
-            print(
-                "chassis up: log in as admin / admin; the demo deployment 'tiny-chat' starts its replica "
-                "once the agent has registered the node",
-                flush=True,
-            )
-        if not args.no_gateway:
-            print(
-                f"chassis up: gateway (OpenAI / Anthropic / Responses APIs) on http://{args.host}:{args.gateway_port}/v1",
-                flush=True,
-            )
-        print(f"chassis up: ready. Open {base_url}/  (Ctrl-C stops everything)", flush=True)
-        if args.exit_when_ready:
-            return 0
-        while not stop_requested:
-            dead = group.exited()
-            if dead:
-                names = ", ".join(f"{c.name} (exit {c.popen.returncode})" for c in dead)
-                print(f"chassis up: stopping, a part exited: {names}; logs in {log_dir}", file=sys.stderr)
-                return 1
-            time.sleep(0.5)
-        return 0
-    except TimeoutError as exc:
-        print(f"chassis up: {exc}; logs in {log_dir}", file=sys.stderr)
-        return 1
-    finally:
-        print("chassis up: stopping", flush=True)
-        group.stop()
-        if not args.no_agent:
-            _stop_local_engines(node)
+    return node
 
 
 def _stop_local_engines(node: str) -> None:
