@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
-from engine.gateway.bench.cluster import Process, _chassis, free_port
+from engine.gateway.bench.cluster import cpu_replica
 
 MODEL = "tiny-dash"
 
@@ -17,19 +15,5 @@ def replica(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("dash-replica")
     model_dir = make_tiny_model(root / "tiny", arch="qwen3", seed=0)
-    port = free_port()
-    process = Process(
-        "replica",
-        _chassis(
-            "serve", str(model_dir), "--port", str(port), "--device", "cpu", "--dtype", "float32",
-            "--served-model-name", MODEL, "--num-gpu-blocks", "256", "--log-level", "warning",
-        ),
-        port,
-        root / "serve.log",
-    )  # fmt: skip
-    process.start()
-    try:
-        process.wait_ready("/health", time.monotonic() + 120)
+    with cpu_replica(model_dir, MODEL, root, "--num-gpu-blocks", "256") as process:
         yield process
-    finally:
-        process.stop()

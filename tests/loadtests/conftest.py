@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from locust_run import API_KEY, MODEL
 
-from engine.gateway.bench.cluster import Process, _chassis, free_port
+from engine.gateway.bench.cluster import cpu_replica
 
 
 @pytest.fixture(scope="session")
@@ -16,20 +14,5 @@ def replica(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("load-replica")
     model_dir = make_tiny_model(root / "tiny", arch="qwen3", seed=0)
-    port = free_port()
-    process = Process(
-        "replica",
-        _chassis(
-            "serve", str(model_dir), "--port", str(port), "--device", "cpu", "--dtype", "float32",
-            "--served-model-name", MODEL, "--api-key", API_KEY, "--num-gpu-blocks", "512",
-            "--log-level", "warning",
-        ),
-        port,
-        root / "serve.log",
-    )  # fmt: skip
-    process.start()
-    try:
-        process.wait_ready("/health", time.monotonic() + 120)
+    with cpu_replica(model_dir, MODEL, root, "--api-key", API_KEY, "--num-gpu-blocks", "512") as process:
         yield process
-    finally:
-        process.stop()

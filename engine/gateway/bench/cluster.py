@@ -10,6 +10,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -158,3 +160,26 @@ class Cluster:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+@contextmanager
+def cpu_replica(
+    model_dir: str | Path, served_model_name: str, log_dir: Path, *extra_args: str, timeout: float = 120.0
+) -> Iterator[Process]:
+    """One ready ``chassis serve`` of ``model_dir`` on CPU (float32) at a free port, stopped on exit."""
+    port = free_port()
+    process = Process(
+        "replica",
+        _chassis(
+            "serve", str(model_dir), "--port", str(port), "--device", "cpu", "--dtype", "float32",
+            "--served-model-name", served_model_name, "--log-level", "warning", *extra_args,
+        ),
+        port,
+        Path(log_dir) / "serve.log",
+    )  # fmt: skip
+    process.start()
+    try:
+        process.wait_ready("/health", time.monotonic() + timeout)
+        yield process
+    finally:
+        process.stop()

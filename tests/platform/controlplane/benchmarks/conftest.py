@@ -3,11 +3,9 @@ Deployment/Replica rows that point at it."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
-from engine.gateway.bench.cluster import Process, _chassis, free_port
+from engine.gateway.bench.cluster import cpu_replica
 
 MODEL = "tiny"
 
@@ -15,22 +13,8 @@ MODEL = "tiny"
 @pytest.fixture(scope="session")
 def engine_replica(tiny_model_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("bench-replica")
-    port = free_port()
-    process = Process(
-        "replica",
-        _chassis(
-            "serve", str(tiny_model_dir), "--port", str(port), "--device", "cpu", "--dtype", "float32",
-            "--served-model-name", MODEL, "--num-gpu-blocks", "512", "--log-level", "warning",
-        ),
-        port,
-        root / "serve.log",
-    )  # fmt: skip
-    process.start()
-    try:
-        process.wait_ready("/health", time.monotonic() + 120)
+    with cpu_replica(tiny_model_dir, MODEL, root, "--num-gpu-blocks", "512") as process:
         yield process
-    finally:
-        process.stop()
 
 
 @pytest.fixture
