@@ -25,7 +25,7 @@ def build_hf_model(config: dict, device: str = "cuda", dtype: str = "bfloat16", 
     torch.manual_seed(seed)
     hf_config = AutoConfig.for_model(**{k: v for k, v in config.items() if k != "architectures"})
     with torch.device(device):
-        model = AutoModelForCausalLM.from_config(hf_config, torch_dtype=getattr(torch, dtype))
+        model = AutoModelForCausalLM.from_config(hf_config, dtype=getattr(torch, dtype))
     return model.eval()
 
 

@@ -136,7 +136,25 @@ def prefill(
     )
 
 
-def offline(llm, vocab: int, num_requests: int = 2000, seed: int = 0) -> WorkloadResult:
+def _floor_figures(floor_inputs, prompts, output_lens, seconds: float) -> dict[str, float]:
+    """The workload's physical floor (engine/bench/floors.py) and how close the run came to it."""
+    if floor_inputs is None:
+        return {}
+    from engine.bench.floors import workload_floor
+
+    config, ceilings = floor_inputs
+    floor = workload_floor(config, [len(p) for p in prompts], output_lens, ceilings)
+    return {
+        "floor_seconds": floor.seconds,
+        "floor_compute_seconds": floor.compute_s,
+        "floor_kv_read_seconds": floor.kv_read_s,
+        "floor_output_tokens_per_s": sum(output_lens) / floor.seconds,
+        "fraction_of_floor": floor.seconds / seconds,
+    }
+
+
+def offline(llm, vocab: int, num_requests: int = 2000, seed: int = 0, floor_inputs=None) -> WorkloadResult:
+    """``floor_inputs``: (HF config dict, measured Ceilings) to also report the physical floor."""
     from engine import SamplingParams
 
     rng = random.Random(seed)
@@ -157,6 +175,7 @@ def offline(llm, vocab: int, num_requests: int = 2000, seed: int = 0) -> Workloa
     }
     if idle is not None:
         figures["gpu_idle_fraction"] = idle
+    figures.update(_floor_figures(floor_inputs, prompts, [p.max_tokens for p in params], seconds))
     return WorkloadResult(
         "offline",
         figures,
@@ -166,7 +185,13 @@ def offline(llm, vocab: int, num_requests: int = 2000, seed: int = 0) -> Workloa
 
 
 def static_batch(
-    llm, vocab: int, batch_size: int = 128, prompt_len: int = 512, output_len: int = 128, seed: int = 0
+    llm,
+    vocab: int,
+    batch_size: int = 128,
+    prompt_len: int = 512,
+    output_len: int = 128,
+    seed: int = 0,
+    floor_inputs=None,
 ) -> WorkloadResult:
     """The same shape as the transformers batch-128 baseline, for a like-for-like ratio."""
     from engine import SamplingParams
@@ -178,6 +203,7 @@ def static_batch(
     figures = {"output_tokens_per_s": batch_size * output_len / seconds, "seconds": seconds, "steps": steps}
     if idle is not None:
         figures["gpu_idle_fraction"] = idle
+    figures.update(_floor_figures(floor_inputs, prompts, [output_len] * batch_size, seconds))
     return WorkloadResult(
         f"batch{batch_size}",
         figures,
