@@ -44,6 +44,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.85)
     parser.add_argument(
+        "--max-num-seqs", type=int, default=256, help="most sequences in one step (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--max-num-batched-tokens",
+        type=int,
+        default=8192,
+        help="token budget of one step (default: %(default)s)",
+    )
+    parser.add_argument(
         "--tp", type=int, default=1, help="tensor-parallel ranks (one GPU each) (default: %(default)s)"
     )
     parser.add_argument(
@@ -132,8 +141,8 @@ def _run_in_process(workloads, model_dir, config, args, num_params, ceilings, re
         device=args.device,
         dtype=args.dtype,
         load_format="dummy" if args.random_arch else "auto",
-        max_num_seqs=256,
-        max_num_batched_tokens=8192,
+        max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens,
         gpu_memory_utilization=args.gpu_memory_utilization,
         tensor_parallel_size=args.tp,
         async_scheduling={"auto": None, "on": True, "off": False, "ab": True}[args.async_scheduling],
@@ -186,7 +195,12 @@ def _serve_figures(model_dir: Path, config: dict, args) -> dict:
         dtype=args.dtype,
         load_format="dummy" if args.random_arch else "auto",
         # The in-process engine's step budget, so the step times of the other workloads compare.
-        extra_args=["--max-num-batched-tokens", "8192", "--tp", str(args.tp)],
+        extra_args=[
+            "--max-num-batched-tokens",
+            str(args.max_num_batched_tokens),
+            "--tp",
+            str(args.tp),
+        ],
     )
     _say("engine: serve")
     result = serve(model_dir, config["vocab_size"], options, say=_say)
@@ -210,6 +224,8 @@ def run(args: argparse.Namespace) -> int:
         "device": args.device,
         "dtype": args.dtype,
         "tensor_parallel_size": args.tp,
+        "max_num_seqs": args.max_num_seqs,
+        "max_num_batched_tokens": args.max_num_batched_tokens,
         "figures": {},
     }
     with tempfile.TemporaryDirectory() as tmp:
