@@ -72,7 +72,9 @@ def decode_bs1(
     (other,) = random_prompts(1, prompt_len, prompt_len, vocab, seed + 1)
     llm.generate([other], SamplingParams(max_tokens=8, ignore_eos=True))
     prefill_s, _ = _timed_generate(llm, [prompt[:-1] + [prompt[-1] ^ 1]], one)  # a cache miss
-    total_s, outs = _timed_generate(llm, [prompt[:-2] + [prompt[-2] ^ 1, prompt[-1]]], full)
+    graphs = llm.engine.runner.graphs
+    replays_before = graphs.steps_run if graphs is not None else 0
+    total_s, outs, idle, steps = _timed_with_idle(llm, [prompt[:-2] + [prompt[-2] ^ 1, prompt[-1]]], full)
     assert len(outs[0].token_ids) == output_len
     step_ms = (total_s - prefill_s) / (output_len - 1) * 1e3
     figures = {
@@ -81,6 +83,13 @@ def decode_bs1(
         "e2e_tokens_per_s": output_len / total_s,
         "prefill_ms": prefill_s * 1e3,
     }
+    # Where a slow step's time goes: GPU spans per step (events) vs wall, and whether the decode
+    # steps ran as graph replays or eagerly.
+    if idle is not None:
+        figures["gpu_idle_fraction"] = idle
+        figures["gpu_ms_per_step"] = total_s * (1 - idle) / max(steps, 1) * 1e3
+    if graphs is not None:
+        figures["graph_steps"] = graphs.steps_run - replays_before
     graph_ms = _graph_replay_ms(llm)
     if graph_ms is not None:
         figures["graph_replay_ms"] = graph_ms  # GPU time of one step alone: the rest is host time

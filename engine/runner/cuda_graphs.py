@@ -45,6 +45,7 @@ class DecodeGraphs:
             (self.max_batch, max_blocks_per_seq), dtype=torch.int32, device=device
         )
         self.replays: dict[int, Callable[[], None]] = {}  # size -> replay of that size's step
+        self.steps_run = 0  # decode steps served by a replay (the benchmarks report it)
         self.logits: dict[int, torch.Tensor] = {}
         self._host = np.zeros((4, self.max_batch), dtype=np.int64)
         # Host copy of the block table and, per row, (block-id list written, how many of its ids).
@@ -133,6 +134,7 @@ class DecodeGraphs:
             if pending:
                 feed(self.packed[_TOKENS], pending)
         self.replays[size]()
+        self.steps_run += 1
         return self.logits[size][:n]
 
     def _update_table(self, scheduled, size: int) -> int:

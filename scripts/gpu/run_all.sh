@@ -12,6 +12,11 @@ export PYTHONPATH="$PWD:$PWD/platform:${PYTHONPATH:-}" PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 { nproc; lscpu | grep -E "Model name|MHz|NUMA node|Thread"; } | tee -a "$OUT/gpu.txt"
 python3 -c "import torch, triton, transformers; print('torch', torch.__version__, 'triton', triton.__version__, 'transformers', transformers.__version__)" | tee -a "$OUT/gpu.txt"
+# GPU clocks and power every 200 ms: slow runs show whether the SM clock was low (DVFS) or the host was.
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,utilization.gpu --format=csv -lms 200 \
+  > "$OUT/clocks.csv" 2>/dev/null &
+CLOCKS_PID=$!
+trap 'kill $CLOCKS_PID 2>/dev/null' EXIT
 STEPS="${STEPS:-kernels engine bench}"
 status=0
 if [[ " $STEPS " == *" kernels "* ]]; then
