@@ -1,4 +1,5 @@
-"""Paged attention for one layer: write this step's K/V into the cache, then attend over it."""
+"""Paged attention for one layer: rotate q/k and write this step's K/V into the cache (one kernel),
+then attend over the cache."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from kernels.kv_cache_write import write_kv_cache
+from engine.layers.rotary import RotaryEmbedding
 from kernels.paged_attention import paged_attention, paged_attention_decode
+from kernels.rope_kv_write import rope_and_write_kv
 
 
 @dataclass
@@ -26,9 +28,16 @@ class AttentionMetadata:
 
 class PagedAttention(nn.Module):
     def __init__(
-        self, num_heads: int, num_kv_heads: int, head_dim: int, scale: float, sliding_window: int | None
+        self,
+        num_heads: int,
+        num_kv_heads: int,
+        head_dim: int,
+        scale: float,
+        sliding_window: int | None,
+        rotary: RotaryEmbedding,
     ) -> None:
         super().__init__()
+        self.rotary = rotary
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
         self.head_dim = head_dim
@@ -38,13 +47,31 @@ class PagedAttention(nn.Module):
         self.v_cache: torch.Tensor | None = None
 
     def forward(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, meta: AttentionMetadata
+        self,
+        positions: torch.Tensor,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        meta: AttentionMetadata,
     ) -> torch.Tensor:
-        """q: [T, Hq, D], k/v: [T, Hk, D] -> [T, Hq, D]."""
+        """q: [T, Hq, D], k/v: [T, Hk, D] before rotary (views into the fused projection output are
+        fine) -> [T, Hq, D]."""
         if self.k_cache is None:
             raise RuntimeError("KV cache is not bound to this attention layer")
-        write_kv_cache(k, v, self.k_cache, self.v_cache, meta.slot_mapping)
-        if meta.fresh_prefill_lens and q.is_cuda and self.sliding_window is None:
+        fresh = bool(meta.fresh_prefill_lens) and q.is_cuda and self.sliding_window is None
+        q, k, v = rope_and_write_kv(
+            positions,
+            q,
+            k,
+            v,
+            self.rotary.cos_sin_cache,
+            self.k_cache,
+            self.v_cache,
+            meta.slot_mapping,
+            is_neox=self.rotary.is_neox,
+            return_kv=fresh,  # only the SDPA path reads this step's k/v outside the cache
+        )
+        if fresh:
             return self._fresh_prefill(q, k, v, meta.fresh_prefill_lens)
         if meta.decode_only:
             return paged_attention_decode(

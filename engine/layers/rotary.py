@@ -13,8 +13,9 @@ class RotaryEmbedding(nn.Module):
         super().__init__()
         cache = build_cos_sin_cache(head_dim, max_position, base, scaling, device=device)
         self.register_buffer("cos_sin_cache", cache, persistent=False)
+        self.is_neox = True  # rotate_half pairs, as every supported architecture does
 
     def forward(
         self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        return rotary_embedding(positions, q, k, self.cos_sin_cache, is_neox=True)
+        return rotary_embedding(positions, q, k, self.cos_sin_cache, is_neox=self.is_neox)

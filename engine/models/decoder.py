@@ -58,9 +58,13 @@ class DecoderAttention(nn.Module):
         self.o_proj = RowParallelLinear(full_q, q_rows, cfg.hidden_size, False, dtype, device, tp)
         self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps, dtype, device) if cfg.qk_norm else None
         self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps, dtype, device) if cfg.qk_norm else None
-        self.rotary = rotary
         self.attn = PagedAttention(
-            self.num_heads, self.num_kv_heads, self.head_dim, self.head_dim**-0.5, cfg.sliding_windows[layer]
+            self.num_heads,
+            self.num_kv_heads,
+            self.head_dim,
+            self.head_dim**-0.5,
+            cfg.sliding_windows[layer],
+            rotary,
         )
 
     def forward(self, positions: torch.Tensor, x: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
@@ -72,8 +76,7 @@ class DecoderAttention(nn.Module):
         v = v.reshape(t, self.num_kv_heads, self.head_dim)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = self.rotary(positions, q, k)
-        out = self.attn(q, k, v.contiguous(), meta)
+        out = self.attn(positions, q, k, v, meta)  # rotary + cache write + attention
         return self.o_proj(out.reshape(t, q_size))
 
 

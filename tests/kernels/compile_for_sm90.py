@@ -12,7 +12,15 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from kernels import activation, kv_cache_write, paged_attention, paged_attention_decode, rms_norm, rotary
+from kernels import (
+    activation,
+    kv_cache_write,
+    paged_attention,
+    paged_attention_decode,
+    rms_norm,
+    rope_kv_write,
+    rotary,
+)
 
 FLOAT_PARAMS = {"eps", "scale_log2e"}
 
@@ -58,6 +66,12 @@ def main() -> int:
                         {"positions_ptr": "*i64", "cos_sin_ptr": "*fp32"})  # fmt: skip
     compile_variant("write_kv_cache", kv_cache_write._write_kv_cache_kernel, {"BLOCK_H": 8, "BLOCK_D": 128},
                     {"slot_mapping_ptr": "*i64"})  # fmt: skip
+    for neox, return_kv, block_h in ((True, False, 1), (True, True, 4), (False, False, 1)):
+        compile_variant(f"rope_kv_write neox={neox} return_kv={return_kv} block_h={block_h}",
+                        rope_kv_write._rope_kv_write_kernel,
+                        {"IS_NEOX": neox, "RETURN_KV": return_kv, "BLOCK_H": block_h, "BLOCK_HALF": 64},
+                        {"positions_ptr": "*i64", "cos_sin_ptr": "*fp32", "slot_mapping_ptr": "*i64"},
+                        num_warps=block_h)  # fmt: skip
     for window, dtype in ((False, "*bf16"), (True, "*fp16"), (False, "*fp32")):
         fp32 = dtype == "*fp32"
         compile_variant(f"paged_attention window={window} {dtype}", paged_attention._paged_attention_kernel,

@@ -21,13 +21,6 @@ if not HAS_CUDA:
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA"))]
 
-# (atol, rtol) per dtype for kernel-vs-reference comparisons; bf16 differences are one rounding step.
-TOLERANCES = {
-    torch.float32: (1e-5, 1e-5),
-    torch.float16: (2e-3, 2e-3),
-    torch.bfloat16: (2e-2, 2e-2),
-}
-
 
 @pytest.fixture(autouse=True)
 def _seed():
@@ -46,6 +39,7 @@ KERNEL_MODULES = [
     "kernels.kv_cache_write",
     "kernels.paged_attention",
     "kernels.paged_attention_decode",
+    "kernels.rope_kv_write",
 ]
 
 
@@ -77,9 +71,3 @@ def force_triton(request, monkeypatch):
 @pytest.fixture
 def force_torch(monkeypatch):
     monkeypatch.setenv("CHASSIS_KERNELS", "torch")
-
-
-def assert_close(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype) -> None:
-    atol, rtol = TOLERANCES[dtype]
-    assert actual.dtype == expected.dtype
-    torch.testing.assert_close(actual.float(), expected.float(), atol=atol, rtol=rtol)

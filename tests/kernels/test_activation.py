@@ -1,6 +1,6 @@
 import pytest
 import torch
-from conftest import assert_close
+from tolerances import assert_close
 
 from kernels.activation import silu_and_mul, silu_and_mul_torch
 

@@ -1,7 +1,7 @@
 import pytest
 import torch
-from conftest import assert_close
 from paged_cases import make_cache, naive_attention
+from tolerances import assert_close
 
 from kernels.paged_attention import paged_attention, paged_attention_torch
 

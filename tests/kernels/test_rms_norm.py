@@ -1,6 +1,6 @@
 import pytest
 import torch
-from conftest import assert_close
+from tolerances import assert_close
 
 from kernels.rms_norm import fused_add_rms_norm, fused_add_rms_norm_torch, rms_norm, rms_norm_torch
 

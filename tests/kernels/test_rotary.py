@@ -1,6 +1,6 @@
 import pytest
 import torch
-from conftest import assert_close
+from tolerances import assert_close
 
 from kernels.rotary import build_cos_sin_cache, rotary_embedding, rotary_embedding_torch
 

@@ -3,6 +3,7 @@
 import torch
 
 from engine.layers.attention import PagedAttention
+from engine.layers.rotary import RotaryEmbedding
 from kernels.paged_attention import paged_attention_torch
 
 
@@ -29,6 +30,7 @@ def test_fresh_prefill_matches_paged_reference():
     query_start_loc = torch.tensor([0, 5, 24, 25], dtype=torch.int32)
     seq_lens = torch.tensor(lens, dtype=torch.int32)
     expected = paged_attention_torch(q, k_cache, v_cache, tables, seq_lens, query_start_loc, 0.25)
-    attn = PagedAttention(q_heads, kv_heads, head_dim, 0.25, None)
+    rotary = RotaryEmbedding(head_dim, 64, 10000.0, None, torch.device("cpu"))
+    attn = PagedAttention(q_heads, kv_heads, head_dim, 0.25, None, rotary)
     actual = attn._fresh_prefill(q, k, v, lens)
     torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-5)

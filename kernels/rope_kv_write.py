@@ -1,0 +1,226 @@
+"""Rotary embedding and the paged KV-cache write in one pass over this step's q/k/v.
+
+Replaces three launches per layer (``rotary_embedding``, ``v.contiguous()``, ``write_kv_cache``):
+q and k are read once, rotated (arithmetic identical to ``kernels/rotary.py``, so the results are
+bit for bit the same), q goes to a new ``[T, Hq, D]`` tensor, rotated k and raw v go straight into
+the cache. q/k/v may be strided views of the fused QKV projection output (``head_dim`` contiguous).
+Cache layout and slot rule as in ``kernels/kv_cache_write.py``: slot ``-1`` skips the write.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from kernels._common import cdiv, next_power_of_2, tl, triton, use_triton
+from kernels.kv_cache_write import write_kv_cache_torch
+from kernels.rotary import rotary_embedding_torch
+
+__all__ = ["rope_and_write_kv", "rope_and_write_kv_torch"]
+
+# Below this many tokens every program rotates one head: a decode step then spreads over
+# T * (Hq + Hk) programs instead of T, which is what keeps this launch short inside a graph.
+_ONE_HEAD_PER_PROGRAM_TOKENS = 128
+
+
+@triton.jit
+def _rotate_pairs(src_ptr, heads, head_stride, offs_1, offs_2, mask, cos, sin):
+    """Load the two halves of each pair and rotate them as ``kernels/rotary.py`` does."""
+    x1 = tl.load(src_ptr + heads[:, None] * head_stride + offs_1[None, :], mask=mask, other=0.0)
+    x2 = tl.load(src_ptr + heads[:, None] * head_stride + offs_2[None, :], mask=mask, other=0.0)
+    x1f = x1.to(tl.float32)
+    x2f = x2.to(tl.float32)
+    out_1 = x1f * cos[None, :] - x2f * sin[None, :]
+    out_2 = x2f * cos[None, :] + x1f * sin[None, :]
+    return out_1.to(x1.dtype), out_2.to(x1.dtype)
+
+
+@triton.jit
+def _rope_kv_write_kernel(
+    positions_ptr,
+    cos_sin_ptr,
+    cos_sin_row_stride,
+    q_ptr,
+    q_token_stride,
+    q_head_stride,
+    k_ptr,
+    k_token_stride,
+    k_head_stride,
+    v_ptr,
+    v_token_stride,
+    v_head_stride,
+    q_out_ptr,
+    k_out_ptr,
+    v_out_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    slot_mapping_ptr,
+    num_q_heads,
+    num_kv_heads,
+    num_q_blocks,
+    half_dim,
+    IS_NEOX: tl.constexpr,
+    RETURN_KV: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_HALF: tl.constexpr,
+):
+    """Program ``(t, b)``: head block ``b`` of token ``t``; blocks ``< num_q_blocks`` hold query
+    heads, the rest KV heads (whose k is rotated and whose v is copied)."""
+    token = tl.program_id(0).to(tl.int64)
+    block = tl.program_id(1)
+    position = tl.load(positions_ptr + token).to(tl.int64)
+    pairs = tl.arange(0, BLOCK_HALF)
+    pair_mask = pairs < half_dim
+    cos = tl.load(cos_sin_ptr + position * cos_sin_row_stride + pairs, mask=pair_mask, other=0.0)
+    sin = tl.load(cos_sin_ptr + position * cos_sin_row_stride + half_dim + pairs, mask=pair_mask, other=0.0)
+    if IS_NEOX:
+        offs_1 = pairs
+        offs_2 = pairs + half_dim
+    else:
+        offs_1 = 2 * pairs
+        offs_2 = 2 * pairs + 1
+    head_dim = 2 * half_dim
+    if block < num_q_blocks:
+        heads = block * BLOCK_H + tl.arange(0, BLOCK_H)
+        mask = (heads < num_q_heads)[:, None] & pair_mask[None, :]
+        q_1, q_2 = _rotate_pairs(
+            q_ptr + token * q_token_stride, heads, q_head_stride, offs_1, offs_2, mask, cos, sin
+        )
+        q_row = q_out_ptr + token * num_q_heads * head_dim + heads[:, None] * head_dim
+        tl.store(q_row + offs_1[None, :], q_1, mask=mask)
+        tl.store(q_row + offs_2[None, :], q_2, mask=mask)
+    else:
+        heads = (block - num_q_blocks) * BLOCK_H + tl.arange(0, BLOCK_H)
+        mask = (heads < num_kv_heads)[:, None] & pair_mask[None, :]
+        k_1, k_2 = _rotate_pairs(
+            k_ptr + token * k_token_stride, heads, k_head_stride, offs_1, offs_2, mask, cos, sin
+        )
+        v_row = v_ptr + token * v_token_stride + heads[:, None] * v_head_stride
+        v_1 = tl.load(v_row + offs_1[None, :], mask=mask, other=0.0)
+        v_2 = tl.load(v_row + offs_2[None, :], mask=mask, other=0.0)
+        if RETURN_KV:
+            kv_row = token * num_kv_heads * head_dim + heads[:, None] * head_dim
+            tl.store(k_out_ptr + kv_row + offs_1[None, :], k_1, mask=mask)
+            tl.store(k_out_ptr + kv_row + offs_2[None, :], k_2, mask=mask)
+            tl.store(v_out_ptr + kv_row + offs_1[None, :], v_1, mask=mask)
+            tl.store(v_out_ptr + kv_row + offs_2[None, :], v_2, mask=mask)
+        slot = tl.load(slot_mapping_ptr + token).to(tl.int64)
+        if slot >= 0:
+            cache = slot * num_kv_heads * head_dim + heads[:, None] * head_dim
+            k_dtype = k_cache_ptr.dtype.element_ty
+            v_dtype = v_cache_ptr.dtype.element_ty
+            tl.store(k_cache_ptr + cache + offs_1[None, :], k_1.to(k_dtype), mask=mask)
+            tl.store(k_cache_ptr + cache + offs_2[None, :], k_2.to(k_dtype), mask=mask)
+            tl.store(v_cache_ptr + cache + offs_1[None, :], v_1.to(v_dtype), mask=mask)
+            tl.store(v_cache_ptr + cache + offs_2[None, :], v_2.to(v_dtype), mask=mask)
+
+
+def _check(positions, q, k, v, cos_sin_cache, k_cache, v_cache, slot_mapping) -> None:
+    if q.dim() != 3 or k.dim() != 3 or v.shape != k.shape:
+        raise ValueError(
+            f"q must be [T, Hq, D] and k/v [T, Hk, D], got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    tokens, _, head_dim = q.shape
+    if k.shape[0] != tokens or k.shape[2] != head_dim or head_dim % 2:
+        raise ValueError(f"q {tuple(q.shape)} and k {tuple(k.shape)} disagree on tokens or head_dim")
+    if positions.shape != (tokens,) or positions.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"positions must be int [T={tokens}], got {tuple(positions.shape)}")
+    if slot_mapping.shape != (tokens,) or slot_mapping.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"slot_mapping must be int [T={tokens}], got {tuple(slot_mapping.shape)}")
+    if cos_sin_cache.dim() != 2 or cos_sin_cache.shape[1] != head_dim:
+        raise ValueError(f"cos_sin_cache must be [max_pos, {head_dim}], got {tuple(cos_sin_cache.shape)}")
+    if k_cache.dim() != 4 or v_cache.shape != k_cache.shape or k_cache.shape[2:] != k.shape[1:]:
+        raise ValueError(
+            f"caches must both be [blocks, block_size, {k.shape[1]}, {head_dim}], "
+            f"got {tuple(k_cache.shape)} / {tuple(v_cache.shape)}"
+        )
+    if not (k_cache.is_contiguous() and v_cache.is_contiguous()):
+        raise ValueError("k_cache and v_cache must be contiguous")
+
+
+def _launch(positions, q, k, v, cos_sin_cache, k_cache, v_cache, slot_mapping, is_neox, return_kv):
+    for name, t in (("q", q), ("k", k), ("v", v), ("cos_sin_cache", cos_sin_cache)):
+        if t.stride(-1) != 1:
+            raise ValueError(f"{name} must be contiguous in its last dimension")
+    tokens, num_q_heads, head_dim = q.shape
+    num_kv_heads = k.shape[1]
+    q_out = torch.empty((tokens, num_q_heads, head_dim), dtype=q.dtype, device=q.device)
+    k_out = (
+        torch.empty((tokens, num_kv_heads, head_dim), dtype=k.dtype, device=k.device) if return_kv else None
+    )
+    v_out = torch.empty_like(k_out) if return_kv else None
+    if tokens == 0:
+        return q_out, k_out, v_out
+    block_h = 1 if tokens < _ONE_HEAD_PER_PROGRAM_TOKENS else min(4, next_power_of_2(num_kv_heads))
+    block_half = next_power_of_2(head_dim // 2)
+    num_q_blocks = cdiv(num_q_heads, block_h)
+    _rope_kv_write_kernel[(tokens, num_q_blocks + cdiv(num_kv_heads, block_h))](
+        positions,
+        cos_sin_cache,
+        cos_sin_cache.stride(0),
+        q,
+        q.stride(0),
+        q.stride(1),
+        k,
+        k.stride(0),
+        k.stride(1),
+        v,
+        v.stride(0),
+        v.stride(1),
+        q_out,
+        k_out if return_kv else q_out,
+        v_out if return_kv else q_out,
+        k_cache,
+        v_cache,
+        slot_mapping,
+        num_q_heads,
+        num_kv_heads,
+        num_q_blocks,
+        head_dim // 2,
+        IS_NEOX=is_neox,
+        RETURN_KV=return_kv,
+        BLOCK_H=block_h,
+        BLOCK_HALF=block_half,
+        num_warps=max(1, min(4, block_h * block_half // 64)),
+    )
+    return q_out, k_out, v_out
+
+
+def rope_and_write_kv_torch(
+    positions: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cos_sin_cache: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    is_neox: bool = True,
+    return_kv: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    q_rot, k_rot = rotary_embedding_torch(positions, q, k, cos_sin_cache, is_neox)
+    write_kv_cache_torch(k_rot, v, k_cache, v_cache, slot_mapping)
+    if not return_kv:
+        return q_rot, None, None
+    return q_rot, k_rot, v.contiguous()
+
+
+def rope_and_write_kv(
+    positions: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cos_sin_cache: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    is_neox: bool = True,
+    return_kv: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """Rotate ``q: [T, Hq, D]`` and ``k: [T, Hk, D]`` at ``positions``, write rotated k and ``v`` into
+    the caches at ``slot_mapping`` (slot < 0: skip). Returns ``(q_rotated, k_rotated, v)`` as new
+    contiguous tensors; k and v only with ``return_kv`` (None otherwise)."""
+    _check(positions, q, k, v, cos_sin_cache, k_cache, v_cache, slot_mapping)
+    args = (positions, q, k, v, cos_sin_cache, k_cache, v_cache, slot_mapping, is_neox, return_kv)
+    if use_triton(positions, q, k, v, cos_sin_cache, k_cache, v_cache, slot_mapping):
+        return _launch(*args)
+    return rope_and_write_kv_torch(*args)
