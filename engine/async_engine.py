@@ -18,16 +18,15 @@ from engine.config import EngineConfig
 from engine.engine_core import EngineCore, PreparedRequest
 from engine.kv.events import KVEventLog
 from engine.outputs import EngineStats, RequestOutput
+from engine.request_stream import EngineDeadError, RequestStream
 from engine.sampling.params import SamplingParams
 from engine.tokenizer.tokenizer import Tokenizer
+
+__all__ = ["AsyncLLMEngine", "EngineDeadError", "RequestStream"]
 
 logger = logging.getLogger(__name__)
 
 _STOP = object()
-
-
-class EngineDeadError(RuntimeError):
-    pass
 
 
 class AsyncLLMEngine:
@@ -175,47 +174,3 @@ class AsyncLLMEngine:
     def _fail_all(self, exc: BaseException) -> None:
         for stream in self._streams.values():
             stream.put_nowait(EngineDeadError(f"engine loop crashed: {exc!r}"))
-
-
-class RequestStream:
-    """Async iterator over one request's outputs.
-
-    Leaving it early in any way (break + aclose, task cancellation, or dropping it unread) aborts
-    the request, so a vanished client never keeps KV blocks busy.
-    """
-
-    def __init__(self, request_id: str, queue_: asyncio.Queue, release) -> None:
-        self.request_id = request_id
-        self._queue = queue_
-        self._release = release
-        self._done = False
-
-    def __aiter__(self) -> RequestStream:
-        return self
-
-    async def __anext__(self) -> RequestOutput:
-        if self._done:
-            raise StopAsyncIteration
-        try:
-            item = await self._queue.get()
-        except BaseException:  # cancelled while waiting: the consumer is gone
-            self._close(finished=False)
-            raise
-        if isinstance(item, BaseException):
-            self._close(finished=True)
-            raise item
-        if item.finished:
-            self._close(finished=True)
-        return item
-
-    async def aclose(self) -> None:
-        self._close(finished=False)
-
-    def _close(self, finished: bool) -> None:
-        if not self._done:
-            self._done = True
-            self._release(self.request_id, finished)
-
-    def __del__(self) -> None:
-        if not self._done:
-            self._close(finished=False)

@@ -1,6 +1,7 @@
 """The engine: admit requests, run steps, turn sampled tokens into outputs.
 
-Single-threaded by design: ``LLM`` drives it in a loop, ``AsyncLLMEngine`` from its own thread.
+Single-threaded by design: ``LLM`` drives it in a loop, ``AsyncLLMEngine`` from its own thread,
+``chassis serve`` from its own process (``engine.core_process``).
 ``prepare`` only reads immutable state, so callers may run it on another thread to validate and
 tokenize before handing the request over.
 
@@ -24,6 +25,7 @@ from engine.config import EngineConfig
 from engine.kv.events import KVEventLog
 from engine.kv.kv_manager import KVCacheManager
 from engine.outputs import EngineStats, RequestMetrics, RequestOutput
+from engine.prompt_validation import validated_prompt_ids
 from engine.runner.kv_sizing import num_kv_blocks
 from engine.runner.model_runner import TORCH_DTYPES, LaunchedStep, ModelRunner, StepResult
 from engine.runner.tp_executor import runner_factory
@@ -49,7 +51,9 @@ class PreparedRequest:
 
 
 class EngineCore:
-    def __init__(self, config: EngineConfig) -> None:
+    def __init__(self, config: EngineConfig, kv_events: KVEventLog | None = None) -> None:
+        """``kv_events``: the log prefix-cache changes go to (default: a new one of the configured
+        capacity); the engine-core process passes one that also forwards them to the server."""
         self.config = config
         self.model_config = load_model_config(config.model_dir)
         self.device = torch.device(config.resolved_device())
@@ -82,7 +86,7 @@ class EngineCore:
             and hasattr(self.runner, "capture_decode_graphs")  # the tensor-parallel runner has none yet
         ):
             self.runner.capture_decode_graphs(config.max_num_seqs)
-        self.kv_events = KVEventLog(config.kv_event_capacity)
+        self.kv_events = kv_events if kv_events is not None else KVEventLog(config.kv_event_capacity)
         self.kv = KVCacheManager(num_blocks, config.block_size, config.enable_prefix_caching, self.kv_events)
         self.scheduler = Scheduler(self.kv, config.max_num_batched_tokens, config.max_num_seqs)
         # The tensor-parallel executor steps its ranks in lockstep and has no launch/result split.
@@ -104,33 +108,17 @@ class EngineCore:
         request_id: str | None = None,
         cache_salt: str | None = None,
         final_only: bool = False,
+        arrival_time: float | None = None,
     ) -> PreparedRequest:
         """Validate and tokenize; raises ValueError for a prompt the engine cannot serve.
 
         ``final_only``: the caller wants only the finished output (one per request, everything in
-        it new), not one per token; the server streams and leaves it False."""
-        if not isinstance(params, SamplingParams):
-            raise ValueError(f"params must be SamplingParams, got {type(params).__name__}")
-        if isinstance(prompt, str):
-            prompt_ids = self.tokenizer.encode(prompt, add_special_tokens=True)
-        elif isinstance(prompt, list | tuple) and all(
-            isinstance(t, int) and not isinstance(t, bool) for t in prompt
-        ):
-            prompt_ids = list(prompt)
-            bad = [t for t in prompt_ids if not 0 <= t < self.model_config.vocab_size]
-            if bad:
-                raise ValueError(
-                    f"token id {bad[0]} is outside the vocabulary [0, {self.model_config.vocab_size})"
-                )
-        else:
-            raise ValueError("prompt must be a string or a list of token ids")
-        if not prompt_ids:
-            raise ValueError("prompt is empty")
-        if len(prompt_ids) >= self.max_model_len:
-            raise ValueError(
-                f"prompt is {len(prompt_ids)} tokens, which leaves no room to generate within "
-                f"max_model_len={self.max_model_len}; shorten the prompt"
-            )
+        it new), not one per token; the server streams and leaves it False. ``arrival_time``: when
+        the request reached the server (``time.monotonic()``, system-wide on Linux, so another
+        process may stamp it); default now."""
+        prompt_ids = validated_prompt_ids(
+            prompt, params, self.tokenizer, self.model_config.vocab_size, self.max_model_len
+        )
         room = self.max_model_len - len(prompt_ids)
         request = Request(
             request_id=request_id or uuid.uuid4().hex,
@@ -142,6 +130,7 @@ class EngineCore:
             min_tokens=params.min_tokens,
             cache_salt=cache_salt,
             sampling_params=params,
+            arrival_time=time.monotonic() if arrival_time is None else arrival_time,
         )
         detokenizer = IncrementalDetokenizer(
             self.tokenizer.backend, params.skip_special_tokens, params.stop, params.include_stop_str_in_output

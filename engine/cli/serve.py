@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 HELP = "Serve one checkpoint over HTTP (OpenAI, Anthropic and Responses APIs, /health, /metrics)."
 
 TOOL_PARSERS = ("auto", "hermes", "llama3", "deepseek")
@@ -57,6 +58,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kv-event-capacity", type=int, default=10_000, help="KV events kept for /kv/events")
     parser.add_argument("--replica-id", default="", help="name reported in /health and the KV event feed")
     parser.add_argument(
+        "--engine-in-thread",
+        action="store_true",
+        help="run the engine core in a thread of the server process instead of a child process "
+        "(one process to profile; HTTP work and engine steps then share one GIL)",
+    )
+    parser.add_argument(
         "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
     )
 
@@ -70,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
 
     from engine.config import EngineConfig
     from engine.server.app import create_app
-    from engine.server.rank_failure import end_server_on_rank_failure
+    from engine.server.engine_failure import replica_ender
     from engine.server.state import ServeSettings
     from engine.server.uvicorn_server import DrainingServer
 
@@ -105,17 +112,24 @@ def run(args: argparse.Namespace) -> int:
         block_size=args.block_size,
     )
 
-    async def load_engine():
-        from engine.async_engine import AsyncLLMEngine
+    logging.basicConfig(level=args.log_level.upper(), format=LOG_FORMAT)
+    prometheus_client.disable_created_metrics()
 
-        engine = await asyncio.to_thread(AsyncLLMEngine, config)  # weights load off the event loop
+    async def load_engine():  # called once the server runs (app and server exist by then)
+        end_replica = replica_ender(app.state.server, server.request_exit)  # the engine is gone for good
+        if args.engine_in_thread:
+            from engine.async_engine import AsyncLLMEngine
+            from engine.runner.tp_executor import set_rank_failure_handler
+
+            set_rank_failure_handler(end_replica)
+            engine = await asyncio.to_thread(AsyncLLMEngine, config)  # weights load off the event loop
+        else:
+            from engine.core_process import EngineCoreClient
+
+            engine = EngineCoreClient(config, on_death=end_replica, log_format=LOG_FORMAT)
         await engine.start()
         return engine
 
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    prometheus_client.disable_created_metrics()
     app = create_app(settings, load_engine)
     server = DrainingServer(
         uvicorn.Config(
@@ -130,6 +144,5 @@ def run(args: argparse.Namespace) -> int:
     )
     state = app.state.server
     state.on_fatal = server.request_exit
-    end_server_on_rank_failure(state, server.request_exit)
     server.run()
     return 1 if state.load_error else 0

@@ -1,6 +1,12 @@
-"""A tensor-parallel replica whose rank died must end, so the control plane sees the process exit
-and relaunches it: mark the server failed, stop it, and exit hard if the stop hangs (an engine
-thread blocked in an NCCL collective never returns)."""
+"""A replica whose engine cannot run any more must end, so the control plane sees the process exit
+and relaunches it: mark the server failed (/health answers 503 "failed" with the reason until the
+process is gone), stop it, and exit hard if the stop hangs (a thread blocked in an NCCL collective
+never returns).
+
+The engine is gone when the engine-core process dies (crash, SIGKILL, a dead tensor-parallel rank,
+which it reports before exiting) or, with the engine in the server's own thread, when a
+tensor-parallel rank dies.
+"""
 
 from __future__ import annotations
 
@@ -18,21 +24,21 @@ HARD_EXIT_AFTER_S = 5.0
 EXIT_CODE = 1
 
 
-def end_server_on_rank_failure(state: ServerState, request_exit: Callable[[], None]) -> None:
-    from engine.runner.tp_executor import set_rank_failure_handler
+def replica_ender(state: ServerState, request_exit: Callable[[], None]) -> Callable[[str], None]:
+    """A callback taking the reason the engine is gone; callable from any thread."""
 
-    def handle(message: str) -> None:
-        log.error("ending this replica: %s", message)
-        state.load_error = message  # /health answers 503 "failed" with it until the process is gone
+    def end(reason: str) -> None:
+        log.error("ending this replica: %s", reason)
+        state.load_error = reason
         state.ready = False
         request_exit()
-        timer = threading.Timer(HARD_EXIT_AFTER_S, _hard_exit, (message,))
+        timer = threading.Timer(HARD_EXIT_AFTER_S, _hard_exit, (reason,))
         timer.daemon = True
         timer.start()
 
-    set_rank_failure_handler(handle)
+    return end
 
 
-def _hard_exit(message: str) -> None:
-    print(f"chassis serve: graceful stop did not finish; exiting. {message}", file=sys.stderr, flush=True)
+def _hard_exit(reason: str) -> None:
+    print(f"chassis serve: graceful stop did not finish; exiting. {reason}", file=sys.stderr, flush=True)
     os._exit(EXIT_CODE)

@@ -22,7 +22,12 @@ async def health(request: Request) -> JSONResponse:
         status = "draining"
     else:
         status = "ready" if state.ready else "loading"
-    body: dict = {"status": status, "model": state.model_name, "replica_id": state.settings.replica_id}
+    body: dict = {
+        "status": status,
+        "model": state.model_name,
+        "replica_id": state.settings.replica_id,
+        "engine_pid": state.engine_pid,
+    }
     stats = state.engine_stats()
     if stats is not None:
         body.update(num_requests_running=stats.num_running, num_requests_waiting=stats.num_waiting)

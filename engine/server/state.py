@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,13 @@ class ServerState:
         self.parser_cls: type[ToolParser] | None = None
         self.token_text: TokenText | None = None
         self.on_fatal: Callable[[], None] | None = None  # set by the CLI: stop the process
+
+    @property
+    def engine_pid(self) -> int | None:
+        """The process the engine core runs in: a child of this one, or this one (engine in a thread)."""
+        if self.engine is None:
+            return None
+        return getattr(self.engine, "pid", None) or os.getpid()
 
     def engine_stats(self) -> Any | None:
         return self.engine.stats() if self.ready and self.engine is not None else None
