@@ -1,10 +1,59 @@
-"""A linear layer whose output may be several checkpoint tensors stacked (fused q/k/v, gate/up)."""
+"""A linear layer whose output may be several checkpoint tensors stacked (fused q/k/v, gate/up).
+
+Decode-sized inputs (<= 8 rows) may take the Triton GEMV (``kernels/gemv.py``) instead of cuBLAS,
+chosen by ``CHASSIS_GEMV``: ``cublas`` (default) never, ``triton`` always where Triton runs (CUDA,
+or CPU tensors with ``CHASSIS_KERNELS=triton`` under the interpreter), ``auto`` per shape as the
+measured table (``kernels/gemv_configs.py``) says was faster, cuBLAS for shapes it lacks.
+"""
 
 from __future__ import annotations
+
+import os
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from kernels._common import use_triton
+from kernels.gemv import MAX_ROWS, gemv, gemv_silu
+from kernels.gemv_configs import table_entry
+
+GEMV_ENV = "CHASSIS_GEMV"
+_GEMV_MODES = ("cublas", "triton", "auto")
+
+
+def gemv_mode() -> str:
+    mode = os.environ.get(GEMV_ENV, "cublas").strip().lower() or "cublas"
+    if mode not in _GEMV_MODES:
+        raise ValueError(f"{GEMV_ENV}={mode!r} is not one of {', '.join(_GEMV_MODES)}")
+    return mode
+
+
+def takes_gemv(x: torch.Tensor, weight: torch.Tensor, gated: bool = False) -> bool:
+    """Whether ``x @ weight.T`` (``silu_and_mul(x) @ weight.T`` when gated) runs the Triton GEMV."""
+    rows = x.shape[0] if x.dim() == 2 else -1
+    if not 1 <= rows <= MAX_ROWS or x.dtype != weight.dtype or x.stride(-1) != 1:
+        return False
+    # fp32 products go to cuBLAS on a GPU (Triton's exact-fp32 dot is slow); fp32 reaches the
+    # GEMV only in the CPU interpreter, which is how the tests drive it end to end.
+    if x.dtype not in (torch.bfloat16, torch.float16) and x.is_cuda:
+        return False
+    mode = gemv_mode()
+    if mode == "cublas" or not use_triton(x, weight):
+        return False
+    if mode == "triton":
+        return True
+    n, k = weight.shape
+    entry = table_entry(rows, n, k, gated, x.device)
+    return entry is not None and entry.backend == "triton"
+
+
+def matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``F.linear`` over the last dimension, through the GEMV where ``takes_gemv`` says so."""
+    flat = x.reshape(-1, x.shape[-1])
+    if takes_gemv(flat, weight):
+        return gemv(flat, weight, bias).view(*x.shape[:-1], weight.shape[0])
+    return F.linear(x, weight, bias)
 
 
 class Linear(nn.Module):
@@ -36,4 +85,13 @@ class Linear(nn.Module):
         part.copy_(tensor)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(x, self.weight, self.bias)
+        return matmul(x, self.weight, self.bias)
+
+    def fuses_silu(self, gate_up: torch.Tensor) -> bool:
+        """Whether ``forward_silu`` can fold ``silu_and_mul`` into this product (GEMV-sized input)."""
+        return takes_gemv(gate_up, self.weight, gated=True)
+
+    def forward_silu(self, gate_up: torch.Tensor) -> torch.Tensor:
+        """``self(silu_and_mul(gate_up))`` as one GEMV that forms the activation while loading its
+        input; only where ``fuses_silu(gate_up)``."""
+        return gemv_silu(gate_up, self.weight, self.bias)

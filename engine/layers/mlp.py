@@ -10,7 +10,8 @@ from kernels.activation import silu_and_mul
 
 
 class GatedMLP(nn.Module):
-    """SwiGLU: down(silu(gate(x)) * up(x)), with gate and up fused into one matmul.
+    """SwiGLU: down(silu(gate(x)) * up(x)), with gate and up fused into one matmul (and, for
+    decode-sized batches on the Triton GEMV, the activation fused into the down projection).
 
     Tensor-parallel: gate/up split by intermediate rows, down by the same columns, one all-reduce.
     """
@@ -31,4 +32,7 @@ class GatedMLP(nn.Module):
         self.down_proj = RowParallelLinear(intermediate, rows, hidden, False, dtype, device, group)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(silu_and_mul(self.gate_up_proj(x)))
+        gate_up = self.gate_up_proj(x)
+        if self.down_proj.fuses_silu(gate_up):
+            return self.down_proj.forward_silu(gate_up)
+        return self.down_proj(silu_and_mul(gate_up))

@@ -71,7 +71,7 @@ class RowParallelLinear(Linear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.group.is_single:
-            return F.linear(x, self.weight, self.bias)
+            return super().forward(x)
         if x.dtype in (torch.bfloat16, torch.float16):
             # Sum the partial products in fp32 and round once, as one unsplit matmul does: summing
             # bf16-rounded halves flips greedy tokens at near-ties against tensor_parallel_size=1.
@@ -81,6 +81,9 @@ class RowParallelLinear(Linear):
                 return out if self.bias is None else out + self.bias
         out = self.group.all_reduce(F.linear(x, self.weight))
         return out if self.bias is None else out + self.bias
+
+    def fuses_silu(self, gate_up: torch.Tensor) -> bool:
+        return self.group.is_single and super().fuses_silu(gate_up)
 
 
 _mm_out_dtype_works = True

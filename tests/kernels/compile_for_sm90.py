@@ -14,6 +14,7 @@ from triton.compiler import ASTSource
 
 from kernels import (
     activation,
+    gemv,
     kv_cache_write,
     paged_attention,
     paged_attention_decode,
@@ -37,10 +38,13 @@ def signature(kernel, pointer_types, constexprs, default_pointer="*bf16"):
     return types
 
 
-def compile_variant(label, kernel, constexprs, pointer_types=None, num_warps=4, default_pointer="*bf16"):
+def compile_variant(
+    label, kernel, constexprs, pointer_types=None, num_warps=4, default_pointer="*bf16", num_stages=3
+):
     sig = signature(kernel, pointer_types or {}, constexprs, default_pointer)
+    options = {"num_warps": num_warps, "num_stages": num_stages}
     compiled = triton.compile(
-        ASTSource(kernel, sig, constexprs), target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps}
+        ASTSource(kernel, sig, constexprs), target=GPUTarget("cuda", 90, 32), options=options
     )
     assert compiled.asm.get("cubin"), label
     print(f"compiled {label}")
@@ -86,6 +90,22 @@ def main() -> int:
                             DECODE_POINTERS, default_pointer=dtype)  # fmt: skip
     compile_variant("decode reduce", paged_attention_decode._decode_reduce_kernel, {"BLOCK_S": 8, "BLOCK_D": 128},
                     DECODE_POINTERS)  # fmt: skip
+    gemv_pointers = {"partial_ptr": "*fp32"}
+    for use_dot, block_m, block_n, block_k, stages, gated, split, dtype in (
+        (True, 16, 16, 256, 4, False, False, "*bf16"),  # mma.sync tile
+        (True, 16, 64, 128, 4, True, False, "*bf16"),  # wgmma tile, SwiGLU input
+        (True, 16, 32, 256, 4, False, True, "*fp16"),
+        (False, 1, 16, 256, 2, False, False, "*bf16"),
+        (False, 1, 16, 256, 2, True, True, "*bf16"),
+    ):
+        constexprs = {"HAS_BIAS": not gated, "GATED": gated, "SPLIT": split, "USE_DOT": use_dot,
+                      "DOT_IN_FP32": False, "EVEN_K": True, "BLOCK_M": block_m, "BLOCK_N": block_n,
+                      "BLOCK_K": block_k}  # fmt: skip
+        compile_variant(f"gemv dot={use_dot} n{block_n} k{block_k} gated={gated} split={split} {dtype}",
+                        gemv._gemv_kernel, constexprs, gemv_pointers, default_pointer=dtype,
+                        num_stages=stages)  # fmt: skip
+    compile_variant("gemv split reduce", gemv._split_reduce_kernel,
+                    {"SPLITS": 4, "HAS_BIAS": True, "BLOCK": 1024}, gemv_pointers)  # fmt: skip
     return 0
 
 

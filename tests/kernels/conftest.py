@@ -40,6 +40,7 @@ KERNEL_MODULES = [
     "kernels.paged_attention",
     "kernels.paged_attention_decode",
     "kernels.rope_kv_write",
+    "kernels.gemv",
 ]
 
 

@@ -39,6 +39,8 @@ def test_ops_import_and_run_without_triton():
         "from kernels.rotary import rotary_embedding, build_cos_sin_cache\n"
         "from kernels.kv_cache_write import write_kv_cache\n"
         "from kernels.rope_kv_write import rope_and_write_kv\n"
+        "from kernels.gemv import gemv, gemv_silu\n"
+        "import engine.layers.linear\n"
         "from kernels.paged_attention import paged_attention, paged_attention_decode\n"
         "assert not HAS_TRITON and not use_triton(torch.zeros(1))\n"
         "print(rms_norm(torch.ones(2, 8), torch.ones(8), 1e-6).sum().item())\n"

@@ -1,0 +1,170 @@
+"""Launch configurations for ``kernels/gemv.py``: a built-in rule, and a measured table that overrides it.
+
+The table is written by ``scripts/gpu/bench_decode_kernels.py --write-table`` on the target GPU: for
+every (row bucket, N, K, gated) it records the fastest Triton config and whether it beat cuBLAS.
+Configs are never tuned at run time (no ``triton.autotune``): a timing-noise-driven choice would
+change the reduction order, and with it the logits, from one server start to the next.
+
+Lookup order: ``$CHASSIS_GEMV_TABLE`` if set, else ``kernels/gemv_table.json`` if it exists; a table
+measured on another device name is ignored.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from kernels._common import next_power_of_2, num_compute_units
+
+__all__ = [
+    "GemvConfig",
+    "GemvTable",
+    "TableEntry",
+    "candidate_configs",
+    "choose_config",
+    "default_config",
+    "load_table",
+    "row_bucket",
+    "table_entry",
+]
+
+TABLE_ENV = "CHASSIS_GEMV_TABLE"
+DEFAULT_TABLE = Path(__file__).with_name("gemv_table.json")
+ROW_BUCKETS = (1, 2, 4, 8)
+
+
+@dataclass(frozen=True)
+class GemvConfig:
+    """One launch: ``block_n`` output rows per program, ``block_k`` input columns per step.
+
+    ``use_dot``: tensor-core ``tl.dot`` with the input rows padded to 16 (one compile serves every
+    row count); otherwise fp32 FMAs, for a single input row only. ``split_k`` > 1: the K range is
+    cut into that many parts whose fp32 partial sums a second kernel adds in order.
+    """
+
+    block_n: int
+    block_k: int
+    num_warps: int = 4
+    num_stages: int = 4
+    split_k: int = 1
+    use_dot: bool = True
+
+    def label(self) -> str:
+        kind = "dot" if self.use_dot else "fma"
+        split = f" split{self.split_k}" if self.split_k > 1 else ""
+        return f"{kind} n{self.block_n} k{self.block_k} w{self.num_warps} s{self.num_stages}{split}"
+
+
+@dataclass(frozen=True)
+class TableEntry:
+    backend: str  # "triton" or "cublas": which one measured faster
+    config: GemvConfig
+
+
+class GemvTable:
+    def __init__(self, device: str, entries: dict[tuple[int, int, int, bool], TableEntry]) -> None:
+        self.device = device
+        self.entries = entries
+
+    @classmethod
+    def load(cls, path: Path) -> GemvTable:
+        data = json.loads(Path(path).read_text())
+        entries = {
+            (e["rows"], e["n"], e["k"], e["gated"]): TableEntry(e["backend"], GemvConfig(**e["config"]))
+            for e in data["entries"]
+        }
+        return cls(data["device"], entries)
+
+    def save(self, path: Path, extra: dict | None = None) -> None:
+        entries = [
+            {"rows": rows, "n": n, "k": k, "gated": gated, "backend": e.backend, "config": asdict(e.config)}
+            for (rows, n, k, gated), e in sorted(self.entries.items())
+        ]
+        Path(path).write_text(
+            json.dumps({"device": self.device, **(extra or {}), "entries": entries}, indent=1)
+        )
+
+
+def row_bucket(rows: int) -> int:
+    if not 1 <= rows <= ROW_BUCKETS[-1]:
+        raise ValueError(f"the GEMV takes 1 to {ROW_BUCKETS[-1]} rows, got {rows}")
+    return next_power_of_2(rows)
+
+
+@functools.lru_cache(maxsize=4)
+def load_table(path: str) -> GemvTable | None:
+    return GemvTable.load(Path(path)) if Path(path).is_file() else None
+
+
+@functools.lru_cache(maxsize=8)
+def _device_name(device: torch.device) -> str:
+    if device.type != "cuda":
+        return device.type
+    return torch.cuda.get_device_name(device)
+
+
+def table_entry(rows: int, n: int, k: int, gated: bool, device: torch.device) -> TableEntry | None:
+    """The measured choice for this shape on this device, if the table has one."""
+    table = load_table(os.environ.get(TABLE_ENV) or str(DEFAULT_TABLE))
+    if table is None or table.device != _device_name(device):
+        return None
+    return table.entries.get((row_bucket(rows), n, k, gated))
+
+
+def _split_for(programs: int, k: int, block_k: int, num_sms: int) -> int:
+    """Enough K splits to give every SM a program, keeping >= 2 K-steps per split."""
+    split = 1
+    while programs * split < num_sms and k >= 2 * block_k * (2 * split) and split < 8:
+        split *= 2
+    return split
+
+
+def default_config(rows: int, n: int, k: int, num_sms: int) -> GemvConfig:
+    """The rule used without a table entry: tensor-core path, narrow slabs for narrow outputs so
+    there are >= ~2 programs per SM, K split only when there are fewer programs than SMs."""
+    del rows  # one config for every row count keeps rows bit-identical across batch sizes 1..8
+    block_n = 16 if n <= 8192 else 32 if n <= 16384 else 64
+    block_k = min(256 if block_n < 64 else 128, max(16, next_power_of_2(k)))
+    split = _split_for(-(-n // block_n), k, block_k, num_sms)
+    return GemvConfig(block_n, block_k, num_warps=4, num_stages=4, split_k=split)
+
+
+def choose_config(rows: int, n: int, k: int, gated: bool, device: torch.device) -> GemvConfig:
+    entry = table_entry(rows, n, k, gated, device)
+    if entry is not None:
+        return entry.config
+    return default_config(rows, n, k, num_compute_units(device))
+
+
+# (block_n, block_k, num_warps, num_stages) tried by the benchmark. The tensor-core ones serve every
+# row count with one compile; the FMA ones take a single row.
+_DOT_TILES = (
+    (16, 256, 4, 4),
+    (16, 512, 4, 3),
+    (32, 256, 4, 4),
+    (64, 128, 4, 4),
+    (64, 256, 4, 3),
+    (128, 128, 8, 3),
+)
+_FMA_TILES = ((8, 512, 4, 2), (16, 256, 4, 2), (32, 128, 4, 2))
+
+
+def candidate_configs(rows: int, n: int, k: int, num_sms: int) -> list[GemvConfig]:
+    """Configs worth timing for one shape: every tile, unsplit and (where there are too few
+    programs to fill the GPU twice) split 2 and 4 ways."""
+    tiles = [(tile, True) for tile in _DOT_TILES]
+    if rows == 1:
+        tiles += [(tile, False) for tile in _FMA_TILES]
+    configs = []
+    for (block_n, block_k, warps, stages), use_dot in tiles:
+        if block_k > k:
+            continue
+        programs = -(-n // block_n)
+        splits = [1] + [s for s in (2, 4) if programs < 2 * num_sms and k >= 2 * s * block_k]
+        configs += [GemvConfig(block_n, block_k, warps, stages, s, use_dot) for s in splits]
+    return configs
