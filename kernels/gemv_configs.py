@@ -155,16 +155,15 @@ _FMA_TILES = ((8, 512, 4, 2), (16, 256, 4, 2), (32, 128, 4, 2))
 
 
 def candidate_configs(rows: int, n: int, k: int, num_sms: int) -> list[GemvConfig]:
-    """Configs worth timing for one shape: every tile, unsplit and (where there are too few
-    programs to fill the GPU twice) split 2 and 4 ways."""
+    """Configs worth timing for one shape: the default, every tile (K step capped at K's size),
+    unsplit and, where there are too few programs to fill the GPU twice, split 2 and 4 ways."""
     tiles = [(tile, True) for tile in _DOT_TILES]
     if rows == 1:
         tiles += [(tile, False) for tile in _FMA_TILES]
-    configs = []
+    configs = [default_config(rows, n, k, num_sms)]
     for (block_n, block_k, warps, stages), use_dot in tiles:
-        if block_k > k:
-            continue
+        block_k = min(block_k, max(16, next_power_of_2(k)))
         programs = -(-n // block_n)
         splits = [1] + [s for s in (2, 4) if programs < 2 * num_sms and k >= 2 * s * block_k]
         configs += [GemvConfig(block_n, block_k, warps, stages, s, use_dot) for s in splits]
-    return configs
+    return list(dict.fromkeys(configs))

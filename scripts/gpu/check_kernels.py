@@ -80,7 +80,7 @@ def bench_pair(triton_call, torch_call, rep_ms: int) -> tuple[float, float, floa
 
 
 def elementwise_rows(torch, rep_ms: int, dtype) -> list[Row]:
-    from kernels import activation, kv_cache_write, rms_norm, rotary
+    from kernels import activation, kv_cache_write, rms_norm, rope_kv_write, rotary
 
     rows = []
     size = torch.tensor([], dtype=dtype).element_size()
@@ -135,7 +135,49 @@ def elementwise_rows(torch, rep_ms: int, dtype) -> list[Row]:
     rows.append(
         Row("write_kv_cache", f"T={PREFILL_TOKENS} {KV_HEADS}x{HEAD_DIM}", t, r, d, 4 * k.numel() * size)
     )
+    t, r, d = bench_pair(
+        (rope_kv_write._launch, positions, q, k, value, cache, caches[0], caches[1], slots, True, False),
+        (rope_kv_write.rope_and_write_kv_torch, positions, q, k, value, cache, caches[2], caches[3], slots),
+        rep_ms,
+    )
+    moved = (2 * q.numel() + 4 * k.numel()) * size  # q in and out; k and v in, both into the cache
+    rows.append(
+        Row("rope_and_write_kv", f"T={PREFILL_TOKENS} {Q_HEADS}/{KV_HEADS}x{HEAD_DIM}", t, r, d, moved)
+    )
     return rows
+
+
+def gemv_rows(torch, rep_ms: int, dtype) -> list[Row]:
+    """Triton GEMV against cuBLAS (the "torch" column) on weights far larger than L2; the in-graph,
+    L2-cold comparison over every config is scripts/gpu/bench_decode_kernels.py."""
+    import torch.nn.functional as F
+
+    from kernels import activation, gemv
+
+    rows = []
+    size = torch.tensor([], dtype=dtype).element_size()
+    weight = torch.randn(2 * INTERMEDIATE, HIDDEN, device="cuda", dtype=dtype) / HIDDEN**0.5
+    down = torch.randn(HIDDEN, INTERMEDIATE, device="cuda", dtype=dtype) / INTERMEDIATE**0.5
+    for m in (1, 8):
+        x = torch.randn(m, HIDDEN, device="cuda", dtype=dtype)
+        t, r, d = bench_pair((gemv._launch, x, weight, None, False), (F.linear, x, weight), rep_ms)
+        rows.append(
+            Row("gemv vs cuBLAS", f"M={m} {2 * INTERMEDIATE}x{HIDDEN}", t, r, d, weight.numel() * size)
+        )
+        gate_up = torch.randn(m, 2 * INTERMEDIATE, device="cuda", dtype=dtype)
+        t, r, d = bench_pair(
+            (gemv._launch, gate_up, down, None, True), (_silu_then_linear, activation, gate_up, down), rep_ms
+        )
+        rows.append(
+            Row("gemv_silu vs 2 kernels", f"M={m} {HIDDEN}x{INTERMEDIATE}", t, r, d, down.numel() * size)
+        )
+    return rows
+
+
+def _silu_then_linear(activation, gate_up, weight):
+    import torch.nn.functional as F
+
+    return F.linear(activation.silu_and_mul(gate_up), weight)
 
 
 def _write_then_read(write, key, value, k_cache, v_cache, slots):
@@ -234,6 +276,9 @@ def main(argv: list[str] | None = None) -> int:
             print(row.render(), flush=True)
         if args.only != "elementwise":
             for row in attention_rows(torch, args.rep_ms, dtype, args.only):
+                print(row.render(), flush=True)
+        if args.only in (None, "decode"):
+            for row in gemv_rows(torch, args.rep_ms, dtype):
                 print(row.render(), flush=True)
     return status
 

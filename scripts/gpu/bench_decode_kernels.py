@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+"""Decode-step kernels at the Llama-3.1-8B shape on one GPU, timed the way decode runs: in CUDA graphs.
+
+(a) device-to-device copy bandwidth, the reference every other rate is compared with;
+(b) cuBLAS (``F.linear``) against every candidate Triton GEMV config for the decode products at
+    M = 1, 2, 4, 8 (the down projection also as the SwiGLU-fused GEMV against silu_and_mul + cuBLAS);
+(c) today's rotary + ``v.contiguous()`` + KV-cache write against the fused ``rope_and_write_kv``;
+(d) every timed kernel checked against its torch reference on the GPU; exit status 1 on a mismatch.
+
+Each timing captures ``--calls`` back-to-back calls in one graph, replays it and divides. Weights
+rotate through enough copies to exceed L2 (50 MB on an H200), as 32 layers' weights do in decode.
+Needs only torch and triton. ``--write-table kernels/gemv_table.json`` saves the fastest config per
+shape (and whether it beat cuBLAS) for ``CHASSIS_GEMV=auto|triton`` to use.
+
+    python scripts/gpu/bench_decode_kernels.py --write-table kernels/gemv_table.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO_ROOT))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+LAYERS, Q_HEADS, KV_HEADS, HEAD_DIM, BLOCK_SIZE = 32, 32, 8, 128, 16
+SHAPES = [  # name, N, K, gated (input [M, 2K] through silu_and_mul)
+    ("qkv", 6144, 4096, False),
+    ("o_proj", 4096, 4096, False),
+    ("gate_up", 28672, 4096, False),
+    ("down", 4096, 14336, False),
+    ("down+silu", 4096, 14336, True),
+    ("lm_head", 128256, 4096, False),
+]
+ROWS = (1, 2, 4, 8)
+ROTATE_BYTES = 256 << 20  # weights cycled through per graph: 5x an H200's L2
+TRITON_MARGIN = 0.98  # the table picks Triton only when it is >= 2 % faster, so noise does not flip ties
+DTYPE = torch.bfloat16
+DEVICE = torch.device("cuda")
+
+
+@dataclass
+class Timing:
+    label: str
+    us: float
+    bytes_moved: int
+    ok: bool = True
+
+    def rate(self) -> float:
+        return self.bytes_moved / self.us / 1e3  # GB/s
+
+
+def time_in_graph(calls, n_calls: int, replays: int) -> float:
+    """Microseconds per call: ``calls(i)`` for i in range(n_calls) captured in one graph, replayed."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # compile Triton kernels, settle cuBLAS workspaces
+        for i in range(min(n_calls, 2)):
+            calls(i)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(n_calls):
+            calls(i)
+    graph.replay()
+    samples = []
+    for _ in range(replays):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1e3 / n_calls)
+    del graph
+    return statistics.median(samples)
+
+
+def copy_bandwidth(replays: int) -> float:
+    src = torch.empty(1 << 30, dtype=torch.uint8, device=DEVICE).random_()
+    dst = torch.empty_like(src)
+    us = time_in_graph(lambda i: dst.copy_(src), 5, replays)
+    return 2 * (1 << 30) / us / 1e3  # read + write
+
+
+def close(actual: torch.Tensor, expected: torch.Tensor) -> bool:
+    return torch.allclose(actual.float(), expected.float(), atol=2e-2, rtol=2e-2)
+
+
+def bench_rope(calls: int, replays: int, failures: list[str]) -> list[tuple[int, float, float]]:
+    from kernels.rotary import build_cos_sin_cache
+
+    cos_sin = build_cos_sin_cache(HEAD_DIM, 8192, 500000.0, None, DEVICE)
+    caches = [torch.randn(1024, BLOCK_SIZE, KV_HEADS, HEAD_DIM, device=DEVICE, dtype=DTYPE) for _ in range(6)]
+    rows = []
+    for tokens in (1, 2, 4, 8, 300):  # 300: the prefill-sized tiling, checked but not timed
+        old_us, new_us = _rope_case(tokens, cos_sin, caches, calls if tokens <= 8 else 0, replays, failures)
+        if tokens <= 8:
+            rows.append((tokens, old_us, new_us))
+    return rows
+
+
+def _rope_case(tokens, cos_sin, caches, calls, replays, failures) -> tuple[float, float]:
+    from kernels.kv_cache_write import write_kv_cache
+    from kernels.rope_kv_write import rope_and_write_kv, rope_and_write_kv_torch
+    from kernels.rotary import rotary_embedding
+
+    qkv = torch.randn(tokens, (Q_HEADS + 2 * KV_HEADS) * HEAD_DIM, device=DEVICE, dtype=DTYPE)
+    q, k, v = (
+        t.view(tokens, -1, HEAD_DIM)
+        for t in qkv.split([Q_HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM], -1)
+    )
+    positions = torch.randint(0, 8192, (tokens,), device=DEVICE)
+    slots = torch.randperm(caches[0].shape[0] * BLOCK_SIZE, device=DEVICE)[:tokens]
+    slots[1::3] = -1
+
+    def old(i, kc=caches[0], vc=caches[1]):
+        q_rot, k_rot = rotary_embedding(positions, q, k, cos_sin)
+        write_kv_cache(k_rot, v.contiguous(), kc, vc, slots)
+        return q_rot, k_rot
+
+    def new(i, kc=caches[2], vc=caches[3], return_kv=False):
+        return rope_and_write_kv(positions, q, k, v, cos_sin, kc, vc, slots, return_kv=return_kv)
+
+    for cache in caches[1:]:
+        cache.copy_(caches[0])
+    q_old, k_old = old(0)
+    q_new, k_new, v_new = new(0, return_kv=True)
+    q_ref, _, _ = rope_and_write_kv_torch(positions, q, k, v, cos_sin, caches[4], caches[5], slots)
+    identical = torch.equal(q_new, q_old) and torch.equal(k_new, k_old) and torch.equal(v_new, v)
+    identical = identical and torch.equal(caches[2], caches[0]) and torch.equal(caches[3], caches[1])
+    if not identical:
+        failures.append(f"rope_and_write_kv T={tokens}: not bit-identical to rotary + write_kv_cache")
+    if not (close(q_new, q_ref) and close(caches[2], caches[4]) and torch.equal(caches[3], caches[5])):
+        failures.append(f"rope_and_write_kv T={tokens}: differs from the torch reference")
+    if not calls:
+        return 0.0, 0.0
+    return time_in_graph(old, calls, replays), time_in_graph(new, calls, replays)
+
+
+def gemv_timings(name, n, k, gated, rows, args, copy_gbs, failures, deadline):
+    """cuBLAS and every candidate config for one shape; returns (cublas Timing, [(config, Timing)])."""
+    from kernels._common import num_compute_units
+    from kernels.activation import silu_and_mul
+    from kernels.gemv import gemv, gemv_silu, gemv_silu_torch, gemv_torch
+    from kernels.gemv_configs import candidate_configs, default_config
+
+    device = DEVICE
+    w_bytes = n * k * 2
+    copies = max(1, min(args.calls, -(-ROTATE_BYTES // w_bytes)))
+    weights = [(torch.randn(n, k, device=device) / k**0.5).to(DTYPE) for _ in range(copies)]
+    x = torch.randn(rows, 2 * k if gated else k, device=device, dtype=DTYPE)
+    moved = w_bytes + x.numel() * 2 + rows * n * 2
+    reference = (gemv_silu_torch if gated else gemv_torch)(x, weights[0])
+
+    def cublas(i):
+        return F.linear(silu_and_mul(x) if gated else x, weights[i % copies])
+
+    base = Timing("cuBLAS" + (" + silu_and_mul" if gated else ""), 0.0, moved)
+    base.ok = close(cublas(0), reference)
+    base.us = time_in_graph(cublas, args.calls, args.replays)
+    results = []
+    sms = num_compute_units(device)
+    default = default_config(rows, n, k, sms)
+    op = gemv_silu if gated else gemv
+    skipped = 0
+    for config in candidate_configs(rows, n, k, sms):
+        if time.monotonic() > deadline and config != default:
+            skipped += 1
+            continue
+        label = config.label() + (" *" if config == default else "")
+        try:
+            first = op(x, weights[0], config=config)
+            ok = close(first, reference) and torch.equal(first, op(x, weights[0], config=config))
+            us = time_in_graph(
+                lambda i, c=config: op(x, weights[i % copies], config=c), args.calls, args.replays
+            )
+        except Exception as exc:  # a config the GPU cannot run (resources): report, keep going
+            print(f"    {label:<34} failed: {type(exc).__name__}: {str(exc)[:80]}")
+            continue
+        results.append((config, Timing(label, us, moved, ok)))
+        if not ok:
+            failures.append(f"gemv {name} M={rows} {config.label()}: differs from the torch reference")
+    if not base.ok:
+        failures.append(f"cuBLAS {name} M={rows}: differs from the torch reference")
+    budget_note = f", {skipped} configs skipped: time budget" if skipped else ""
+    print(f"  {name} N={n} K={k} M={rows}  ({copies} weight copies{budget_note})")
+    for t in [base] + [t for _, t in sorted(results, key=lambda r: r[1].us)]:
+        mark = "" if t.ok else "  MISMATCH"
+        print(
+            f"    {t.label:<34} {t.us:9.2f} us {t.rate():7.0f} GB/s {100 * t.rate() / copy_gbs:5.1f} %{mark}"
+        )
+    return base, results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--write-table", type=Path, help="save the per-shape best configs as JSON here")
+    parser.add_argument("--calls", type=int, default=20, help="calls captured per graph (default 20)")
+    parser.add_argument("--replays", type=int, default=5, help="graph replays per timing; the median counts")
+    parser.add_argument("--budget-s", type=float, default=150.0, help="stop trying configs after this long")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("error: no CUDA device visible", file=sys.stderr)
+        return 2
+    import triton
+
+    from kernels.gemv_configs import GemvTable, TableEntry
+
+    started = time.monotonic()
+    deadline = started + args.budget_s
+    device_name = torch.cuda.get_device_name()
+    print(f"device: {device_name}  torch {torch.__version__}  triton {triton.__version__}", flush=True)
+    failures: list[str] = []
+    with torch.inference_mode():
+        copy_gbs = copy_bandwidth(args.replays)
+        print(f"(a) copy bandwidth (read + write): {copy_gbs:.0f} GB/s\n", flush=True)
+
+        rope = bench_rope(args.calls, args.replays, failures)
+        print("(c) rotary + v.contiguous + write_kv_cache  vs  rope_and_write_kv (Llama-8B heads, bf16)")
+        for tokens, old_us, new_us in rope:
+            saved = old_us - new_us
+            print(f"    T={tokens}  old {old_us:6.2f} us  fused {new_us:6.2f} us  ({saved:+.2f} us saved)")
+        print(flush=True)
+
+        print("(b) decode products, bf16; '*' marks the built-in default config")
+        best: dict[tuple[str, int], tuple[Timing, Timing, object]] = {}
+        for rows in ROWS:
+            for name, n, k, gated in SHAPES:
+                base, results = gemv_timings(name, n, k, gated, rows, args, copy_gbs, failures, deadline)
+                if results:
+                    config, top = min(results, key=lambda r: r[1].us)
+                    best[(name, rows)] = (base, top, config)
+                torch.cuda.empty_cache()
+                sys.stdout.flush()
+
+    print("\nbest per shape      M   cuBLAS us   Triton us  % copy  speedup  config")
+    table = {}
+    for (name, rows), (base, top, config) in best.items():
+        _, n, k, gated = next(s for s in SHAPES if s[0] == name)
+        backend = "triton" if top.us < TRITON_MARGIN * base.us else "cublas"
+        table[(rows, n, k, gated)] = TableEntry(backend, config)
+        print(
+            f"{name:<18} {rows:2d} {base.us:11.2f} {top.us:11.2f} {100 * top.rate() / copy_gbs:6.1f}  "
+            f"{base.us / top.us:6.2f}x  {config.label()}  -> {backend}"
+        )
+    for rows in ROWS:
+        saved = _per_step_saving(best, rows)
+        if saved is not None:
+            print(f"M={rows}: estimated decode-step change from the table's choices: {-saved:+.1f} us")
+    if rope:
+        print(f"M=1: rope_and_write_kv saves about {LAYERS * (rope[0][1] - rope[0][2]):.1f} us per step")
+    if args.write_table:
+        GemvTable(device_name, table).save(
+            args.write_table, {"triton": triton.__version__, "torch": torch.__version__}
+        )
+        print(f"wrote {args.write_table}")
+    print(f"finished in {time.monotonic() - started:.0f} s")
+    for failure in failures:
+        print(f"MISMATCH: {failure}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+def _per_step_saving(best, rows: int) -> float | None:
+    """Microseconds a decode step saves at this M: 32 layers of qkv, o_proj, gate_up and the
+    silu-fused down projection, plus the LM head, each taking the faster backend."""
+    per_layer = ("qkv", "o_proj", "gate_up", "down+silu")
+    if any((name, rows) not in best for name in per_layer + ("lm_head",)):
+        return None
+
+    def gain(name):
+        base, top, _ = best[(name, rows)]
+        return max(0.0, base.us - top.us) if top.us < TRITON_MARGIN * base.us else 0.0
+
+    return LAYERS * sum(gain(name) for name in per_layer) + gain("lm_head")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
