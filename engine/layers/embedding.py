@@ -12,6 +12,7 @@ from torch import nn
 
 from engine.distributed.group import SINGLE, TPGroup
 from engine.distributed.sharding import vocab_rows
+from engine.layers.linear import matmul
 
 
 class _VocabRows(nn.Module):
@@ -61,7 +62,7 @@ class LMHead(_VocabRows):
         self.weight = embedding.weight  # same vocabulary rows on this rank
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        logits = F.linear(hidden, self.weight).float()
+        logits = matmul(hidden, self.weight).float()  # the decode GEMV at a few rows
         if self.group.is_single:
             return logits
         return self.group.all_gather_last_dim(logits)[..., : self.vocab_size]
