@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from engine.layers.attention import AttentionMetadata
+from engine.runner.host_copy import copy_to
 from engine.scheduler.output import SchedulerOutput
 
 # Rows of the packed int64 staging buffer.
@@ -125,10 +126,8 @@ class DecodeGraphs:
         width = self._update_table(scheduled, size)
         if before_copies is not None:
             before_copies()
-        self.packed[:, :size].copy_(torch.from_numpy(host[:, :size]), non_blocking=True)
-        self.block_tables[:size, :width].copy_(
-            torch.from_numpy(self._table[:size, :width]), non_blocking=True
-        )
+        copy_to(self.packed[:, :size], host[:, :size])
+        copy_to(self.block_tables[:size, :width], self._table[:size, :width])
         if feed is not None:
             pending = [i for i, s in enumerate(scheduled) if s.pending_token]
             if pending:

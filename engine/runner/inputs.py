@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from engine.layers.attention import AttentionMetadata
+from engine.runner.host_copy import to_device
 from engine.scheduler.output import SchedulerOutput
 
 
@@ -64,7 +65,7 @@ def build_inputs(
         before_copies()
 
     def tensor(values: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
-        return torch.from_numpy(values).to(device=device, dtype=dtype, non_blocking=True)
+        return to_device(values, dtype, device)
 
     meta = AttentionMetadata(
         slot_mapping=tensor(slots, torch.int64),

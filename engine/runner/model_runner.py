@@ -11,6 +11,7 @@ from engine.checkpoint.model_config import ModelConfig
 from engine.distributed.group import SINGLE, TPGroup
 from engine.models.loader import load_model
 from engine.runner.cuda_graphs import DecodeGraphs
+from engine.runner.host_copy import to_device
 from engine.runner.inputs import build_inputs
 from engine.sampling.sampler import (
     Logprob,
@@ -161,11 +162,11 @@ class ModelRunner:
 
         def feed(buffer: torch.Tensor, dst: list[int]) -> None:
             src = [prev_rows[s.request.request_id] for s in out.scheduled if s.pending_token]
-            dst_t = torch.tensor(dst, dtype=torch.int64).to(self.device, non_blocking=True)
+            dst_t = to_device(dst, torch.int64, self.device)
             if src == list(range(len(src))):
                 values = prev_ids[: len(src)]
             else:
-                values = prev_ids[torch.tensor(src, dtype=torch.int64).to(self.device, non_blocking=True)]
+                values = prev_ids[to_device(src, torch.int64, self.device)]
             buffer.index_copy_(0, dst_t, values)
 
         return feed
