@@ -1,9 +1,10 @@
 """A linear layer whose output may be several checkpoint tensors stacked (fused q/k/v, gate/up).
 
 Decode-sized inputs (<= 8 rows) may take the Triton GEMV (``kernels/gemv.py``) instead of cuBLAS,
-chosen by ``CHASSIS_GEMV``: ``cublas`` (default) never, ``triton`` always where Triton runs (CUDA,
-or CPU tensors with ``CHASSIS_KERNELS=triton`` under the interpreter), ``auto`` per shape as the
-measured table (``kernels/gemv_configs.py``) says was faster, cuBLAS for shapes it lacks.
+chosen by ``CHASSIS_GEMV``: ``auto`` (default) per shape as the table measured on this GPU model
+(``kernels/gemv_table.json``, written by ``scripts/gpu/bench_decode_kernels.py``) says was faster,
+cuBLAS for shapes or devices it lacks; ``cublas`` never; ``triton`` always where Triton runs (CUDA,
+or CPU tensors with ``CHASSIS_KERNELS=triton`` under the interpreter).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ _GEMV_MODES = ("cublas", "triton", "auto")
 
 
 def gemv_mode() -> str:
-    mode = os.environ.get(GEMV_ENV, "cublas").strip().lower() or "cublas"
+    mode = os.environ.get(GEMV_ENV, "auto").strip().lower() or "auto"
     if mode not in _GEMV_MODES:
         raise ValueError(f"{GEMV_ENV}={mode!r} is not one of {', '.join(_GEMV_MODES)}")
     return mode

@@ -43,7 +43,7 @@ def filled_linear(k, n, bias):
 
 def test_modes(monkeypatch):
     monkeypatch.delenv(linear.GEMV_ENV, raising=False)
-    assert linear.gemv_mode() == "cublas"
+    assert linear.gemv_mode() == "auto"
     monkeypatch.setenv(linear.GEMV_ENV, "Triton")
     assert linear.gemv_mode() == "triton"
     monkeypatch.setenv(linear.GEMV_ENV, "cutlass")
