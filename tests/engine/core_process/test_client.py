@@ -160,3 +160,22 @@ def test_a_core_that_cannot_load_raises_its_error(tiny_qwen3):
         )
 
     _run(main())
+
+
+def test_a_crash_in_the_core_loop_reaches_streams_with_its_reason(tiny_qwen3):
+    async def main():
+        deaths: list[str] = []
+        engine = await _started(tiny_qwen3, on_death=deaths.append)
+        try:
+            stream = engine.generate([5] * 8, SamplingParams(max_tokens=900, ignore_eos=True))
+            await stream.__anext__()
+            engine._send("not a command")  # the core's loop raises on it, like any bug in a step would
+            with pytest.raises(EngineDeadError, match="loop crashed: RuntimeError: unknown command"):
+                async for _ in stream:
+                    pass
+            assert len(deaths) == 1 and "unknown command from the front end" in deaths[0]
+        finally:
+            await engine.shutdown()
+        assert not psutil.pid_exists(engine.pid)  # it exited on its own; shutdown reaped it
+
+    _run(main())

@@ -1,5 +1,8 @@
 """A dead tensor-parallel rank ends the replica within seconds, naming the rank; a stopped replica
-leaves no rank process behind. Real processes throughout: ``chassis serve --tp 2`` on CPU (gloo)."""
+leaves no rank process behind. Real processes throughout: ``chassis serve --tp 2`` on CPU (gloo).
+
+The process tree: the server (HTTP front end) starts the engine core process, which is rank 0 and
+starts rank 1. Killing any of the three ends the replica and leaves nothing running."""
 
 from __future__ import annotations
 
@@ -56,9 +59,19 @@ def _start_serve(model_dir: Path, log_path: Path) -> tuple[subprocess.Popen, str
     pytest.fail(f"chassis serve --tp 2 not ready in 120 s:\n{log_path.read_text()[-3000:]}")
 
 
-def _rank_processes(pid: int) -> list[psutil.Process]:
-    """Ranks > 0 are spawned children of the server (multiprocessing's spawn entry point)."""
-    return [p for p in psutil.Process(pid).children(recursive=True) if "spawn_main" in " ".join(p.cmdline())]
+def _spawned(pid: int) -> list[psutil.Process]:
+    """Children started through multiprocessing's spawn entry point."""
+    return [p for p in psutil.Process(pid).children() if "spawn_main" in " ".join(p.cmdline())]
+
+
+def _engine_core(server_pid: int) -> psutil.Process:
+    [core] = _spawned(server_pid)
+    return core
+
+
+def _rank_processes(server_pid: int) -> list[psutil.Process]:
+    """Ranks > 0 are spawned children of the engine core process, which is rank 0."""
+    return _spawned(_engine_core(server_pid).pid)
 
 
 def _gone(processes: list[psutil.Process], within: float) -> bool:
@@ -102,14 +115,15 @@ def test_killing_a_rank_ends_the_server_nonzero_naming_the_rank(serve_tp2):
 
 
 def test_sigterm_stops_every_rank_cleanly(serve_tp2):
-    process, _url, log_path, children = serve_tp2
+    process, url, log_path, children = serve_tp2
+    assert httpx.get(f"{url}/health").json()["engine_pid"] == _engine_core(process.pid).pid
     assert len(_rank_processes(process.pid)) == 1
     process.send_signal(signal.SIGTERM)
     code = process.wait(30)
     log = log_path.read_text(errors="replace")
     assert code in (0, -signal.SIGTERM), log[-3000:]  # uvicorn re-raises the stop signal it handled
     assert _gone(children, within=5.0), "a rank or helper process outlived the server"
-    assert "cannot continue" not in log
+    assert "cannot continue" not in log and "ending this replica" not in log
 
 
 def test_offline_engine_raises_rank_failure_after_a_rank_dies(tiny_qwen3):
@@ -123,10 +137,26 @@ def test_offline_engine_raises_rank_failure_after_a_rank_dies(tiny_qwen3):
         assert time.monotonic() - started < DEATH_NOTICED_S
 
 
-def test_killing_rank0_leaves_no_orphan_rank(serve_tp2):
+def test_killing_rank0_ends_the_server_nonzero_and_rank1(serve_tp2):
+    process, _url, log_path, children = serve_tp2
+    core = _engine_core(process.pid)
+    ranks = _rank_processes(process.pid)
+    assert len(ranks) == 1
+    killed_at = time.monotonic()
+    core.kill()
+    code = process.wait(DEATH_NOTICED_S)
+    assert time.monotonic() - killed_at < DEATH_NOTICED_S
+    assert code != 0
+    log = log_path.read_text(errors="replace")
+    assert f"ending this replica: the engine core process (pid {core.pid}) was killed by SIGKILL" in log
+    assert _gone(children, within=5.0), "rank 1 or a helper process outlived rank 0"
+
+
+def test_killing_the_server_leaves_no_orphan_rank(serve_tp2):
     process, _url, _log_path, children = serve_tp2
+    core = _engine_core(process.pid)
     ranks = _rank_processes(process.pid)
     assert len(ranks) == 1
     process.kill()
     process.wait(10)
-    assert _gone(ranks, within=5.0), "rank 1 outlived rank 0"
+    assert _gone([core, *ranks], within=5.0), "the engine core or rank 1 outlived the server"
