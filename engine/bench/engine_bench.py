@@ -129,6 +129,12 @@ def _run_workload(name: str, llm, config: dict, args, num_params: int, ceilings)
         )
     if name == "offline":
         return wl.offline(llm, vocab, num_requests=args.offline_requests, floor_inputs=floor_inputs)
+    if name == "serve-reference":
+        from engine.bench.serve_workload import serve_work
+        from engine.bench.step_time import serve_reference
+
+        options = _serve_options(args)
+        return serve_reference(llm, serve_work(options, vocab), options.clients)
     return wl.static_batch(llm, vocab, floor_inputs=floor_inputs)
 
 
@@ -182,11 +188,11 @@ def _add_ratios(figures: dict) -> None:
             figures[name] = figures[ours] / figures[theirs]
 
 
-def _serve_figures(model_dir: Path, config: dict, args) -> dict:
-    from engine.bench.serve_workload import ServeOptions, serve
+def _serve_options(args):
+    from engine.bench.serve_workload import ServeOptions
 
     scale = args.serve_length_scale
-    options = ServeOptions(
+    return ServeOptions(
         clients=args.serve_clients,
         requests=args.serve_requests,
         prompt_len=(max(1, round(128 * scale)), max(1, round(1024 * scale))),
@@ -195,15 +201,15 @@ def _serve_figures(model_dir: Path, config: dict, args) -> dict:
         dtype=args.dtype,
         load_format="dummy" if args.random_arch else "auto",
         # The in-process engine's step budget, so the step times of the other workloads compare.
-        extra_args=[
-            "--max-num-batched-tokens",
-            str(args.max_num_batched_tokens),
-            "--tp",
-            str(args.tp),
-        ],
+        extra_args=["--max-num-batched-tokens", str(args.max_num_batched_tokens), "--tp", str(args.tp)],
     )
+
+
+def _serve_figures(model_dir: Path, config: dict, args) -> dict:
+    from engine.bench.serve_workload import serve
+
     _say("engine: serve")
-    result = serve(model_dir, config["vocab_size"], options, say=_say)
+    result = serve(model_dir, config["vocab_size"], _serve_options(args), say=_say)
     _say("engine: serve: " + ", ".join(f"{k}={v:,.2f}" for k, v in result.figures.items()))
     return {f"engine_serve_{k}": v for k, v in result.figures.items()}
 
@@ -252,6 +258,8 @@ def run(args: argparse.Namespace) -> int:
                 }
             )
         in_process = [name for name in args.workload if name != "serve"]
+        if "serve" in args.workload:
+            in_process.append("serve-reference")  # the engine's own step time under the same load
         if in_process:
             _run_in_process(in_process, model_dir, config, args, num_params, ceilings, report)
         # After our engine has freed the device: whatever transformers leaves behind (allocator
@@ -260,7 +268,11 @@ def run(args: argparse.Namespace) -> int:
             report["figures"].update(_hf_figures(config, args, ceilings))
             _add_ratios(report["figures"])
         if "serve" in args.workload:
-            report["figures"].update(_serve_figures(model_dir, config, args))
+            figures = report["figures"]
+            figures.update(_serve_figures(model_dir, config, args))
+            step = figures.get("engine_serve_reference_step_p50_ms")
+            if step:
+                figures["serve_itl_p50_over_engine_step_p50"] = figures["engine_serve_itl_p50_ms"] / step
 
     print()
     print(f"{'figure':<48} {'value':>14}")

@@ -224,13 +224,19 @@ async def _drive(
     return seconds, timings, samples
 
 
+def serve_work(options: ServeOptions, vocab: int) -> list[tuple[list[int], int]]:
+    """(prompt ids, output length) of every request, seeded: the same for the server and for the
+    in-process reference run (engine/bench/step_time.py)."""
+    rng = random.Random(options.seed)
+    prompts = random_prompts(options.requests, *options.prompt_len, vocab, options.seed)
+    return [(prompt, rng.randint(*options.output_len)) for prompt in prompts]
+
+
 def serve(
     model_dir: Path, vocab: int, options: ServeOptions, say: Callable[[str], None] = print
 ) -> WorkloadResult:
     options.validate()
-    rng = random.Random(options.seed)
-    prompts = random_prompts(options.requests, *options.prompt_len, vocab, options.seed)
-    work = [(prompt, rng.randint(*options.output_len)) for prompt in prompts]
+    work = serve_work(options, vocab)
     (warmup_prompt,) = random_prompts(1, *options.prompt_len, vocab, options.seed + 1)
     with tempfile.TemporaryDirectory() as tmp:
         server = ServerProcess(Path(model_dir), options, Path(tmp) / "serve.log")

@@ -36,6 +36,13 @@ def test_serve_workload_through_the_cli(tmp_path, capsys):
     assert figures["engine_serve_ttft_p99_ms"] < seconds * 1e3
     assert figures["engine_serve_output_tokens_per_s"] == figures["engine_serve_output_tokens"] / seconds
     assert 0 < figures["engine_serve_mean_running_requests"] <= 4
+    # the in-process reference: the same 8 requests, 4 in flight, every engine step timed
+    assert 0 < figures["engine_serve_reference_step_p50_ms"] <= figures["engine_serve_reference_step_p99_ms"]
+    assert figures["engine_serve_reference_steps"] >= 15  # the longest request alone takes that many
+    assert 0 < figures["engine_serve_reference_mean_running_requests"] <= 4
+    assert figures["serve_itl_p50_over_engine_step_p50"] == (
+        figures["engine_serve_itl_p50_ms"] / figures["engine_serve_reference_step_p50_ms"]
+    )
     assert "serve: starting chassis serve" in capsys.readouterr().out
     assert _child_pids() == before  # the server process is gone
 
