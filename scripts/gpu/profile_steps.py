@@ -69,7 +69,31 @@ def main() -> int:
             buf = io.StringIO()
             pstats.Stats(profiler, stream=buf).sort_stats("tottime").print_stats(18)
             print(buf.getvalue())
+            print(_kernel_breakdown(replay, steps=20))
     return 0
+
+
+def _kernel_breakdown(replay, steps: int) -> str:
+    """GPU time per kernel name inside the decode graph (CUPTI sees the kernels of a replay)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            replay()
+        torch.cuda.synchronize()
+    rows = []
+    total = 0.0
+    for event in prof.key_averages():
+        us = event.device_time_total if hasattr(event, "device_time_total") else event.cuda_time_total
+        if us <= 0:
+            continue
+        total += us
+        rows.append((us, event.count, event.key))
+    rows.sort(reverse=True)
+    lines = [f"kernels in one step (of {steps} replays): {total / steps:.1f} us of GPU time"]
+    lines += [f"  {us / steps:8.1f} us  {count // steps:4d}x  {key[:90]}" for us, count, key in rows[:25]]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
