@@ -62,6 +62,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="overlap scheduling of step N+1 with step N on the device (auto: on for CUDA); "
         "ab: run each workload off (figures suffixed _sync) then on, in the same process",
     )
+    parser.add_argument(
+        "--profile-host",
+        action="store_true",
+        help="run each in-process workload under cProfile and print where the host's time went",
+    )
     parser.add_argument("--json", type=Path, help="write every figure here")
 
 
@@ -138,6 +143,23 @@ def _run_workload(name: str, llm, config: dict, args, num_params: int, ceilings)
     return wl.static_batch(llm, vocab, floor_inputs=floor_inputs)
 
 
+def _profiled(enabled: bool, fn, *args):
+    """``fn(*args)``, under cProfile when enabled: the host functions by own time go to stdout."""
+    if not enabled:
+        return fn(*args)
+    import cProfile
+    import io
+    import pstats
+
+    profiler = cProfile.Profile()
+    try:
+        return profiler.runcall(fn, *args)
+    finally:
+        buf = io.StringIO()
+        pstats.Stats(profiler, stream=buf).sort_stats("tottime").print_stats(15)
+        print(buf.getvalue(), flush=True)
+
+
 def _run_in_process(workloads, model_dir, config, args, num_params, ceilings, report) -> None:
     from engine import LLM
 
@@ -160,7 +182,9 @@ def _run_in_process(workloads, model_dir, config, args, num_params, ceilings, re
             if mode is not None:
                 llm.engine.async_scheduling = mode  # safe between generate calls: none in flight
             _say(f"engine: {name}{suffix}")
-            result = _run_workload(name, llm, config, args, num_params, ceilings)
+            result = _profiled(
+                args.profile_host, _run_workload, name, llm, config, args, num_params, ceilings
+            )
             key = name.replace("-", "_")
             report["figures"].update({f"engine_{key}_{k}{suffix}": v for k, v in result.figures.items()})
             _say(f"engine: {name}{suffix}: " + ", ".join(f"{k}={v:,.2f}" for k, v in result.figures.items()))

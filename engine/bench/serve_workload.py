@@ -174,7 +174,7 @@ async def _sample_batch_sizes(client: httpx.AsyncClient, samples: list[float], s
         except httpx.HTTPError:
             pass
         try:
-            await asyncio.wait_for(stop.wait(), timeout=0.1)
+            await asyncio.wait_for(stop.wait(), timeout=0.02)
         except TimeoutError:
             pass
 
@@ -272,6 +272,6 @@ def serve(
         figures,
         f"prompts uniform in {list(options.prompt_len)}, outputs uniform in {list(options.output_len)}, "
         "ignore_eos; ITL = gap between SSE text chunks; mean_running_requests = mean of "
-        "vllm:num_requests_running sampled every 0.1 s while non-zero (the server's decode batch size); "
-        "compare itl_p50_ms with the engine's step time at that batch size from the offline/batch runs",
+        "vllm:num_requests_running sampled every 20 ms while non-zero (the server's decode batch size); "
+        "compare itl_p50_ms with serve-reference step_p50_ms, the engine's own step under the same load",
     )
