@@ -1,7 +1,7 @@
 """Launch configurations for ``kernels/gemv.py``: a built-in rule, and a measured table that overrides it.
 
 The table is written by ``scripts/gpu/bench_decode_kernels.py --write-table`` on the target GPU: for
-every (row bucket, N, K, gated) it records the fastest Triton config and whether it beat cuBLAS.
+every (row bucket, N, K, gated, normed) it records the fastest Triton config and whether it beat cuBLAS.
 Configs are never tuned at run time (no ``triton.autotune``): a timing-noise-driven choice would
 change the reduction order, and with it the logits, from one server start to the next.
 
@@ -67,23 +67,37 @@ class TableEntry:
 
 
 class GemvTable:
-    def __init__(self, device: str, entries: dict[tuple[int, int, int, bool], TableEntry]) -> None:
+    """Entries keyed ``(rows bucket, n, k, gated, normed)``; a 4-tuple key means ``normed=False``.
+
+    ``normed``: the RMSNorm-prologue variant (``kernels/gemv_norm.py``)."""
+
+    def __init__(self, device: str, entries: dict[tuple, TableEntry]) -> None:
         self.device = device
-        self.entries = entries
+        self.entries = {key if len(key) == 5 else (*key, False): e for key, e in entries.items()}
 
     @classmethod
     def load(cls, path: Path) -> GemvTable:
         data = json.loads(Path(path).read_text())
         entries = {
-            (e["rows"], e["n"], e["k"], e["gated"]): TableEntry(e["backend"], GemvConfig(**e["config"]))
+            (e["rows"], e["n"], e["k"], e["gated"], e.get("normed", False)): TableEntry(
+                e["backend"], GemvConfig(**e["config"])
+            )
             for e in data["entries"]
         }
         return cls(data["device"], entries)
 
     def save(self, path: Path, extra: dict | None = None) -> None:
         entries = [
-            {"rows": rows, "n": n, "k": k, "gated": gated, "backend": e.backend, "config": asdict(e.config)}
-            for (rows, n, k, gated), e in sorted(self.entries.items())
+            {
+                "rows": rows,
+                "n": n,
+                "k": k,
+                "gated": gated,
+                "normed": normed,
+                "backend": e.backend,
+                "config": asdict(e.config),
+            }
+            for (rows, n, k, gated, normed), e in sorted(self.entries.items())
         ]
         Path(path).write_text(
             json.dumps({"device": self.device, **(extra or {}), "entries": entries}, indent=1)
@@ -108,12 +122,18 @@ def _device_name(device: torch.device) -> str:
     return torch.cuda.get_device_name(device)
 
 
-def table_entry(rows: int, n: int, k: int, gated: bool, device: torch.device) -> TableEntry | None:
-    """The measured choice for this shape on this device, if the table has one."""
+def table_entry(
+    rows: int, n: int, k: int, gated: bool, device: torch.device, normed: bool = False
+) -> TableEntry | None:
+    """The measured choice for this shape on this device, if the table has one. A ``normed`` shape
+    not measured itself falls back to the plain GEMV's entry (same weight stream, same tiles)."""
     table = load_table(os.environ.get(TABLE_ENV) or str(DEFAULT_TABLE))
     if table is None or table.device != _device_name(device):
         return None
-    return table.entries.get((row_bucket(rows), n, k, gated))
+    key = (row_bucket(rows), n, k, gated)
+    if normed and (*key, True) in table.entries:
+        return table.entries[(*key, True)]
+    return table.entries.get((*key, False))
 
 
 def _split_for(programs: int, k: int, block_k: int, num_sms: int) -> int:
@@ -134,8 +154,10 @@ def default_config(rows: int, n: int, k: int, num_sms: int) -> GemvConfig:
     return GemvConfig(block_n, block_k, num_warps=4, num_stages=4, split_k=split)
 
 
-def choose_config(rows: int, n: int, k: int, gated: bool, device: torch.device) -> GemvConfig:
-    entry = table_entry(rows, n, k, gated, device)
+def choose_config(
+    rows: int, n: int, k: int, gated: bool, device: torch.device, normed: bool = False
+) -> GemvConfig:
+    entry = table_entry(rows, n, k, gated, device, normed)
     if entry is not None:
         return entry.config
     return default_config(rows, n, k, num_compute_units(device))

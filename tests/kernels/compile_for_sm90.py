@@ -15,6 +15,7 @@ from triton.compiler import ASTSource
 from kernels import (
     activation,
     gemv,
+    gemv_norm,
     kv_cache_write,
     paged_attention,
     paged_attention_decode,
@@ -104,6 +105,18 @@ def main() -> int:
         compile_variant(f"gemv dot={use_dot} n{block_n} k{block_k} gated={gated} split={split} {dtype}",
                         gemv._gemv_kernel, constexprs, gemv_pointers, default_pointer=dtype,
                         num_stages=stages)  # fmt: skip
+    for use_dot, block_m, block_n, block_k, stages, residual, split, dtype in (
+        (True, 16, 16, 256, 4, True, False, "*bf16"),
+        (True, 16, 64, 128, 4, False, True, "*bf16"),
+        (False, 1, 16, 256, 2, True, False, "*bf16"),
+        (False, 1, 8, 512, 2, True, True, "*fp16"),
+    ):
+        constexprs = {"HAS_RESIDUAL": residual, "HAS_BIAS": split, "SPLIT": split, "USE_DOT": use_dot,
+                      "DOT_IN_FP32": False, "EVEN_K": True, "BLOCK_M": block_m, "BLOCK_N": block_n,
+                      "BLOCK_K": block_k}  # fmt: skip
+        compile_variant(f"gemv_norm dot={use_dot} n{block_n} k{block_k} residual={residual} split={split} "
+                        f"{dtype}", gemv_norm._gemv_norm_kernel, constexprs, gemv_pointers,
+                        default_pointer=dtype, num_stages=stages)  # fmt: skip
     compile_variant("gemv split reduce", gemv._split_reduce_kernel,
                     {"SPLITS": 4, "HAS_BIAS": True, "BLOCK": 1024}, gemv_pointers)  # fmt: skip
     return 0

@@ -41,6 +41,7 @@ KERNEL_MODULES = [
     "kernels.paged_attention_decode",
     "kernels.rope_kv_write",
     "kernels.gemv",
+    "kernels.gemv_norm",
 ]
 
 

@@ -73,3 +73,20 @@ def test_a_table_from_another_device_is_ignored(table_path):
 def test_missing_table_means_no_entries(table_path):
     assert not table_path.exists()
     assert table_entry(1, 64, 64, False, CPU) is None
+
+
+def test_normed_entries_fall_back_to_the_plain_gemv_entry(table_path):
+    plain, fused = GemvConfig(16, 256, 4, 2, 1, False), GemvConfig(32, 256, 4, 3, 1, True)
+    table = GemvTable(
+        "cpu",
+        {
+            (1, 6144, 4096, False): TableEntry("triton", plain),
+            (1, 28672, 4096, False): TableEntry("triton", plain),
+            (1, 28672, 4096, False, True): TableEntry("triton", fused),
+        },
+    )
+    table.save(table_path)
+    assert choose_config(1, 28672, 4096, False, CPU, normed=True) == fused
+    assert choose_config(1, 28672, 4096, False, CPU) == plain  # the plain GEMV keeps its own entry
+    assert choose_config(1, 6144, 4096, False, CPU, normed=True) == plain  # not measured fused
+    assert table_entry(2, 6144, 4096, False, CPU, normed=True) is None
