@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 
 import pytest
 import uvicorn
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from loopback import free_port
 
 
 class ServerThread:

@@ -3,7 +3,7 @@
 import asyncio
 
 import httpx
-from conftest import free_port
+from loopback import free_port
 from upstream_app import Upstream
 
 from engine.gateway.kv_follower import KVFollower

@@ -6,7 +6,7 @@ import time
 import httpx
 import openai
 import pytest
-from conftest import free_port
+from loopback import free_port
 from upstream_app import Upstream
 
 from engine.gateway.app import build_app

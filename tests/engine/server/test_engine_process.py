@@ -14,7 +14,7 @@ import time
 
 import httpx
 import psutil
-from conftest import API_KEY, MODEL, REPO, free_port, start_replica, stop_replica
+from replica_process import API_KEY, MODEL, REPO, free_port, start_replica, stop_replica
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 STREAMS = 16

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import MODEL
+from replica_process import MODEL
 
 GREEDY = {"temperature": 0.0}  # this SDK version has no temperature argument; the API still takes it
 MESSAGES = [{"role": "user", "content": [{"type": "text", "text": "Name a colour."}]}]

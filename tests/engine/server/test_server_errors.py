@@ -6,7 +6,7 @@ import anthropic
 import httpx
 import openai
 import pytest
-from conftest import API_KEY, MAX_MODEL_LEN, MODEL
+from replica_process import API_KEY, MAX_MODEL_LEN, MODEL
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 HELLO = [{"role": "user", "content": "hi"}]

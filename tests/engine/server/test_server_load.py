@@ -7,8 +7,8 @@ import time
 
 import httpx
 import openai
-from conftest import API_KEY, MODEL
 from prometheus_client.parser import text_string_to_metric_families
+from replica_process import API_KEY, MODEL
 
 
 def scrape(replica) -> dict[str, float]:

@@ -7,7 +7,7 @@ import threading
 
 import httpx
 import openai
-from conftest import API_KEY, MODEL, start_replica, stop_replica
+from replica_process import API_KEY, MODEL, start_replica, stop_replica
 from test_server_load import scrape
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}

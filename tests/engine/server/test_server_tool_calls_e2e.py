@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from conftest import API_KEY, MODEL, Replica, start_replica, stop_replica
+from replica_process import API_KEY, MODEL, Replica, start_replica, stop_replica
 
 from engine.scripted_model import (
     GET_WEATHER_PARAMETERS,
