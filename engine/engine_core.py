@@ -99,6 +99,10 @@ class EngineCore:
         self.prompt_tokens = 0
         self.generation_tokens = 0
         self.recorded_logits: dict[str, list[torch.Tensor]] = {}  # filled when runner.keep_logits (tests)
+        if self.device.type == "cuda" and config.warm_up:
+            from engine.warm_up import warm_up
+
+            warm_up(self)
 
     # -- admission ---------------------------------------------------------------------------
     def prepare(

@@ -20,7 +20,11 @@ try:
     HAS_TRITON = True
 except ImportError:  # pragma: no cover - exercised only on hosts without Triton
     HAS_TRITON = False
-    triton = SimpleNamespace(jit=lambda fn: fn, cdiv=lambda a, b: -(-a // b))
+
+    def _identity_jit(fn=None, **_options):
+        return fn if fn is not None else (lambda f: f)
+
+    triton = SimpleNamespace(jit=_identity_jit, cdiv=lambda a, b: -(-a // b))
     tl = SimpleNamespace(constexpr=None)
 
 __all__ = [

@@ -49,7 +49,9 @@ def _find_sequence(query_start_loc_ptr, num_seqs, program, BLOCK_Q: tl.constexpr
     return lo
 
 
-@triton.jit
+# The batch's size and block-table width change every step: specializing on them (== 1, % 16)
+# would compile new variants mid-serving.
+@triton.jit(do_not_specialize=["block_tables_stride", "num_seqs"])
 def _paged_attention_kernel(
     q_ptr,
     q_token_stride,

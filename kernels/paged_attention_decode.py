@@ -30,7 +30,8 @@ _MIN_KEYS_PER_SPLIT = _BLOCK_N
 _MAX_SPLITS = 64
 
 
-@triton.jit
+# The block-table width and split count follow the batch's context lengths in eager steps.
+@triton.jit(do_not_specialize=["block_tables_stride", "num_splits"])
 def _decode_split_kernel(
     q_ptr,
     q_seq_stride,
@@ -105,7 +106,7 @@ def _decode_split_kernel(
         tl.store(partial_acc_ptr + partial_rows[:, None] * head_dim + dims[None, :], acc, mask=q_mask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["num_splits"])
 def _decode_reduce_kernel(
     partial_max_ptr,
     partial_sum_ptr,

@@ -1,0 +1,60 @@
+"""Compile the kernels of every step shape before the first request, so no request pays for it.
+
+Triton compiles a kernel the first time it sees a new tile-size choice (the varlen attention picks
+one of four from the step's mean query length); on the H200 a compile costs 0.3-0.5 s, which a
+first request (or a benchmark's timed region) would otherwise absorb. The decode graphs compiled
+theirs at capture; this runs a few throwaway steps through the real scheduler and runner: a fresh
+prefill, then one mixed step (a request decoding beside a new prompt) per attention tile size. It
+uses its own KV manager and scheduler, so no counter, cached block or KV event of it remains.
+"""
+
+from __future__ import annotations
+
+import random
+
+from engine.kv.events import KVEventLog
+from engine.kv.kv_manager import KVCacheManager
+from engine.sampling.params import SamplingParams
+from engine.scheduler.scheduler import Scheduler
+
+# New-prompt lengths whose mixed steps (with two decoding requests beside them) give mean query
+# lengths in each of the varlen attention kernel's tile classes (kernels/paged_attention.py).
+MIXED_PROMPT_LENS = (3, 11, 23, 255)
+
+
+def warm_up(core) -> None:
+    """Only on a fresh engine: its throwaway steps write KV blocks the real manager thinks free."""
+    if core.has_unfinished() or core.kv.pool.num_cached_blocks or core.kv.pool.num_used_blocks:
+        raise RuntimeError("warm_up must run before the engine serves any request")
+    config = core.config
+    kv, scheduler = core.kv, core.scheduler
+    core.kv = KVCacheManager(core.kv.pool.num_blocks, config.block_size, False, KVEventLog(16))
+    core.scheduler = Scheduler(core.kv, config.max_num_batched_tokens, config.max_num_seqs)
+    prompt_tokens, generation_tokens = core.prompt_tokens, core.generation_tokens
+    try:
+        _run(core)
+    finally:
+        core.kv, core.scheduler = kv, scheduler
+        core.prompt_tokens, core.generation_tokens = prompt_tokens, generation_tokens
+
+
+def _run(core) -> None:
+    rng = random.Random(0)
+    vocab = core.model_config.vocab_size
+    longest = max(MIXED_PROMPT_LENS)
+    if core.max_model_len <= longest + 2 * len(MIXED_PROMPT_LENS) + 8:
+        return  # a toy context length: nothing worth compiling ahead
+
+    def prompt(n: int) -> list[int]:
+        return [rng.randrange(vocab) for _ in range(n)]
+
+    def greedy(n: int) -> SamplingParams:
+        return SamplingParams(max_tokens=n, ignore_eos=True, temperature=0.0)
+
+    core.add_request(prompt(64), greedy(2 * len(MIXED_PROMPT_LENS) + 4), request_id="warm-up-long")
+    core.step()
+    for i, n in enumerate(MIXED_PROMPT_LENS):
+        core.add_request(prompt(n), greedy(2), request_id=f"warm-up-{i}")
+        core.step()
+    while core.has_unfinished():
+        core.step()
