@@ -8,10 +8,15 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from engine.layers.rotary import RotaryEmbedding
 from kernels.paged_attention import paged_attention, paged_attention_decode
 from kernels.rope_kv_write import rope_and_write_kv
+
+# Not cuDNN's attention: it builds an execution plan per new sequence length, and prompts come in
+# every length (on the H200 the first prefills of a process spent ~12 ms of host time per call).
+_PREFILL_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 
 @dataclass
@@ -99,17 +104,18 @@ class PagedAttention(nn.Module):
     ) -> torch.Tensor:
         out = torch.empty_like(q)
         start = 0
-        for n in lens:
-            rows = slice(start, start + n)
-            # [T, H, D] -> [1, H, T, D]; causal over the prompt itself is the whole context.
-            o = F.scaled_dot_product_attention(
-                q[rows].transpose(0, 1).unsqueeze(0),
-                k[rows].transpose(0, 1).unsqueeze(0),
-                v[rows].transpose(0, 1).unsqueeze(0),
-                is_causal=True,
-                scale=self.scale,
-                enable_gqa=self.num_heads != self.num_kv_heads,
-            )
-            out[rows] = o[0].transpose(0, 1)
-            start += n
+        with sdpa_kernel(_PREFILL_BACKENDS):
+            for n in lens:
+                rows = slice(start, start + n)
+                # [T, H, D] -> [1, H, T, D]; causal over the prompt itself is the whole context.
+                o = F.scaled_dot_product_attention(
+                    q[rows].transpose(0, 1).unsqueeze(0),
+                    k[rows].transpose(0, 1).unsqueeze(0),
+                    v[rows].transpose(0, 1).unsqueeze(0),
+                    is_causal=True,
+                    scale=self.scale,
+                    enable_gqa=self.num_heads != self.num_kv_heads,
+                )
+                out[rows] = o[0].transpose(0, 1)
+                start += n
         return out
