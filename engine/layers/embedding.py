@@ -13,6 +13,7 @@ from torch import nn
 from engine.distributed.group import SINGLE, TPGroup
 from engine.distributed.sharding import vocab_rows
 from engine.layers.linear import matmul
+from engine.layers.norm import RMSNorm
 
 
 class _VocabRows(nn.Module):
@@ -62,7 +63,15 @@ class LMHead(_VocabRows):
         self.weight = embedding.weight  # same vocabulary rows on this rank
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        logits = matmul(hidden, self.weight).float()  # the decode GEMV at a few rows
+        return self._gathered(matmul(hidden, self.weight))  # the decode GEMV at a few rows
+
+    def forward_norm(self, x: torch.Tensor, residual: torch.Tensor, norm: RMSNorm) -> torch.Tensor:
+        """``self(norm(x + residual))``, the norm folded into the GEMV for decode-sized inputs."""
+        projected, _ = norm.norm_matmul(x, residual, self.weight)
+        return self._gathered(projected)
+
+    def _gathered(self, projected: torch.Tensor) -> torch.Tensor:
+        logits = projected.float()
         if self.group.is_single:
             return logits
         return self.group.all_gather_last_dim(logits)[..., : self.vocab_size]

@@ -4,7 +4,9 @@ Decode-sized inputs (<= 8 rows) may take the Triton GEMV (``kernels/gemv.py``) i
 chosen by ``CHASSIS_GEMV``: ``auto`` (default) per shape as the table measured on this GPU model
 (``kernels/gemv_table.json``, written by ``scripts/gpu/bench_decode_kernels.py``) says was faster,
 cuBLAS for shapes or devices it lacks; ``cublas`` never; ``triton`` always where Triton runs (CUDA,
-or CPU tensors with ``CHASSIS_KERNELS=triton`` under the interpreter).
+or CPU tensors with ``CHASSIS_KERNELS=triton`` under the interpreter). Where the GEMV runs, the
+RMSNorm before a projection may fold into it (``normed``: ``kernels/gemv_norm.py``, used by
+``engine/layers/norm.py``).
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ def gemv_mode() -> str:
     return mode
 
 
-def takes_gemv(x: torch.Tensor, weight: torch.Tensor, gated: bool = False) -> bool:
-    """Whether ``x @ weight.T`` (``silu_and_mul(x) @ weight.T`` when gated) runs the Triton GEMV."""
+def takes_gemv(x: torch.Tensor, weight: torch.Tensor, gated: bool = False, normed: bool = False) -> bool:
+    """Whether ``x @ weight.T`` (``silu_and_mul(x) @ weight.T`` when gated, ``rmsnorm(x) @ weight.T``
+    when normed) runs the Triton GEMV."""
     rows = x.shape[0] if x.dim() == 2 else -1
     if not 1 <= rows <= MAX_ROWS or x.dtype != weight.dtype or x.stride(-1) != 1:
         return False
@@ -45,7 +48,7 @@ def takes_gemv(x: torch.Tensor, weight: torch.Tensor, gated: bool = False) -> bo
     if mode == "triton":
         return True
     n, k = weight.shape
-    entry = table_entry(rows, n, k, gated, x.device)
+    entry = table_entry(rows, n, k, gated, x.device, normed)
     return entry is not None and entry.backend == "triton"
 
 

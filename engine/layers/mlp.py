@@ -32,7 +32,11 @@ class GatedMLP(nn.Module):
         self.down_proj = RowParallelLinear(intermediate, rows, hidden, False, dtype, device, group)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate_up = self.gate_up_proj(x)
+        return self.down(self.gate_up_proj(x))
+
+    def down(self, gate_up: torch.Tensor) -> torch.Tensor:
+        """The rest of ``forward`` after the gate/up projection (which the caller may have fused
+        with the norm before it)."""
         if self.down_proj.fuses_silu(gate_up):
             return self.down_proj.forward_silu(gate_up)
         return self.down_proj(silu_and_mul(gate_up))

@@ -68,9 +68,14 @@ class DecoderAttention(nn.Module):
         )
 
     def forward(self, positions: torch.Tensor, x: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
-        t = x.shape[0]
+        return self.attend(positions, self.qkv_proj(x), meta)
+
+    def attend(self, positions: torch.Tensor, qkv: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
+        """The rest of ``forward`` after the q/k/v projection (which the caller may have fused with
+        the norm before it)."""
+        t = qkv.shape[0]
         q_size, kv_size = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
-        q, k, v = self.qkv_proj(x).split([q_size, kv_size, kv_size], dim=-1)
+        q, k, v = qkv.split([q_size, kv_size, kv_size], dim=-1)
         q = q.reshape(t, self.num_heads, self.head_dim)
         k = k.reshape(t, self.num_kv_heads, self.head_dim)
         v = v.reshape(t, self.num_kv_heads, self.head_dim)
@@ -99,13 +104,13 @@ class DecoderLayer(nn.Module):
     def forward(
         self, positions: torch.Tensor, x: torch.Tensor, residual: torch.Tensor | None, meta: AttentionMetadata
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        if residual is None:
-            residual, x = x, self.input_layernorm(x)
-        else:
-            x, residual = self.input_layernorm.add_and_norm(x, residual)
-        x = self.self_attn(positions, x, meta)
-        x, residual = self.post_attention_layernorm.add_and_norm(x, residual)
-        return self.mlp(x), residual
+        # Each norm goes with the (column-parallel, so rank-local) projection after it: one kernel
+        # for decode-sized batches on the Triton GEMV, norm then matmul otherwise.
+        qkv_proj, gate_up_proj = self.self_attn.qkv_proj, self.mlp.gate_up_proj
+        qkv, residual = self.input_layernorm.norm_matmul(x, residual, qkv_proj.weight, qkv_proj.bias)
+        x = self.self_attn.attend(positions, qkv, meta)
+        gate_up, residual = self.post_attention_layernorm.norm_matmul(x, residual, gate_up_proj.weight)
+        return self.mlp.down(gate_up), residual
 
 
 # checkpoint module name -> (our fused module name, slice index)
@@ -144,20 +149,35 @@ class CausalLM(nn.Module):
     def attention_layers(self) -> list[PagedAttention]:
         return [layer.self_attn.attn for layer in self.layers]
 
-    @torch.inference_mode()
-    def forward(
+    def _layers(
         self, token_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata
-    ) -> torch.Tensor:
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The last layer's output and residual stream, before the final norm."""
         x = self.embed_tokens(token_ids)
         residual = None
         for layer in self.layers:
             x, residual = layer(positions, x, residual, meta)
-        x, _ = self.norm.add_and_norm(x, residual)
+        return x, residual
+
+    @torch.inference_mode()
+    def forward(
+        self, token_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata
+    ) -> torch.Tensor:
+        x, _ = self.norm.add_and_norm(*self._layers(token_ids, positions, meta))
         return x
 
     @torch.inference_mode()
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.lm_head(hidden)
+
+    @torch.inference_mode()
+    def decode_logits(
+        self, token_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata
+    ) -> torch.Tensor:
+        """``compute_logits(forward(...))`` for a batch whose every row wants logits (a decode step),
+        with the final norm folded into the LM head's GEMV where the batch is small enough."""
+        x, residual = self._layers(token_ids, positions, meta)
+        return self.lm_head.forward_norm(x, residual, self.norm)
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Copy HF-named tensors in; raises ValueError naming any unexpected or missing tensor."""

@@ -63,8 +63,7 @@ class DecodeGraphs:
         )
 
     def _forward(self, size: int, meta: AttentionMetadata) -> torch.Tensor:
-        hidden = self.model(self.packed[_TOKENS, :size], self.packed[_POSITIONS, :size], meta)
-        return self.model.compute_logits(hidden)
+        return self.model.decode_logits(self.packed[_TOKENS, :size], self.packed[_POSITIONS, :size], meta)
 
     @torch.inference_mode()
     def capture(self) -> None:

@@ -177,6 +177,11 @@ class ModelRunner:
             logits = self.graphs.run(out, self._gpu_work_begins, feed)
             return self._sample_step(logits, [s.request for s in out.scheduled])
         inputs = build_inputs(out, self.block_size, self.device, self._gpu_work_begins, feed)
+        if len(inputs.sample_rows) == inputs.token_ids.shape[0]:
+            # One token per request, each sampling: every row wants logits, as in the decode graphs
+            # (same kernels, so the same bits with or without them).
+            logits = self.model.decode_logits(inputs.token_ids, inputs.positions, inputs.meta)
+            return self._sample_step(logits, [out.scheduled[i].request for i in inputs.sample_rows])
         hidden = self.model(inputs.token_ids, inputs.positions, inputs.meta)
         if not inputs.sample_rows:
             self._prev_ids, self._prev_rows = None, {}

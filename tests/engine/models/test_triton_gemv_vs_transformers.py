@@ -1,5 +1,6 @@
 """The engine with every kernel on Triton (CPU interpreter) and the Triton GEMV forced for every
-product of <= 8 rows still matches transformers greedily, fp32 on CPU."""
+product of <= 8 rows (the norms before q/k/v, gate/up and the LM head folded into theirs) still
+matches transformers greedily, fp32 on CPU."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from transformers import AutoModelForCausalLM
 
 from engine import LLM, SamplingParams
 from engine.layers.linear import GEMV_ENV
-from kernels import gemv
+from kernels import gemv, gemv_norm
 
 NEW_TOKENS = 8
 PROMPT_LENGTHS = (5, 23)  # a prompt short enough for the GEMV at prefill, and one that is not
@@ -28,11 +29,18 @@ def triton_gemv_everywhere(monkeypatch):
         launches.append((x.shape[0], gated))
         return original(x, weight, bias, gated, config)
 
+    def counted_normed(x, residual, norm_weight, eps, weight, bias, config=None):
+        launches.append((x.shape[0], "normed" if residual is not None else "normed, no residual"))
+        return original_normed(x, residual, norm_weight, eps, weight, bias, config)
+
+    original_normed = gemv_norm._launch
     monkeypatch.setattr(gemv, "_launch", counted)
+    monkeypatch.setattr(gemv_norm, "_launch", counted_normed)
     return launches
 
 
-@pytest.mark.parametrize("arch", ["llama", "qwen2"])  # qwen2: the GEMV adds the q/k/v bias
+# qwen2: the GEMV adds the q/k/v bias; qwen3: RMSNorm on q and k heads after the fused projection
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen3"])
 def test_greedy_matches_transformers_through_the_triton_gemv(tiny_models, triton_gemv_everywhere, arch):
     hf = AutoModelForCausalLM.from_pretrained(tiny_models[arch], dtype=torch.float32).eval()
     gen = torch.Generator().manual_seed(7)
@@ -52,5 +60,6 @@ def test_greedy_matches_transformers_through_the_triton_gemv(tiny_models, triton
         ours = torch.stack(llm.engine.recorded_logits[out.request_id])
         rel = (ours - expected_logits[i]).abs().max() / expected_logits[i].abs().max()
         assert rel < 1e-4, f"prompt {i}: logits relative error {rel:.2e}"
-    # Both requests decode together: 2-row products, the SwiGLU one fused into the down projection.
-    assert {(2, False), (2, True)} <= set(triton_gemv_everywhere)
+    # Both requests decode together: 2-row products, the SwiGLU one fused into the down projection,
+    # the norms into the q/k/v, gate/up and LM-head products (the first layer's has no residual).
+    assert {(2, False), (2, True), (2, "normed"), (2, "normed, no residual")} <= set(triton_gemv_everywhere)
