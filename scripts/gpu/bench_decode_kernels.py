@@ -5,12 +5,16 @@
 (b) cuBLAS (``F.linear``) against every candidate Triton GEMV config for the decode products at
     M = 1, 2, 4, 8 (the down projection also as the SwiGLU-fused GEMV against silu_and_mul + cuBLAS);
 (c) today's rotary + ``v.contiguous()`` + KV-cache write against the fused ``rope_and_write_kv``;
-(d) every timed kernel checked against its torch reference on the GPU; exit status 1 on a mismatch.
+(d) every timed kernel checked against its torch reference on the GPU; exit status 1 on a mismatch;
+(e) residual add + RMSNorm folded into the GEMV (``gemv_norm``) for the products a norm precedes
+    (qkv, gate_up, lm_head) against the norm kernel + the GEMV or cuBLAS this run picked, trying the
+    plain sweep's three fastest configs (the same weight stream, so the same tiles tend to win).
 
 Each timing captures ``--calls`` back-to-back calls in one graph, replays it and divides. Weights
 rotate through enough copies to exceed L2 (50 MB on an H200), as 32 layers' weights do in decode.
 Needs only torch and triton. ``--write-table kernels/gemv_table.json`` saves the fastest config per
-shape (and whether it beat cuBLAS) for ``CHASSIS_GEMV=auto|triton`` to use.
+shape (and whether it beat cuBLAS) for ``CHASSIS_GEMV=auto|triton`` to use; ``normed`` entries say
+whether the fused norm beat the separate one ("triton") or not ("cublas": keep the norm kernel).
 
     python scripts/gpu/bench_decode_kernels.py --write-table kernels/gemv_table.json
 """
@@ -39,6 +43,9 @@ SHAPES = [  # name, N, K, gated (input [M, 2K] through silu_and_mul)
     ("down+silu", 4096, 14336, True),
     ("lm_head", 128256, 4096, False),
 ]
+NORMED = ("qkv", "gate_up", "lm_head")  # products an RMSNorm precedes in a decoder layer / the model
+NORMED_TRIES = 3  # plain-sweep configs tried per fused shape (1 once the time budget is spent)
+EPS = 1e-5
 ROWS = (1, 2, 4, 8)
 ROTATE_BYTES = 256 << 20  # weights cycled through per graph: 5x an H200's L2
 TRITON_MARGIN = 0.98  # the table picks Triton only when it is >= 2 % faster, so noise does not flip ties
@@ -200,6 +207,60 @@ def gemv_timings(name, n, k, gated, rows, args, copy_gbs, failures, deadline):
     return base, results
 
 
+def normed_timings(name, n, k, rows, base, results, args, failures, deadline):
+    """The norm-fused GEMV against fused_add_rms_norm + this run's faster plain product, for the
+    fastest plain configs; returns (separate Timing, [(config, Timing)])."""
+    from kernels.gemv import gemv
+    from kernels.gemv_norm import gemv_norm, gemv_norm_torch
+    from kernels.rms_norm import fused_add_rms_norm
+
+    w_bytes = n * k * 2
+    copies = max(1, min(args.calls, -(-ROTATE_BYTES // w_bytes)))
+    weights = [(torch.randn(n, k, device=DEVICE) / k**0.5).to(DTYPE) for _ in range(copies)]
+    x, residual = (torch.randn(rows, k, device=DEVICE, dtype=DTYPE) for _ in range(2))
+    norm_weight = (1 + 0.1 * torch.randn(k, device=DEVICE)).to(DTYPE)
+    moved = w_bytes + 4 * x.numel() * 2 + rows * n * 2
+    reference, _ = gemv_norm_torch(x, residual, norm_weight, EPS, weights[0])
+    _, new_residual = fused_add_rms_norm(x, residual, norm_weight, EPS)  # h: the same bits, asked
+    ranked = sorted(results, key=lambda r: r[1].us)
+    # The separate path as this run's table would run it: the Triton GEMV only where it won.
+    plain_best = ranked[0][0] if ranked[0][1].us < TRITON_MARGIN * base.us else None
+
+    def separate(i):
+        normed, _ = fused_add_rms_norm(x, residual, norm_weight, EPS)
+        w = weights[i % copies]
+        return gemv(normed, w, config=plain_best) if plain_best is not None else F.linear(normed, w)
+
+    label = "rms_norm + " + (plain_best.label() if plain_best is not None else "cuBLAS")
+    sep = Timing(
+        label, time_in_graph(separate, args.calls, args.replays), moved, close(separate(0), reference)
+    )
+    if not sep.ok:
+        failures.append(f"{label} {name} M={rows}: differs from the torch reference")
+    fused = []
+    for config, _ in ranked[: NORMED_TRIES if time.monotonic() < deadline else 1]:
+        try:
+            first, h = gemv_norm(x, residual, norm_weight, EPS, weights[0], config=config)
+            again = gemv_norm(x, residual, norm_weight, EPS, weights[0], config=config)
+            ok = close(first, reference) and torch.equal(h, new_residual)
+            ok = ok and torch.equal(first, again[0]) and torch.equal(h, again[1])
+            us = time_in_graph(
+                lambda i, c=config: gemv_norm(x, residual, norm_weight, EPS, weights[i % copies], config=c),
+                args.calls,
+                args.replays,
+            )
+        except Exception as exc:  # a config the GPU cannot run (resources): report, keep going
+            print(f"    norm+{config.label():<33} failed: {type(exc).__name__}: {str(exc)[:80]}")
+            continue
+        fused.append((config, Timing("norm+" + config.label(), us, moved, ok)))
+        if not ok:
+            failures.append(f"gemv_norm {name} M={rows} {config.label()}: differs from the torch reference")
+    print(f"  {name} + norm N={n} K={k} M={rows}")
+    for t in [sep] + [t for _, t in sorted(fused, key=lambda r: r[1].us)]:
+        print(f"    {t.label:<38} {t.us:9.2f} us{'' if t.ok else '  MISMATCH'}")
+    return sep, fused
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -207,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write-table", type=Path, help="save the per-shape best configs as JSON here")
     parser.add_argument("--calls", type=int, default=20, help="calls captured per graph (default 20)")
     parser.add_argument("--replays", type=int, default=5, help="graph replays per timing; the median counts")
-    parser.add_argument("--budget-s", type=float, default=150.0, help="stop trying configs after this long")
+    parser.add_argument("--budget-s", type=float, default=130.0, help="stop trying configs after this long")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("error: no CUDA device visible", file=sys.stderr)
@@ -234,12 +295,18 @@ def main(argv: list[str] | None = None) -> int:
 
         print("(b) decode products, bf16; '*' marks the built-in default config")
         best: dict[tuple[str, int], tuple[Timing, Timing, object]] = {}
+        best_normed: dict[tuple[str, int], tuple[Timing, Timing, object]] = {}
         for rows in ROWS:
             for name, n, k, gated in SHAPES:
                 base, results = gemv_timings(name, n, k, gated, rows, args, copy_gbs, failures, deadline)
                 if results:
                     config, top = min(results, key=lambda r: r[1].us)
                     best[(name, rows)] = (base, top, config)
+                if results and name in NORMED:  # (e), printed under the plain product it fuses into
+                    sep, fused = normed_timings(name, n, k, rows, base, results, args, failures, deadline)
+                    if fused:
+                        config, top = min(fused, key=lambda r: r[1].us)
+                        best_normed[(name, rows)] = (sep, top, config)
                 torch.cuda.empty_cache()
                 sys.stdout.flush()
 
@@ -253,10 +320,26 @@ def main(argv: list[str] | None = None) -> int:
             f"{name:<18} {rows:2d} {base.us:11.2f} {top.us:11.2f} {100 * top.rate() / copy_gbs:6.1f}  "
             f"{base.us / top.us:6.2f}x  {config.label()}  -> {backend}"
         )
+    print("\nnorm fused      M  separate us   fused us  speedup  config")
+    for (name, rows), (sep, top, config) in best_normed.items():
+        _, n, k, _ = next(s for s in SHAPES if s[0] == name)
+        backend = "triton" if top.us < TRITON_MARGIN * sep.us else "cublas"
+        table[(rows, n, k, False, True)] = TableEntry(backend, config)
+        print(
+            f"{name:<14} {rows:2d} {sep.us:11.2f} {top.us:10.2f}  {sep.us / top.us:6.2f}x  "
+            f"{config.label()}  -> {'fused' if backend == 'triton' else 'separate norm'}"
+        )
     for rows in ROWS:
         saved = _per_step_saving(best, rows)
         if saved is not None:
             print(f"M={rows}: estimated decode-step change from the table's choices: {-saved:+.1f} us")
+        if all((name, rows) in best_normed for name in NORMED):
+            fused_gain = sum(
+                (LAYERS if name != "lm_head" else 1) * max(0.0, sep.us - top.us)
+                for name in NORMED
+                for sep, top, _ in [best_normed[(name, rows)]]
+            )
+            print(f"M={rows}: folding the norms into the GEMV saves about {fused_gain:.1f} us per step more")
     if rope:
         print(f"M=1: rope_and_write_kv saves about {LAYERS * (rope[0][1] - rope[0][2]):.1f} us per step")
     if args.write_table:
