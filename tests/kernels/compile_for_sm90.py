@@ -57,6 +57,7 @@ DECODE_POINTERS = {
     "partial_max_ptr": "*fp32",
     "partial_sum_ptr": "*fp32",
     "partial_acc_ptr": "*fp32",
+    "counter_ptr": "*i32",
 }
 
 
@@ -83,11 +84,12 @@ def main() -> int:
                         {"GROUP": 4, "BLOCK_SIZE": 16, "BLOCK_Q": 32, "BLOCK_M": 128, "BLOCK_N": 64,
                          "BLOCK_D": 128, "USE_WINDOW": window, "DOT_IN_FP32": fp32},
                         PAGED_POINTERS, num_warps=8, default_pointer=dtype)  # fmt: skip
-        for single in (False, True):
-            compile_variant(f"decode split window={window} single={single} {dtype}",
+        for single, fused in ((False, False), (True, False), (False, True)):
+            compile_variant(f"decode split window={window} single={single} fused={fused} {dtype}",
                             paged_attention_decode._decode_split_kernel,
                             {"GROUP": 4, "BLOCK_SIZE": 16, "BLOCK_G": 16, "BLOCK_N": 64, "BLOCK_D": 128,
-                             "USE_WINDOW": window, "DOT_IN_FP32": fp32, "SINGLE_SPLIT": single},
+                             "USE_WINDOW": window, "DOT_IN_FP32": fp32, "SINGLE_SPLIT": single,
+                             "FUSED_REDUCE": fused, "BLOCK_S": 32 if fused else 1},
                             DECODE_POINTERS, default_pointer=dtype)  # fmt: skip
     compile_variant("decode reduce", paged_attention_decode._decode_reduce_kernel, {"BLOCK_S": 8, "BLOCK_D": 128},
                     DECODE_POINTERS)  # fmt: skip

@@ -3,6 +3,8 @@ import torch
 from paged_cases import make_cache, naive_attention
 from tolerances import assert_close
 
+from kernels import paged_attention_decode as decode_module
+from kernels._arrival_counters import arrival_counters
 from kernels.paged_attention_decode import (
     choose_num_splits,
     paged_attention_decode,
@@ -84,3 +86,31 @@ def test_padding_rows_with_empty_context_give_zeros_not_nan(device, force_triton
     assert torch.equal(out[1], torch.zeros_like(out[1]))
     assert torch.equal(expected[1], torch.zeros_like(expected[1]))
     assert_close(out, expected, torch.float32)
+
+
+FUSED_CASES = [  # dtype, sliding window, q heads, kv heads, head_dim, splits
+    (torch.float32, None, 6, 2, 64, 3),
+    (torch.bfloat16, None, 6, 2, 64, 8),  # more splits than some sequences have tiles
+    (torch.float16, 5, 6, 2, 64, 4),
+    (torch.float32, 40, 8, 1, 80, 5),  # multi-query, head_dim not a power of two
+    (torch.bfloat16, None, 4, 4, 32, 2),  # MHA
+]
+
+
+@pytest.mark.parametrize(
+    ("dtype", "sliding_window", "q_heads", "kv_heads", "head_dim", "splits"), FUSED_CASES
+)
+def test_fused_reduce_gives_the_bits_of_the_reduce_kernel(
+    device, force_triton, monkeypatch, dtype, sliding_window, q_heads, kv_heads, head_dim, splits
+):
+    """The last split program merges with the reduce kernel's arithmetic in its order, and leaves
+    the arrival counters at zero for the next call (and every CUDA-graph replay)."""
+    args = make_batch(device, dtype, q_heads, kv_heads, head_dim)
+    separate = paged_attention_decode(*args, 0.125, sliding_window, splits, fused_reduce=False)
+    monkeypatch.setattr(decode_module, "_decode_reduce_kernel", None)  # a launch of it would fail
+    fused = [
+        paged_attention_decode(*args, 0.125, sliding_window, splits, fused_reduce=True) for _ in range(3)
+    ]
+    assert all(torch.equal(out, separate) for out in fused)
+    assert not arrival_counters(device, 1).any()
+    assert_close(fused[0], paged_attention_decode_torch(*args, 0.125, sliding_window), dtype)
