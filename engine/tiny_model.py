@@ -134,11 +134,13 @@ def _train_bpe(flavor: _Flavor):
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tok.train_from_iterator(_corpus(), trainer=trainer)
+    tok.train_from_iterator(corpus_lines(), trainer=trainer)
     return tok
 
 
-def _corpus() -> list[str]:
+def corpus_lines() -> list[str]:
+    """The text the tokenizer is trained on (and ``engine.tiny_training`` trains weights on), one line
+    per item."""
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     texts = []
     for name in CORPUS_MODULES:
