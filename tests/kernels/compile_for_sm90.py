@@ -93,19 +93,22 @@ def main() -> int:
                             DECODE_POINTERS, default_pointer=dtype)  # fmt: skip
     compile_variant("decode reduce", paged_attention_decode._decode_reduce_kernel, {"BLOCK_S": 8, "BLOCK_D": 128},
                     DECODE_POINTERS)  # fmt: skip
-    gemv_pointers = {"partial_ptr": "*fp32"}
-    for use_dot, block_m, block_n, block_k, stages, gated, split, dtype in (
-        (True, 16, 16, 256, 4, False, False, "*bf16"),  # mma.sync tile
-        (True, 16, 64, 128, 4, True, False, "*bf16"),  # wgmma tile, SwiGLU input
-        (True, 16, 32, 256, 4, False, True, "*fp16"),
-        (False, 1, 16, 256, 2, False, False, "*bf16"),
-        (False, 1, 16, 256, 2, True, True, "*bf16"),
+    gemv_pointers = {"partial_ptr": "*fp32", "counter_ptr": "*i32"}
+    for use_dot, block_m, block_n, block_k, stages, gated, split, fused, dtype in (
+        (True, 16, 16, 256, 4, False, False, False, "*bf16"),  # mma.sync tile
+        (True, 16, 64, 128, 4, True, False, False, "*bf16"),  # wgmma tile, SwiGLU input
+        (True, 16, 32, 256, 4, False, True, False, "*fp16"),
+        (True, 16, 32, 256, 4, False, True, True, "*fp16"),
+        (True, 16, 16, 256, 4, True, True, True, "*bf16"),
+        (False, 1, 16, 256, 2, False, False, False, "*bf16"),
+        (False, 1, 16, 256, 2, True, True, False, "*bf16"),
+        (False, 1, 16, 256, 2, True, True, True, "*bf16"),
     ):
-        constexprs = {"HAS_BIAS": not gated, "GATED": gated, "SPLIT": split, "USE_DOT": use_dot,
-                      "DOT_IN_FP32": False, "EVEN_K": True, "BLOCK_M": block_m, "BLOCK_N": block_n,
-                      "BLOCK_K": block_k}  # fmt: skip
-        compile_variant(f"gemv dot={use_dot} n{block_n} k{block_k} gated={gated} split={split} {dtype}",
-                        gemv._gemv_kernel, constexprs, gemv_pointers, default_pointer=dtype,
+        constexprs = {"HAS_BIAS": not gated, "GATED": gated, "SPLIT": split, "FUSED_REDUCE": fused,
+                      "USE_DOT": use_dot, "DOT_IN_FP32": False, "EVEN_K": True, "BLOCK_M": block_m,
+                      "BLOCK_N": block_n, "BLOCK_K": block_k}  # fmt: skip
+        compile_variant(f"gemv dot={use_dot} n{block_n} k{block_k} gated={gated} split={split} fused={fused} "
+                        f"{dtype}", gemv._gemv_kernel, constexprs, gemv_pointers, default_pointer=dtype,
                         num_stages=stages)  # fmt: skip
     for use_dot, block_m, block_n, block_k, stages, residual, split, dtype in (
         (True, 16, 16, 256, 4, True, False, "*bf16"),

@@ -2,6 +2,8 @@ import pytest
 import torch
 from tolerances import assert_close
 
+from kernels import gemv as gemv_module
+from kernels._arrival_counters import arrival_counters
 from kernels.activation import silu_and_mul
 from kernels.gemv import gemv, gemv_silu, gemv_silu_torch, gemv_torch
 from kernels.gemv_configs import GemvConfig
@@ -90,3 +92,23 @@ def test_bad_inputs_are_rejected(force_triton):
         gemv(x.double(), weight)
     with pytest.raises(ValueError, match="FMA variant takes one row"):
         gemv(x, weight, bias, config=CONFIGS["fma"])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize(("config_id", "rows"), [c for c in CASES if "split" in c[0]])
+@pytest.mark.parametrize("gated", [False, True])
+def test_fused_split_reduce_gives_the_bits_of_the_reduce_kernel(
+    device, force_triton, monkeypatch, dtype, config_id, rows, gated
+):
+    """The last K-split program of each N slab adds the partials as the reduce kernel does, in split
+    order with the bias last, and leaves the arrival counters at zero for the next call."""
+    x, weight, bias = make_inputs(device, dtype, rows, gated=gated)
+    op = gemv_silu if gated else gemv
+    config = CONFIGS[config_id]
+    separate = op(x, weight, bias, config=config, fused_reduce=False)
+    monkeypatch.setattr(gemv_module, "_split_reduce_kernel", None)  # a launch of it would fail
+    fused = [op(x, weight, bias, config=config, fused_reduce=True) for _ in range(3)]
+    assert all(torch.equal(out, separate) for out in fused)
+    assert not arrival_counters(device, 1).any()
+    reference = gemv_silu_torch(x, weight, bias) if gated else gemv_torch(x, weight, bias)
+    assert_close(fused[0], reference, dtype)
