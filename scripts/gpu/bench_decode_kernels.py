@@ -8,7 +8,11 @@
 (d) every timed kernel checked against its torch reference on the GPU; exit status 1 on a mismatch;
 (e) residual add + RMSNorm folded into the GEMV (``gemv_norm``) for the products a norm precedes
     (qkv, gate_up, lm_head) against the norm kernel + the GEMV or cuBLAS this run picked, trying the
-    plain sweep's three fastest configs (the same weight stream, so the same tiles tend to win).
+    plain sweep's three fastest configs (the same weight stream, so the same tiles tend to win);
+(f) split merges in a second kernel against the last split program merging them (``FUSED_REDUCE``)
+    for batch-1 decode attention (context 1150) and the SwiGLU down projection at the table's
+    config: per-layer time and per-step saving, and the two must give the same bits (exit 1 if not).
+    ``--reduce-only`` runs just this (~15 s).
 
 Each timing captures ``--calls`` back-to-back calls in one graph, replays it and divides. Weights
 rotate through enough copies to exceed L2 (50 MB on an H200), as 32 layers' weights do in decode.
@@ -17,6 +21,7 @@ shape (and whether it beat cuBLAS) for ``CHASSIS_GEMV=auto|triton`` to use; ``no
 whether the fused norm beat the separate one ("triton") or not ("cublas": keep the norm kernel).
 
     python scripts/gpu/bench_decode_kernels.py --write-table kernels/gemv_table.json
+    python scripts/gpu/bench_decode_kernels.py --reduce-only
 """
 
 from __future__ import annotations
@@ -261,6 +266,64 @@ def normed_timings(name, n, k, rows, base, results, args, failures, deadline):
     return sep, fused
 
 
+def bench_fused_reduce(replays: int, failures: list[str]) -> list[tuple[str, float, float]]:
+    """(label, separate-merge us, fused-merge us) per layer call; 32 calls per graph, one per layer's
+    KV cache or one of 3 rotating weights, so nothing stays in L2 from one call to the next."""
+    from kernels import gemv as gemv_module
+    from kernels import paged_attention_decode as pad
+    from kernels._arrival_counters import arrival_counters
+    from kernels.gemv_configs import choose_config
+
+    context, capacity_blocks = 1150, 512  # an 8192-token block table, as the engine's graphs have
+    blocks = -(-context // BLOCK_SIZE)
+    caches = [
+        torch.randn(2, blocks, BLOCK_SIZE, KV_HEADS, HEAD_DIM, device=DEVICE, dtype=DTYPE)
+        for _ in range(LAYERS)
+    ]
+    block_tables = torch.zeros(1, capacity_blocks, dtype=torch.int32, device=DEVICE)
+    block_tables[0, :blocks] = torch.randperm(blocks, device=DEVICE, dtype=torch.int32)
+    seq_lens = torch.tensor([context], dtype=torch.int32, device=DEVICE)
+    q = torch.randn(1, Q_HEADS, HEAD_DIM, device=DEVICE, dtype=DTYPE)
+    splits = pad.choose_num_splits(1, KV_HEADS, capacity_blocks * BLOCK_SIZE, DEVICE)
+
+    def attention(i, fused):
+        kv = caches[i % LAYERS]
+        return pad._launch(q, kv[0], kv[1], block_tables, seq_lens, HEAD_DIM**-0.5, None, None, fused)
+
+    n, k = 4096, 14336
+    config = choose_config(1, n, k, True, DEVICE)
+    weights = [(torch.randn(n, k, device=DEVICE) / k**0.5).to(DTYPE) for _ in range(3)]
+    gate_up = torch.randn(1, 2 * k, device=DEVICE, dtype=DTYPE)
+
+    def down(i, fused):
+        return gemv_module._launch(gate_up, weights[i % 3], None, True, config, fused)
+
+    rows = []
+    for label, op in ((f"decode attention B=1 ctx={context} splits={splits}", attention),
+                      (f"down+silu M=1 {config.label()}", down)):  # fmt: skip
+        separate = [op(i, False) for i in range(3)]
+        us_separate = time_in_graph(lambda i, op=op: op(i, False), LAYERS, replays)
+        us_fused = time_in_graph(lambda i, op=op: op(i, True), LAYERS, replays)
+        # After eager calls and graph replays alike, the counters must be back at zero and the
+        # fused merge must still give the separate one's bits.
+        fused = [op(i, True) for i in range(3)]
+        if not all(torch.equal(a, b) for a, b in zip(separate, fused, strict=True)):
+            failures.append(f"{label}: fused merge is not bit-identical to the separate reduce kernel")
+        if arrival_counters(DEVICE, 1).any():
+            failures.append(f"{label}: arrival counters not back at zero")
+        rows.append((label, us_separate, us_fused))
+    return rows
+
+
+def report_fused_reduce(replays: int, failures: list[str]) -> None:
+    print("(f) split merge: separate reduce kernel vs last program merges (per layer, in a 32-call graph)")
+    for label, us_separate, us_fused in bench_fused_reduce(replays, failures):
+        saved = LAYERS * (us_separate - us_fused)
+        print(f"    {label:<44} separate {us_separate:6.2f} us  fused {us_fused:6.2f} us  "
+              f"({saved:+.1f} us per step)")  # fmt: skip
+    print(flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -269,6 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=20, help="calls captured per graph (default 20)")
     parser.add_argument("--replays", type=int, default=5, help="graph replays per timing; the median counts")
     parser.add_argument("--budget-s", type=float, default=130.0, help="stop trying configs after this long")
+    parser.add_argument("--reduce-only", action="store_true", help="run only (f), the split-merge comparison")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("error: no CUDA device visible", file=sys.stderr)
@@ -282,6 +346,13 @@ def main(argv: list[str] | None = None) -> int:
     device_name = torch.cuda.get_device_name()
     print(f"device: {device_name}  torch {torch.__version__}  triton {triton.__version__}", flush=True)
     failures: list[str] = []
+    if args.reduce_only:
+        with torch.inference_mode():
+            report_fused_reduce(max(args.replays, 20), failures)
+        for failure in failures:
+            print(f"MISMATCH: {failure}", file=sys.stderr)
+        print(f"finished in {time.monotonic() - started:.0f} s")
+        return 1 if failures else 0
     with torch.inference_mode():
         copy_gbs = copy_bandwidth(args.replays)
         print(f"(a) copy bandwidth (read + write): {copy_gbs:.0f} GB/s\n", flush=True)
@@ -292,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
             saved = old_us - new_us
             print(f"    T={tokens}  old {old_us:6.2f} us  fused {new_us:6.2f} us  ({saved:+.2f} us saved)")
         print(flush=True)
+        report_fused_reduce(args.replays, failures)
 
         print("(b) decode products, bf16; '*' marks the built-in default config")
         best: dict[tuple[str, int], tuple[Timing, Timing, object]] = {}
