@@ -263,13 +263,11 @@ def gemv(
     weight: torch.Tensor,
     bias: torch.Tensor | None = None,
     config: GemvConfig | None = None,
-    fused_reduce: bool | None = None,
 ) -> torch.Tensor:
-    """``x: [M <= 8, K] @ weight[N, K].T (+ bias[N])`` -> ``[M, N]`` in x's dtype, fp32 sums.
-    ``fused_reduce`` (default ``FUSED_REDUCE``): K splits added by their last program, not a kernel."""
+    """``x: [M <= 8, K] @ weight[N, K].T (+ bias[N])`` -> ``[M, N]`` in x's dtype, fp32 sums."""
     _check(x, weight, bias, gated=False)
     if use_triton(x, weight):
-        return _launch(x, weight, bias, False, config, fused_reduce)
+        return _launch(x, weight, bias, False, config)
     return gemv_torch(x, weight, bias)
 
 
@@ -278,11 +276,10 @@ def gemv_silu(
     weight: torch.Tensor,
     bias: torch.Tensor | None = None,
     config: GemvConfig | None = None,
-    fused_reduce: bool | None = None,
 ) -> torch.Tensor:
     """``silu_and_mul(gate_up: [M <= 8, 2K]) @ weight[N, K].T (+ bias)`` without materialising the
     ``[M, K]`` activation."""
     _check(gate_up, weight, bias, gated=True)
     if use_triton(gate_up, weight):
-        return _launch(gate_up, weight, bias, True, config, fused_reduce)
+        return _launch(gate_up, weight, bias, True, config)
     return gemv_silu_torch(gate_up, weight, bias)

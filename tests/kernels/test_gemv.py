@@ -105,9 +105,11 @@ def test_fused_split_reduce_gives_the_bits_of_the_reduce_kernel(
     x, weight, bias = make_inputs(device, dtype, rows, gated=gated)
     op = gemv_silu if gated else gemv
     config = CONFIGS[config_id]
-    separate = op(x, weight, bias, config=config, fused_reduce=False)
+    monkeypatch.setattr(gemv_module, "FUSED_REDUCE", False)
+    separate = op(x, weight, bias, config=config)
+    monkeypatch.setattr(gemv_module, "FUSED_REDUCE", True)
     monkeypatch.setattr(gemv_module, "_split_reduce_kernel", None)  # a launch of it would fail
-    fused = [op(x, weight, bias, config=config, fused_reduce=True) for _ in range(3)]
+    fused = [op(x, weight, bias, config=config) for _ in range(3)]
     assert all(torch.equal(out, separate) for out in fused)
     assert not arrival_counters(device, 1).any()
     reference = gemv_silu_torch(x, weight, bias) if gated else gemv_torch(x, weight, bias)
