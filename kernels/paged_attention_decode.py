@@ -31,9 +31,11 @@ __all__ = ["paged_attention_decode", "paged_attention_decode_torch"]
 _BLOCK_N = 64
 _MIN_KEYS_PER_SPLIT = _BLOCK_N
 _MAX_SPLITS = 64
-# The last split program of a group merges the splits, saving the merge kernel's launch (~2 us a
-# layer at batch 1 on an H200, where the merge itself reads a few KiB).
-FUSED_REDUCE = True
+# Whether the last split program of a group merges the splits instead of a separate merge kernel.
+# Off: measured on the H200 (bench_decode_kernels.py --reduce-only, B=1, ctx 1150) the fused kernel
+# took 15.2 us a layer against 7.8 us for split + merge kernels: the last program's serial merge of
+# its 4 heads over 33 splits costs more than the launch it saves. Bit-identical either way.
+FUSED_REDUCE = False
 
 
 @triton.jit
