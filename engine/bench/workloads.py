@@ -130,9 +130,12 @@ def decode_bs1(
 
 
 def _graph_replay_ms(llm, size: int = 1, iters: int = 100) -> float | None:
-    """Mean of back-to-back replays of the batch-``size`` decode graph (CUDA events)."""
+    """Mean of back-to-back replays of the batch-``size`` decode graph (CUDA events). Single-rank
+    only: a tensor-parallel graph holds all-reduces that every rank must replay together."""
     import torch
 
+    if llm.engine.config.tensor_parallel_size > 1:
+        return None
     graphs = llm.engine.runner.graphs
     if graphs is None or size not in graphs.replays:
         return None
