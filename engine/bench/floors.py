@@ -72,13 +72,11 @@ def workload_floor(
     ceilings: Ceilings,
     bytes_per_element: int = 2,
 ) -> WorkloadFloor:
-    h, i, layers, vocab = (
-        config[k] for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "vocab_size")
-    )
-    head_dim = config.get("head_dim", h // config["num_attention_heads"])
-    q = config["num_attention_heads"] * head_dim
-    kv = config["num_key_value_heads"] * head_dim
-    layer_macs = h * (q + 2 * kv) + q * h + 3 * h * i
+    from engine.bench.random_arch import attention_widths, layer_projection_params
+
+    h, layers, vocab = (config[k] for k in ("hidden_size", "num_hidden_layers", "vocab_size"))
+    q, kv = attention_widths(config)
+    layer_macs = layer_projection_params(config)
     flops = 0.0
     kv_bytes = 0.0
     kv_bytes_per_token = layers * 2 * kv * bytes_per_element

@@ -78,14 +78,22 @@ def hf_config(name: str) -> dict:
         ) from None
 
 
+def attention_widths(config: dict) -> tuple[int, int]:
+    """(query width, key/value width): heads times head dimension."""
+    head_dim = config.get("head_dim", config["hidden_size"] // config["num_attention_heads"])
+    return config["num_attention_heads"] * head_dim, config["num_key_value_heads"] * head_dim
+
+
+def layer_projection_params(config: dict) -> int:
+    """Weights of one decoder layer's projections (q/k/v, o, gate/up, down): one MAC each per token."""
+    h, i = config["hidden_size"], config["intermediate_size"]
+    q, kv = attention_widths(config)
+    return h * (q + 2 * kv) + q * h + 3 * h * i
+
+
 def parameter_count(config: dict) -> int:
-    h, i, layers, vocab = (
-        config[k] for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "vocab_size")
-    )
-    head_dim = config.get("head_dim", h // config["num_attention_heads"])
-    q = config["num_attention_heads"] * head_dim
-    kv = config["num_key_value_heads"] * head_dim
-    per_layer = h * (q + 2 * kv) + q * h + 3 * h * i + 2 * h
+    h, layers, vocab = (config[k] for k in ("hidden_size", "num_hidden_layers", "vocab_size"))
+    per_layer = layer_projection_params(config) + 2 * h  # + the two RMSNorm weights
     embeddings = vocab * h * (1 if config.get("tie_word_embeddings") else 2)
     return layers * per_layer + embeddings + h
 
