@@ -108,10 +108,12 @@ class PagedAttention(nn.Module):
     ) -> torch.Tensor:
         out = torch.empty_like(q)
         start = 0
-        for n in lens:
-            rows = slice(start, start + n)
-            # [T, H, D] -> [1, H, T, D]; causal over the prompt itself is the whole context.
-            with sdpa_kernel(_SHORT_PREFILL_BACKENDS) if n < _LONG_PREFILL else nullcontext():
+        # One backend choice per step (entering the context costs host time per call): a step with
+        # a long prompt keeps torch's default for all of its prompts.
+        with sdpa_kernel(_SHORT_PREFILL_BACKENDS) if max(lens) < _LONG_PREFILL else nullcontext():
+            for n in lens:
+                rows = slice(start, start + n)
+                # [T, H, D] -> [1, H, T, D]; causal over the prompt itself is the whole context.
                 o = F.scaled_dot_product_attention(
                     q[rows].transpose(0, 1).unsqueeze(0),
                     k[rows].transpose(0, 1).unsqueeze(0),
@@ -120,6 +122,6 @@ class PagedAttention(nn.Module):
                     scale=self.scale,
                     enable_gqa=self.num_heads != self.num_kv_heads,
                 )
-            out[rows] = o[0].transpose(0, 1)
-            start += n
+                out[rows] = o[0].transpose(0, 1)
+                start += n
         return out
