@@ -27,7 +27,7 @@ from engine.kv.kv_manager import KVCacheManager
 from engine.outputs import EngineStats, RequestMetrics, RequestOutput
 from engine.prompt_validation import validated_prompt_ids
 from engine.runner.kv_sizing import num_kv_blocks
-from engine.runner.model_runner import TORCH_DTYPES, LaunchedStep, ModelRunner, StepResult
+from engine.runner.model_runner import TORCH_DTYPES, LaunchedStep, StepResult
 from engine.runner.tp_executor import runner_factory
 from engine.sampling.params import SamplingParams
 from engine.scheduler.output import SchedulerOutput
@@ -83,16 +83,12 @@ class EngineCore:
             self.device.type == "cuda"
             and not config.enforce_eager
             and kernels_mode() != "torch"
-            and hasattr(self.runner, "capture_decode_graphs")  # the tensor-parallel runner has none yet
         ):
             self.runner.capture_decode_graphs(config.max_num_seqs)
         self.kv_events = kv_events if kv_events is not None else KVEventLog(config.kv_event_capacity)
         self.kv = KVCacheManager(num_blocks, config.block_size, config.enable_prefix_caching, self.kv_events)
         self.scheduler = Scheduler(self.kv, config.max_num_batched_tokens, config.max_num_seqs)
-        # The tensor-parallel executor steps its ranks in lockstep and has no launch/result split.
-        self.async_scheduling = config.resolved_async_scheduling(self.device.type) and isinstance(
-            self.runner, ModelRunner
-        )
+        self.async_scheduling = config.resolved_async_scheduling(self.device.type)
         self._pending: tuple[SchedulerOutput, LaunchedStep] | None = None  # launched, not yet read
         self._states: dict[str, PreparedRequest] = {}
         self._seed_rng = random.Random(config.seed)

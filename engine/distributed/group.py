@@ -1,4 +1,4 @@
-"""The tensor-parallel group a model shard belongs to, and the two collectives its layers need.
+"""The tensor-parallel group a model shard belongs to, and the collectives its layers and runner need.
 
 A model is built with one ``TPGroup`` passed down explicitly; at world size 1 (``SINGLE``) every
 collective is a no-op, so the single-accelerator path runs the same layer code with no ``torch.distributed``.
@@ -30,6 +30,14 @@ class TPGroup:
             import torch.distributed as dist
 
             dist.all_reduce(x)
+        return x
+
+    def broadcast_from_first(self, x: torch.Tensor) -> torch.Tensor:
+        """Overwrite ``x`` on every rank with rank 0's ``x``, in place; returns it."""
+        if self.world_size > 1:
+            import torch.distributed as dist
+
+            dist.broadcast(x, src=0)
         return x
 
     def all_gather_last_dim(self, x: torch.Tensor) -> torch.Tensor:

@@ -75,6 +75,7 @@ class ModelRunner:
         tp_group: TPGroup = SINGLE,
     ) -> None:
         self.cfg = cfg
+        self.tp_group = tp_group
         self.device = device
         self.dtype = dtype
         self.block_size = block_size
@@ -128,7 +129,7 @@ class ModelRunner:
         self._generators.pop(request_id, None)
 
     def execute(self, out: SchedulerOutput) -> StepResult:
-        return self.launch(out).result()
+        return self.launch(out, share_samples=False).result()
 
     def can_overlap(self, out: SchedulerOutput) -> bool:
         """Whether this step's sampling needs nothing from the host that the step in flight could
@@ -141,9 +142,12 @@ class ModelRunner:
                 return False
         return True
 
-    def launch(self, out: SchedulerOutput) -> LaunchedStep:
-        """Queue the step's GPU work and its sampling; the host reads the ids only in ``result()``."""
-        step = self._launch(out)
+    def launch(self, out: SchedulerOutput, share_samples: bool = True) -> LaunchedStep:
+        """Queue the step's GPU work and its sampling; the host reads the ids only in ``result()``.
+
+        ``share_samples`` (tensor parallel): rank 0 broadcasts the sampled ids on the devices, so
+        every rank can feed the next step's pending tokens (async scheduling) without the host."""
+        step = self._launch(out, share_samples and not self.tp_group.is_single)
         if self.step_events is not None and self.device.type == "cuda":
             end = torch.cuda.Event(enable_timing=True)
             end.record()
@@ -171,27 +175,31 @@ class ModelRunner:
 
         return feed
 
-    def _launch(self, out: SchedulerOutput) -> LaunchedStep:
+    def _launch(self, out: SchedulerOutput, share: bool) -> LaunchedStep:
         feed = self._feeder(out)
         if self.graphs is not None and self.graphs.can_run(out):
             logits = self.graphs.run(out, self._gpu_work_begins, feed)
-            return self._sample_step(logits, [s.request for s in out.scheduled])
+            return self._sample_step(logits, [s.request for s in out.scheduled], share)
         inputs = build_inputs(out, self.block_size, self.device, self._gpu_work_begins, feed)
         if len(inputs.sample_rows) == inputs.token_ids.shape[0]:
             # One token per request, each sampling: every row wants logits, as in the decode graphs
             # (same kernels, so the same bits with or without them).
             logits = self.model.decode_logits(inputs.token_ids, inputs.positions, inputs.meta)
-            return self._sample_step(logits, [out.scheduled[i].request for i in inputs.sample_rows])
+            return self._sample_step(logits, [out.scheduled[i].request for i in inputs.sample_rows], share)
         hidden = self.model(inputs.token_ids, inputs.positions, inputs.meta)
         if not inputs.sample_rows:
             self._prev_ids, self._prev_rows = None, {}
             return LaunchedStep([], None, StepResult({}, {}))
         logits = self.model.compute_logits(hidden[inputs.logits_indices])
-        return self._sample_step(logits, [out.scheduled[i].request for i in inputs.sample_rows])
+        return self._sample_step(logits, [out.scheduled[i].request for i in inputs.sample_rows], share)
 
-    def _sample_step(self, logits: torch.Tensor, requests: list) -> LaunchedStep:
+    def _sample_step(self, logits: torch.Tensor, requests: list, share: bool) -> LaunchedStep:
         ids = [r.request_id for r in requests]
         if not self.samples:
+            if share:  # rank > 0: rank 0's samples arrive on the device, for the next step to feed
+                chosen = torch.empty(len(ids), dtype=torch.int64, device=logits.device)
+                self._prev_ids = self.tp_group.broadcast_from_first(chosen)
+                self._prev_rows = {rid: row for row, rid in enumerate(ids)}
             return LaunchedStep(ids, None, StepResult({}, {}))
         done = None
         if greedy_only(requests):
@@ -206,6 +214,8 @@ class ModelRunner:
         if self.keep_logits:
             done = done or StepResult(dict(zip(ids, chosen.tolist(), strict=True)), {})
             done.logits = {r.request_id: logits[i].cpu() for i, r in enumerate(requests)}
+        if share:
+            self.tp_group.broadcast_from_first(chosen)
         self._prev_ids, self._prev_rows = chosen, {rid: row for row, rid in enumerate(ids)}
         return LaunchedStep(ids, chosen, done)
 

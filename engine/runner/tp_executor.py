@@ -121,8 +121,20 @@ class TensorParallelRunner:
         )
 
     def execute(self, out):
+        return self.launch(out, share_samples=False).result()
+
+    def launch(self, out, share_samples: bool = True) -> _RankedStep:
+        """Send the step to ranks > 0 and queue rank 0's part; ``result()`` waits for its samples.
+        ``share_samples``: see ``ModelRunner.launch`` (async scheduling feeds them to the next step)."""
         dropped, self._dropped = self._dropped, []
-        return self._everywhere((m.STEP, dropped, m.pack_step(out)), lambda: self.local.execute(out))
+        launched = self._everywhere(
+            (m.STEP, dropped, m.pack_step(out), share_samples),
+            lambda: self.local.launch(out, share_samples=share_samples),
+        )
+        return _RankedStep(self, launched)
+
+    def can_overlap(self, out) -> bool:
+        return self.local.can_overlap(out)
 
     def add_generator(self, request_id: str, seed: int) -> None:
         self.local.add_generator(request_id, seed)  # only rank 0 samples
@@ -219,11 +231,17 @@ class TensorParallelRunner:
             raise RankFailure(self._failure)
         if self._closed:
             raise RuntimeError("the tensor-parallel runner is shut down")
+        for r in self._ranks:
+            r.commands.send(command)
+        return self._guarded(local_call)
+
+    def _guarded(self, call: Callable):
+        """Run rank 0's part of a collective step; a rank that died meanwhile becomes RankFailure."""
+        if self._failure is not None:
+            raise RankFailure(self._failure)
         self._in_step = True
         try:
-            for r in self._ranks:
-                r.commands.send(command)
-            return local_call()
+            return call()
         except Exception as exc:
             deadline = time.monotonic() + EXPLAIN_WAIT_S
             while self._failure is None and time.monotonic() < deadline:
@@ -284,6 +302,19 @@ class TensorParallelRunner:
                 r.process.kill()
         for r in self._ranks:
             r.process.join(5.0)
+
+
+class _RankedStep:
+    """Rank 0's launched step; reading its samples waits on the collectives of every rank, so it is
+    guarded like the launch (a dead rank surfaces as RankFailure, not as a hang or NCCL error)."""
+
+    def __init__(self, runner: TensorParallelRunner, launched) -> None:
+        self._runner = runner
+        self._launched = launched
+        self.request_ids = launched.request_ids
+
+    def result(self):
+        return self._runner._guarded(self._launched.result)
 
 
 def _recv(conn: Connection) -> tuple | None:

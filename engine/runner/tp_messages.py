@@ -11,7 +11,7 @@ from engine.scheduler.request import Request
 
 ALLOCATE = "allocate"  # (num_blocks,)
 CAPTURE = "capture"  # (max_batch, eager)
-STEP = "step"  # (dropped request ids, packed step)
+STEP = "step"  # (dropped request ids, packed step, share_samples)
 STOP = "stop"  # ()
 
 JOINING = "joining"  # rank > 0 is about to join the process group

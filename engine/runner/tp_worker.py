@@ -68,7 +68,7 @@ def _serve(rank, world_size, device_type, store_port, runner_kwargs, commands, r
         if kind == _m.STEP:
             for rid in command[1]:
                 runner.drop_request(rid)
-            runner.execute(_m.unpack_step(command[2]))
+            runner.launch(_m.unpack_step(command[2]), share_samples=command[3])  # samples nothing: no wait
         elif kind == _m.ALLOCATE:
             runner.allocate_kv_cache(command[1])
         elif kind == _m.CAPTURE:
