@@ -79,11 +79,7 @@ class EngineCore:
         num_blocks = num_kv_blocks(config, self.model_config, self.max_model_len, self.device, self.dtype)
         self.runner.allocate_kv_cache(num_blocks)
         # The torch reference kernels read sizes back to the host, which a graph cannot capture.
-        if (
-            self.device.type == "cuda"
-            and not config.enforce_eager
-            and kernels_mode() != "torch"
-        ):
+        if self.device.type == "cuda" and not config.enforce_eager and kernels_mode() != "torch":
             self.runner.capture_decode_graphs(config.max_num_seqs)
         self.kv_events = kv_events if kv_events is not None else KVEventLog(config.kv_event_capacity)
         self.kv = KVCacheManager(num_blocks, config.block_size, config.enable_prefix_caching, self.kv_events)

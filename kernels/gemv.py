@@ -186,6 +186,7 @@ def _launch(
     gated: bool,
     config: GemvConfig | None = None,
     fused_reduce: bool | None = None,
+    out_dtype: torch.dtype | None = None,
 ) -> torch.Tensor:
     if x.stride(-1) != 1 or weight.stride(-1) != 1:
         raise ValueError("x and weight must be contiguous along K")
@@ -194,7 +195,7 @@ def _launch(
         config = choose_config(rows, n, k, gated, x.device)
     if not config.use_dot and rows != 1:
         raise ValueError(f"the FMA variant takes one row, got {rows}: use a tl.dot config")
-    out = torch.empty((rows, n), dtype=x.dtype, device=x.device)
+    out = torch.empty((rows, n), dtype=out_dtype or x.dtype, device=x.device)
     block_k = config.block_k
     k_per_split = cdiv(cdiv(k, config.split_k), block_k) * block_k
     splits = cdiv(k, k_per_split)
@@ -246,17 +247,25 @@ def _launch(
     return out
 
 
-def gemv_torch(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+def gemv_torch(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    out_dtype: torch.dtype | None = None,
+) -> torch.Tensor:
     out = x.float() @ weight.float().t()
     if bias is not None:
         out += bias.float()
-    return out.to(x.dtype)
+    return out.to(out_dtype or x.dtype)
 
 
 def gemv_silu_torch(
-    gate_up: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
+    gate_up: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    out_dtype: torch.dtype | None = None,
 ) -> torch.Tensor:
-    return gemv_torch(silu_and_mul_torch(gate_up), weight, bias)
+    return gemv_torch(silu_and_mul_torch(gate_up), weight, bias, out_dtype)
 
 
 def gemv(
@@ -264,12 +273,14 @@ def gemv(
     weight: torch.Tensor,
     bias: torch.Tensor | None = None,
     config: GemvConfig | None = None,
+    out_dtype: torch.dtype | None = None,
 ) -> torch.Tensor:
-    """``x: [M <= 8, K] @ weight[N, K].T (+ bias[N])`` -> ``[M, N]`` in x's dtype, fp32 sums."""
+    """``x: [M <= 8, K] @ weight[N, K].T (+ bias[N])`` -> ``[M, N]`` in ``out_dtype`` (default x's),
+    fp32 sums. ``out_dtype=torch.float32`` keeps the sums unrounded (tensor-parallel partials)."""
     _check(x, weight, bias, gated=False)
     if use_triton(x, weight):
-        return _launch(x, weight, bias, False, config)
-    return gemv_torch(x, weight, bias)
+        return _launch(x, weight, bias, False, config, out_dtype=out_dtype)
+    return gemv_torch(x, weight, bias, out_dtype)
 
 
 def gemv_silu(
@@ -277,10 +288,11 @@ def gemv_silu(
     weight: torch.Tensor,
     bias: torch.Tensor | None = None,
     config: GemvConfig | None = None,
+    out_dtype: torch.dtype | None = None,
 ) -> torch.Tensor:
     """``silu_and_mul(gate_up: [M <= 8, 2K]) @ weight[N, K].T (+ bias)`` without materialising the
     ``[M, K]`` activation."""
     _check(gate_up, weight, bias, gated=True)
     if use_triton(gate_up, weight):
-        return _launch(gate_up, weight, bias, True, config)
-    return gemv_silu_torch(gate_up, weight, bias)
+        return _launch(gate_up, weight, bias, True, config, out_dtype=out_dtype)
+    return gemv_silu_torch(gate_up, weight, bias, out_dtype)

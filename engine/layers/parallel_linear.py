@@ -11,7 +11,8 @@ import torch
 import torch.nn.functional as F
 
 from engine.distributed.group import TPGroup
-from engine.layers.linear import Linear
+from engine.layers.linear import Linear, takes_gemv
+from kernels.gemv import gemv, gemv_silu
 
 
 class ColumnParallelLinear(Linear):
@@ -72,18 +73,27 @@ class RowParallelLinear(Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.group.is_single:
             return super().forward(x)
+        # Sum the partial products in fp32 and round once, as one unsplit matmul does: summing
+        # bf16-rounded halves flips greedy tokens at near-ties against tensor_parallel_size=1.
+        flat = x.reshape(-1, x.shape[-1])
+        if takes_gemv(flat, self.weight):  # decode-sized: the GEMV hands out its fp32 sums
+            return self._reduced(gemv(flat, self.weight, out_dtype=torch.float32), x)
         if x.dtype in (torch.bfloat16, torch.float16):
-            # Sum the partial products in fp32 and round once, as one unsplit matmul does: summing
-            # bf16-rounded halves flips greedy tokens at near-ties against tensor_parallel_size=1.
             partial = _fp32_partial(x, self.weight)
             if partial is not None:
-                out = self.group.all_reduce(partial).to(x.dtype)
-                return out if self.bias is None else out + self.bias
+                return self._reduced(partial, x)
         out = self.group.all_reduce(F.linear(x, self.weight))
         return out if self.bias is None else out + self.bias
 
-    def fuses_silu(self, gate_up: torch.Tensor) -> bool:
-        return self.group.is_single and super().fuses_silu(gate_up)
+    def forward_silu(self, gate_up: torch.Tensor) -> torch.Tensor:
+        if self.group.is_single:
+            return super().forward_silu(gate_up)
+        return self._reduced(gemv_silu(gate_up, self.weight, out_dtype=torch.float32), gate_up)
+
+    def _reduced(self, partial: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """The all-reduced sum of every rank's ``partial`` in x's dtype and shape, plus the bias."""
+        out = self.group.all_reduce(partial).to(x.dtype).view(*x.shape[:-1], partial.shape[-1])
+        return out if self.bias is None else out + self.bias
 
 
 _mm_out_dtype_works = True

@@ -64,6 +64,26 @@ def test_silu_variant_is_gemv_of_silu_and_mul(device, force_triton, dtype, confi
     assert_close(out, gemv_silu_torch(gate_up, weight), dtype)
 
 
+@pytest.mark.parametrize("gated", [False, True])
+@pytest.mark.parametrize(("config_id", "rows"), [("dot-split4", 3), ("fma", 1), ("default", 8)])
+def test_float32_output_keeps_the_sums_unrounded(device, force_triton, config_id, rows, gated):
+    """Tensor-parallel partial products leave in fp32 and are rounded once, after the all-reduce;
+    rounding the fp32 output gives the bf16 output (the same sums, one rounding): the same bits on
+    a GPU, within one bf16 step under the interpreter (its bf16 stores truncate instead of rounding)."""
+    x, weight, _ = make_inputs(device, torch.bfloat16, rows, gated=gated, bias=False)
+    product = gemv_silu if gated else gemv
+    config = CONFIGS[config_id]
+    wide = product(x, weight, config=config, out_dtype=torch.float32)
+    assert wide.dtype == torch.float32 and wide.shape == (rows, N)
+    narrow = product(x, weight, config=config)
+    if device.type == "cuda":
+        assert torch.equal(wide.to(torch.bfloat16), narrow)
+    else:
+        torch.testing.assert_close(wide.to(torch.bfloat16), narrow, atol=0, rtol=2**-7)
+    reference = (gemv_silu_torch if gated else gemv_torch)(x, weight, out_dtype=torch.float32)
+    assert_close(wide, reference, torch.bfloat16)
+
+
 @pytest.mark.parametrize("config_id", ["default", "dot-split4", "fma-split2"])
 def test_repeated_calls_give_the_same_bits(device, force_triton, config_id):
     x, weight, bias = make_inputs(device, torch.bfloat16, 1)

@@ -54,6 +54,34 @@ def test_tp2_matches_tp1_token_for_token(tiny_models, arch):
     _assert_same(tiny_models[arch])
 
 
+def test_tp2_matches_tp1_through_the_triton_gemv(tiny_models, monkeypatch):
+    """Decode-sized row-parallel products take the GEMV on every rank (CPU: Triton's interpreter),
+    the down projection with SwiGLU folded in; their fp32 sums are all-reduced, then rounded."""
+    if torch.cuda.is_available():
+        pytest.skip("Triton on CPU tensors needs the interpreter, which is off where CUDA exists")
+    from engine.layers.linear import GEMV_ENV
+    from kernels import gemv
+
+    monkeypatch.setenv("CHASSIS_KERNELS", "triton")  # inherited by the rank processes
+    monkeypatch.setenv(GEMV_ENV, "triton")
+    wide_outputs = []
+    original = gemv._launch
+
+    def counted(x, weight, bias, gated, config=None, **kwargs):
+        if kwargs.get("out_dtype") == torch.float32:
+            wide_outputs.append(gated)
+        return original(x, weight, bias, gated, config, **kwargs)
+
+    monkeypatch.setattr(gemv, "_launch", counted)  # rank 0's launches (this process)
+    params = SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True)
+    outputs = []
+    for tp in (1, 2):
+        with LLM(tiny_models["llama"], tensor_parallel_size=tp) as llm:
+            outputs.append([o.token_ids for o in llm.generate(PROMPTS[:2], params)])
+    assert outputs[0] == outputs[1]
+    assert True in wide_outputs and False in wide_outputs  # down+SwiGLU and o_proj, fp32 partials
+
+
 def test_tp2_matches_tp1_with_fewer_kv_heads_than_ranks(one_kv_head_qwen3):
     _assert_same(one_kv_head_qwen3)
 

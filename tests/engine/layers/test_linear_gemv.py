@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.distributed.group import SINGLE, TPGroup
+from engine.distributed.group import TPGroup
 from engine.layers import linear
 from engine.layers.linear import Linear, takes_gemv
 from engine.layers.mlp import GatedMLP
@@ -25,9 +25,9 @@ def gemv_launches(monkeypatch):
     launches = []
     original = gemv._launch
 
-    def counted(x, weight, bias, gated, config=None):
+    def counted(x, weight, bias, gated, config=None, **kwargs):
         launches.append((x.shape[0], gated))
-        return original(x, weight, bias, gated, config)
+        return original(x, weight, bias, gated, config, **kwargs)
 
     monkeypatch.setattr(gemv, "_launch", counted)
     return launches
@@ -104,12 +104,40 @@ def test_mlp_folds_the_activation_into_the_down_projection(monkeypatch, gemv_lau
     assert gemv_launches == [(3, False), (3, True)]
 
 
-def test_row_parallel_uses_the_gemv_only_on_a_single_rank(monkeypatch, gemv_launches):
+class _RecordingGroup(TPGroup):
+    """Rank 0 of 2 whose all-reduce records what it was given and adds nothing (as if the other
+    rank's partial were zero): the layer's wiring without processes; tests/engine/distributed runs
+    the real collective."""
+
+    def all_reduce(self, x: torch.Tensor) -> torch.Tensor:
+        reduced.append(x.dtype)
+        return x
+
+
+reduced: list[torch.dtype] = []
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_row_parallel_takes_the_gemv_and_reduces_its_fp32_sums(monkeypatch, gemv_launches, dtype):
     monkeypatch.setenv(linear.GEMV_ENV, "triton")
-    single = RowParallelLinear(64, (0, 64), 16, False, torch.float32, CPU, SINGLE)
-    split = RowParallelLinear(64, (0, 32), 16, False, torch.float32, CPU, TPGroup(0, 2))
-    torch.nn.init.normal_(single.weight)
-    x = torch.randn(2, 64)
-    torch.testing.assert_close(single(x), F.linear(x, single.weight), atol=1e-4, rtol=1e-5)
-    assert single.fuses_silu(torch.randn(2, 128)) and not split.fuses_silu(torch.randn(2, 64))
-    assert gemv_launches == [(2, False)]
+    reduced.clear()
+    split = RowParallelLinear(64, (0, 32), 16, False, dtype, CPU, _RecordingGroup(0, 2))
+    torch.nn.init.normal_(split.weight)
+    x = torch.randn(2, 32).to(dtype)
+    out = split(x)
+    assert out.dtype == dtype and out.shape == (2, 16)
+    expected = (x.float() @ split.weight.float().t()).to(dtype)
+    torch.testing.assert_close(out, expected, atol=2e-2, rtol=2e-2)
+    gate_up = torch.randn(2, 64).to(dtype)
+    assert split.fuses_silu(gate_up)
+    fused = split.forward_silu(gate_up)
+    torch.testing.assert_close(fused, split(silu_and_mul(gate_up)), atol=2e-2, rtol=2e-2)
+    assert gemv_launches == [(2, False), (2, True), (2, False)]
+    assert reduced == [torch.float32] * 3  # partial sums cross the ranks unrounded
+
+
+def test_row_parallel_prefill_sums_fp32_partials_too(monkeypatch, gemv_launches):
+    reduced.clear()
+    split = RowParallelLinear(64, (0, 32), 16, False, torch.bfloat16, CPU, _RecordingGroup(0, 2))
+    out = split(torch.randn(12, 32).to(torch.bfloat16))  # 12 rows: past the GEMV's 8
+    assert out.dtype == torch.bfloat16 and gemv_launches == [] and reduced == [torch.float32]

@@ -25,9 +25,9 @@ def triton_gemv_everywhere(monkeypatch):
     launches = []
     original = gemv._launch
 
-    def counted(x, weight, bias, gated, config=None):
+    def counted(x, weight, bias, gated, config=None, **kwargs):
         launches.append((x.shape[0], gated))
-        return original(x, weight, bias, gated, config)
+        return original(x, weight, bias, gated, config, **kwargs)
 
     def counted_normed(x, residual, norm_weight, eps, weight, bias, config=None):
         launches.append((x.shape[0], "normed" if residual is not None else "normed, no residual"))
