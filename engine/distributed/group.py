@@ -7,8 +7,12 @@ collective is a no-op, so the single-accelerator path runs the same layer code w
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from engine.distributed.symmetric_all_reduce import SymmetricAllReduce
 
 
 @dataclass(frozen=True)
@@ -25,8 +29,13 @@ class TPGroup:
         return self.world_size == 1
 
     def all_reduce(self, x: torch.Tensor) -> torch.Tensor:
-        """Sum ``x`` over the ranks, in place; returns it."""
+        """The sum of ``x`` over the ranks: ``x`` itself summed in place (NCCL / gloo / HCCL), or a
+        new tensor (symmetric memory, for small CUDA inputs). Use the returned tensor."""
         if self.world_size > 1:
+            if _symmetric is not None:
+                summed = _symmetric(x)
+                if summed is not None:
+                    return summed
             import torch.distributed as dist
 
             dist.all_reduce(x)
@@ -58,3 +67,11 @@ class TPGroup:
 
 
 SINGLE = TPGroup()
+
+# This process's symmetric-memory all-reduce, if its group set one up (one group per process).
+_symmetric: SymmetricAllReduce | None = None
+
+
+def use_symmetric_all_reduce(fast: SymmetricAllReduce | None) -> None:
+    global _symmetric
+    _symmetric = fast

@@ -77,10 +77,17 @@ def init_process_group(store, device: torch.device, rank: int, world_size: int) 
         timeout=COLLECTIVE_TIMEOUT,
         device_id=device if device.type != "cpu" else None,
     )
+    from engine.distributed import symmetric_all_reduce
+    from engine.distributed.group import use_symmetric_all_reduce
+
+    use_symmetric_all_reduce(symmetric_all_reduce.build(device, rank, world_size))
 
 
 def destroy_process_group() -> None:
     import torch.distributed as dist
 
+    from engine.distributed.group import use_symmetric_all_reduce
+
+    use_symmetric_all_reduce(None)
     if dist.is_initialized():
         dist.destroy_process_group()

@@ -22,6 +22,7 @@ whether the fused norm beat the separate one ("triton") or not ("cublas": keep t
 
     python scripts/gpu/bench_decode_kernels.py --write-table kernels/gemv_table.json
     python scripts/gpu/bench_decode_kernels.py --reduce-only
+    python scripts/gpu/bench_decode_kernels.py --tp 2 --write-table kernels/gemv_table.json  # TP shards
 """
 
 from __future__ import annotations
@@ -48,6 +49,20 @@ SHAPES = [  # name, N, K, gated (input [M, 2K] through silu_and_mul)
     ("down+silu", 4096, 14336, True),
     ("lm_head", 128256, 4096, False),
 ]
+
+
+def shard_shapes(tp: int) -> list[tuple[str, int, int, bool]]:
+    """``SHAPES`` as one rank of ``tp`` holds them: column-parallel products (qkv, gate_up, the LM head's
+    vocab rows, padded to a multiple of ``tp``) split N, row-parallel ones (o_proj, down) split K."""
+    if tp == 1:
+        return SHAPES
+    row_parallel = ("o_proj", "down", "down+silu")
+    return [
+        (name, n, k // tp, gated) if name in row_parallel else (name, -(-n // tp), k, gated)
+        for name, n, k, gated in SHAPES
+    ]
+
+
 NORMED = ("qkv", "gate_up", "lm_head")  # products an RMSNorm precedes in a decoder layer / the model
 NORMED_TRIES = 3  # plain-sweep configs tried per fused shape (1 once the time budget is spent)
 EPS = 1e-5
@@ -333,7 +348,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replays", type=int, default=5, help="graph replays per timing; the median counts")
     parser.add_argument("--budget-s", type=float, default=130.0, help="stop trying configs after this long")
     parser.add_argument("--reduce-only", action="store_true", help="run only (f), the split-merge comparison")
+    parser.add_argument(
+        "--tp",
+        type=int,
+        default=1,
+        help="time only (b), at the shapes one rank of this tensor-parallel size holds; --write-table then "
+        "adds those entries to the table already there",
+    )
     args = parser.parse_args(argv)
+    shapes = shard_shapes(args.tp)
     if not torch.cuda.is_available():
         print("error: no CUDA device visible", file=sys.stderr)
         return 2
@@ -357,24 +380,30 @@ def main(argv: list[str] | None = None) -> int:
         copy_gbs = copy_bandwidth(args.replays)
         print(f"(a) copy bandwidth (read + write): {copy_gbs:.0f} GB/s\n", flush=True)
 
-        rope = bench_rope(args.calls, args.replays, failures)
-        print("(c) rotary + v.contiguous + write_kv_cache  vs  rope_and_write_kv (Llama-8B heads, bf16)")
+        rope = [] if args.tp > 1 else bench_rope(args.calls, args.replays, failures)
+        if rope:
+            print("(c) rotary + v.contiguous + write_kv_cache  vs  rope_and_write_kv (Llama-8B heads, bf16)")
         for tokens, old_us, new_us in rope:
             saved = old_us - new_us
             print(f"    T={tokens}  old {old_us:6.2f} us  fused {new_us:6.2f} us  ({saved:+.2f} us saved)")
         print(flush=True)
-        report_fused_reduce(args.replays, failures)
+        if args.tp == 1:
+            report_fused_reduce(args.replays, failures)
+        else:
+            print(f"shapes of one rank at tensor_parallel_size={args.tp}")
 
         print("(b) decode products, bf16; '*' marks the built-in default config")
         best: dict[tuple[str, int], tuple[Timing, Timing, object]] = {}
         best_normed: dict[tuple[str, int], tuple[Timing, Timing, object]] = {}
         for rows in ROWS:
-            for name, n, k, gated in SHAPES:
+            for name, n, k, gated in shapes:
                 base, results = gemv_timings(name, n, k, gated, rows, args, copy_gbs, failures, deadline)
                 if results:
                     config, top = min(results, key=lambda r: r[1].us)
                     best[(name, rows)] = (base, top, config)
-                if results and name in NORMED:  # (e), printed under the plain product it fuses into
+                if (
+                    results and name in NORMED and args.tp == 1
+                ):  # (e), printed under the plain product it fuses into
                     sep, fused = normed_timings(name, n, k, rows, base, results, args, failures, deadline)
                     if fused:
                         config, top = min(fused, key=lambda r: r[1].us)
@@ -385,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\nbest per shape      M   cuBLAS us   Triton us  % copy  speedup  config")
     table = {}
     for (name, rows), (base, top, config) in best.items():
-        _, n, k, gated = next(s for s in SHAPES if s[0] == name)
+        _, n, k, gated = next(s for s in shapes if s[0] == name)
         backend = "triton" if top.us < TRITON_MARGIN * base.us else "cublas"
         table[(rows, n, k, gated)] = TableEntry(backend, config)
         print(
@@ -415,6 +444,10 @@ def main(argv: list[str] | None = None) -> int:
     if rope:
         print(f"M=1: rope_and_write_kv saves about {LAYERS * (rope[0][1] - rope[0][2]):.1f} us per step")
     if args.write_table:
+        if args.tp > 1 and args.write_table.is_file():  # shard shapes join the full-model entries
+            kept = GemvTable.load(args.write_table)
+            if kept.device == device_name:
+                table = {**kept.entries, **table}
         GemvTable(device_name, table).save(
             args.write_table, {"triton": triton.__version__, "torch": torch.__version__}
         )
