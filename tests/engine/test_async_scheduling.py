@@ -29,9 +29,9 @@ def _run(model, prompts, params, eager_graphs=False, **kwargs):
         runner, pending = llm.engine.runner, []
         launch = runner.launch
 
-        def counting_launch(out, pending=pending, launch=launch):
+        def counting_launch(out, pending=pending, launch=launch, **kwargs):
             pending.append(sum(s.pending_token for s in out.scheduled))
-            return launch(out)
+            return launch(out, **kwargs)
 
         runner.launch = counting_launch
         outs = llm.generate(prompts, params)

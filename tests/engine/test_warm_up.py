@@ -18,9 +18,9 @@ def test_warm_up_runs_mixed_steps_and_leaves_no_trace(tiny_llama, async_scheduli
     launched = []
     launch = core.runner.launch
 
-    def counting_launch(out):
+    def counting_launch(out, **kwargs):
         launched.append(sorted(s.num_tokens for s in out.scheduled))
-        return launch(out)
+        return launch(out, **kwargs)
 
     core.runner.launch = counting_launch
     execute = core.runner.execute
