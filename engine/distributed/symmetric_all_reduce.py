@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 
 import torch
 
@@ -43,8 +44,10 @@ class SymmetricAllReduce:
         import torch.distributed._symmetric_memory as symm_mem
 
         self.group_name = dist.group.WORLD.group_name
-        if hasattr(symm_mem, "enable_symm_mem_for_group"):  # required before rendezvous in torch < 2.9
-            symm_mem.enable_symm_mem_for_group(self.group_name)
+        if hasattr(symm_mem, "enable_symm_mem_for_group"):
+            with warnings.catch_warnings():  # needed before rendezvous in older torch; deprecated in newer
+                warnings.simplefilter("ignore", FutureWarning)
+                symm_mem.enable_symm_mem_for_group(self.group_name)
         self.max_bytes = max_bytes
         self.buffer = symm_mem.empty(max_bytes, dtype=torch.uint8, device=device)
         symm_mem.rendezvous(self.buffer, self.group_name)
