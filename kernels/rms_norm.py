@@ -36,6 +36,7 @@ def _rms_norm_kernel(
     x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=0.0)
     if HAS_RESIDUAL:
         residual = tl.load(residual_ptr + row * residual_row_stride + cols, mask=mask, other=0.0)
+        x = x.to(residual.dtype)  # rounds a wider x (tensor-parallel fp32 sums); else a no-op
         x = (x.to(tl.float32) + residual.to(tl.float32)).to(x.dtype)
         tl.store(residual_out_ptr + row * residual_out_row_stride + cols, x, mask=mask)
     xf = x.to(tl.float32)
@@ -50,7 +51,7 @@ def _check(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor | None)
         raise ValueError(f"x must be [tokens, hidden], got shape {tuple(x.shape)}")
     if weight.shape != (x.shape[1],):
         raise ValueError(f"weight must be [{x.shape[1]}], got {tuple(weight.shape)}")
-    if residual is not None and (residual.shape != x.shape or residual.dtype != x.dtype):
+    if residual is not None and (residual.shape != x.shape or x.dtype not in (residual.dtype, torch.float32)):
         raise ValueError(
             f"residual must match x ({tuple(x.shape)}, {x.dtype}), got {tuple(residual.shape)}, {residual.dtype}"
         )
@@ -64,7 +65,7 @@ def _launch(
         if t.stride(-1) != 1:
             raise ValueError("rms_norm needs rows contiguous in memory")
     n_rows, n_cols = x.shape
-    out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    out = torch.empty_like(x if residual is None else residual, memory_format=torch.contiguous_format)
     residual_out = torch.empty_like(out) if residual is not None else None
     if n_rows == 0:
         return out, residual_out
@@ -98,7 +99,7 @@ def rms_norm_torch(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.T
 def fused_add_rms_norm_torch(
     x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    new_residual = x + residual
+    new_residual = x.to(residual.dtype) + residual
     return rms_norm_torch(new_residual, weight, eps), new_residual
 
 
@@ -113,7 +114,10 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
 def fused_add_rms_norm(
     x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Returns ``(rms_norm(x + residual), x + residual)`` as new tensors, in ``x.dtype``."""
+    """Returns ``(rms_norm(x + residual), x + residual)`` as new tensors, in ``residual.dtype``.
+
+    ``x`` may be fp32 over a bf16/fp16 residual (a tensor-parallel all-reduce's sums): it is rounded
+    to the residual's dtype first, exactly as a separate cast would, without that cast's launch."""
     _check(x, weight, residual)
     if use_triton(x, residual, weight):
         out, new_residual = _launch(x, weight, eps, residual)

@@ -60,6 +60,9 @@ class RowParallelLinear(Linear):
         self.full_in = full_in
         self.col_slice = col_slice
         self.group = group
+        # False: hand the all-reduced fp32 sums on unrounded, for a consumer that rounds them itself
+        # (the fused add + RMSNorm after o_proj and down_proj), saving a cast kernel per product.
+        self.rounds_output = True
 
     def load(self, kind: str, tensor: torch.Tensor, shard: int = 0) -> None:
         if kind == "weight":
@@ -91,8 +94,12 @@ class RowParallelLinear(Linear):
         return self._reduced(gemv_silu(gate_up, self.weight, out_dtype=torch.float32), gate_up)
 
     def _reduced(self, partial: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """The all-reduced sum of every rank's ``partial`` in x's dtype and shape, plus the bias."""
-        out = self.group.all_reduce(partial).to(x.dtype).view(*x.shape[:-1], partial.shape[-1])
+        """The all-reduced sum of every rank's ``partial`` in x's dtype and shape, plus the bias
+        (fp32 and unrounded when ``rounds_output`` is off and there is no bias)."""
+        out = self.group.all_reduce(partial).view(*x.shape[:-1], partial.shape[-1])
+        if self.bias is None and not self.rounds_output:
+            return out
+        out = out.to(x.dtype)
         return out if self.bias is None else out + self.bias
 
 

@@ -100,6 +100,10 @@ class DecoderLayer(nn.Module):
         self.self_attn = DecoderAttention(cfg, layer, rotary, dtype, device, tp)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype, device)
         self.mlp = GatedMLP(cfg.hidden_size, cfg.intermediate_size, dtype, device, tp)
+        # Both row-parallel outputs go only into the next fused add + RMSNorm (this layer's, the next
+        # layer's, or the final norm), which rounds their fp32 sums itself.
+        self.self_attn.o_proj.rounds_output = False
+        self.mlp.down_proj.rounds_output = False
 
     def forward(
         self, positions: torch.Tensor, x: torch.Tensor, residual: torch.Tensor | None, meta: AttentionMetadata

@@ -53,6 +53,27 @@ def test_triton_fused_add_matches_reference(device, force_triton, dtype):
     assert torch.equal(x, x_before) and torch.equal(residual, residual_before)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_fp32_sums_are_rounded_to_the_residual_dtype_first(device, force_triton, dtype):
+    """Tensor-parallel products hand their all-reduced fp32 sums straight to the fused add + norm:
+    the result is that of casting them first (the same bits on a GPU; one rounding step apart under
+    the interpreter, whose casts truncate)."""
+    wide = torch.randn(7, 131, device=device) * 3
+    residual = torch.randn(7, 131, device=device).to(dtype)
+    weight = torch.randn(131, device=device).to(dtype)
+    out, new_residual = fused_add_rms_norm(wide, residual, weight, 1e-6)
+    cast_out, cast_residual = fused_add_rms_norm(wide.to(dtype), residual, weight, 1e-6)
+    assert out.dtype == new_residual.dtype == dtype
+    if device.type == "cuda":
+        assert torch.equal(out, cast_out) and torch.equal(new_residual, cast_residual)
+    else:
+        assert_close(out, cast_out, dtype)
+        assert_close(new_residual, cast_residual, dtype)
+    ref_out, ref_residual = fused_add_rms_norm_torch(wide, residual, weight, 1e-6)
+    assert torch.equal(ref_residual, wide.to(dtype) + residual)
+    assert_close(out, ref_out, dtype)
+
+
 def test_triton_reads_strided_rows(device, force_triton):
     wide = torch.randn(5, 300, device=device)
     x = wide[:, :131]
@@ -72,3 +93,5 @@ def test_bad_shapes_are_rejected():
         rms_norm(torch.randn(32), torch.randn(32), 1e-6)
     with pytest.raises(ValueError, match="residual"):
         fused_add_rms_norm(torch.randn(4, 32), torch.randn(4, 33), torch.randn(32), 1e-6)
+    with pytest.raises(ValueError, match="residual"):  # only fp32 may be wider than the residual
+        fused_add_rms_norm(torch.randn(4, 32).half(), torch.randn(4, 32).bfloat16(), torch.randn(32), 1e-6)

@@ -141,3 +141,16 @@ def test_row_parallel_prefill_sums_fp32_partials_too(monkeypatch, gemv_launches)
     split = RowParallelLinear(64, (0, 32), 16, False, torch.bfloat16, CPU, _RecordingGroup(0, 2))
     out = split(torch.randn(12, 32).to(torch.bfloat16))  # 12 rows: past the GEMV's 8
     assert out.dtype == torch.bfloat16 and gemv_launches == [] and reduced == [torch.float32]
+
+
+def test_row_parallel_can_leave_the_rounding_to_its_consumer(monkeypatch, gemv_launches):
+    """In a decoder layer o_proj and down_proj hand their fp32 sums to the fused add + RMSNorm."""
+    monkeypatch.setenv(linear.GEMV_ENV, "triton")
+    split = RowParallelLinear(64, (0, 32), 16, False, torch.bfloat16, CPU, _RecordingGroup(0, 2))
+    torch.nn.init.normal_(split.weight)
+    x = torch.randn(2, 32).to(torch.bfloat16)
+    rounded = split(x)
+    split.rounds_output = False
+    wide = split(x)
+    assert wide.dtype == torch.float32 and rounded.dtype == torch.bfloat16
+    torch.testing.assert_close(wide.to(torch.bfloat16), rounded, atol=0, rtol=2**-7)
