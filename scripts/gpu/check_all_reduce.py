@@ -15,44 +15,21 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 HIDDEN = 4096
 ROWS = (1, 2, 8, 32)
-
-
-def _time_graph(fn, calls: int, replays: int = 20) -> float:
-    import torch
-
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            fn()
-    graph.replay()
-    samples = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1e3 / calls)
-    return statistics.median(samples)
+REPLAYS = 20
 
 
 def _rank(rank: int, world: int, port: int, calls: int, results) -> None:
     import torch
     import torch.distributed as dist
+    from bench_decode_kernels import time_in_graph
 
     from engine.distributed import group as tp_group
     from engine.distributed import process_group as pg
@@ -72,7 +49,7 @@ def _rank(rank: int, world: int, port: int, calls: int, results) -> None:
         if not torch.equal(nccl.double(), exact):
             wrong.append(f"nccl rows={rows}")
         row = {"rows": rows, "kib": x.numel() * 4 / 1024}
-        row["nccl_us"] = _time_graph(lambda x=x: dist.all_reduce(x.clone()), calls)
+        row["nccl_us"] = time_in_graph(lambda i, x=x: dist.all_reduce(x.clone()), calls, REPLAYS)
         if fast is not None and fast.takes(x):
             got = fast(x)
             if not torch.equal(got.double(), exact):
@@ -81,7 +58,7 @@ def _rank(rank: int, world: int, port: int, calls: int, results) -> None:
             dist.all_gather(gathered, got)
             if any(not torch.equal(g, gathered[0]) for g in gathered):
                 wrong.append(f"symmetric rows={rows}: ranks disagree")
-            row["symmetric_us"] = _time_graph(lambda x=x: fast(x), calls)
+            row["symmetric_us"] = time_in_graph(lambda i, x=x: fast(x), calls, REPLAYS)
         rows_out.append(row)
     if rank == 0:
         results.put((fast is not None, rows_out, wrong))
