@@ -60,8 +60,13 @@ def _rank(rank: int, world: int, port: int, calls: int, results) -> None:
                 wrong.append(f"symmetric rows={rows}: ranks disagree")
             row["symmetric_us"] = time_in_graph(lambda i, x=x: fast(x), calls, REPLAYS)
         rows_out.append(row)
+    choice = None
+    if fast is not None:  # what the engine's start-up measures to choose between them at two ranks
+        from engine.distributed.symmetric_all_reduce import graph_timings
+
+        choice = graph_timings(fast, device)
     if rank == 0:
-        results.put((fast is not None, rows_out, wrong))
+        results.put((fast is not None, rows_out, wrong, choice))
     dist.barrier()
     pg.destroy_process_group()
 
@@ -92,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for p in procs:
         p.start()
-    available, rows, wrong = results.get(timeout=300)
+    available, rows, wrong, choice = results.get(timeout=300)
     for p in procs:
         p.join(60)
     print(f"world size {world}, torch {torch.__version__}, symmetric memory: {'yes' if available else 'NO'}")
@@ -100,6 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         symm = f"{r['symmetric_us']:9.2f}" if "symmetric_us" in r else f"{'-':>9}"
         print(f"{r['rows']:5d} {r['kib']:6.0f} {r['nccl_us']:9.2f} {symm}")
+    if choice is not None:
+        print(
+            f"start-up timing (rank 0, one 4096-wide fp32 row): symmetric {choice[0]:.2f} us, NCCL {choice[1]:.2f} us"
+        )
     for w in wrong:
         print(f"WRONG SUM: {w}", file=sys.stderr)
     if wrong or any(p.exitcode != 0 for p in procs):

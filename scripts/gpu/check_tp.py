@@ -4,9 +4,12 @@ Tiny checkpoints of every architecture, plus one with a single KV head (replicat
 written in bf16; the same prompts through ``LLM(tensor_parallel_size=1)`` and ``=2``, first N tokens
 compared. A divergence is printed with the TP=1 top-1 minus top-2 logit margin at that step: a
 margin of a few bf16 ulps is a near-tie that all-reduce rounding order decides. Exits 1 on any
-mismatch.
+mismatch. Each checkpoint is first trained ``--train-steps`` steps (``engine.tiny_training``):
+random tiny weights give near-flat logits whose bf16 argmax any change of summation order flips,
+trained ones are peaked as a real model's are.
 
     python3 scripts/gpu/check_tp.py --tokens 32 --dtype bfloat16
+    python3 scripts/gpu/check_tp.py --train-steps 0    # random weights
 """
 
 from __future__ import annotations
@@ -50,11 +53,15 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="cpu: a dry run with gloo")
+    parser.add_argument(
+        "--train-steps", type=int, default=300, help="training steps per checkpoint (0: random)"
+    )
     args = parser.parse_args()
 
     import torch
 
     from engine.tiny_model import make_tiny_model
+    from engine.tiny_training import train_tiny_model
 
     if args.device == "cuda" and torch.cuda.device_count() < 2:
         print(f"needs 2 GPUs, found {torch.cuda.device_count()}")
@@ -69,6 +76,13 @@ def main() -> int:
                 dtype=args.dtype,
                 num_kv_heads=kv_heads,
             )
+            if args.train_steps:
+                result = train_tiny_model(
+                    model_dir, args.train_steps, seed=seed, device=args.device, log=lambda _: None
+                )
+                print(
+                    f"{arch} kv={kv_heads}: trained {result.steps} steps, held-out loss {result.heldout_loss:.3f}"
+                )
             single, single_logits = generate(model_dir, 1, args.tokens, args.dtype, args.device)
             split, split_logits = generate(model_dir, 2, args.tokens, args.dtype, args.device)
             for i, (a, b) in enumerate(zip(single, split, strict=True)):
