@@ -59,6 +59,7 @@ def _decode(model_dir: Path, vocab: int, group: TPGroup | None, args) -> dict[st
             load_format="dummy",
             max_num_seqs=8,
             num_gpu_blocks=2048,
+            max_model_len=8192,
         )
     finally:
         core_module.runner_factory = original
