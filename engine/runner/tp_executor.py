@@ -231,9 +231,13 @@ class TensorParallelRunner:
             raise RankFailure(self._failure)
         if self._closed:
             raise RuntimeError("the tensor-parallel runner is shut down")
-        for r in self._ranks:
-            r.commands.send(command)
-        return self._guarded(local_call)
+
+        def send_then_run():
+            for r in self._ranks:
+                r.commands.send(command)  # a dead rank's closed pipe raises here: guarded too
+            return local_call()
+
+        return self._guarded(send_then_run)
 
     def _guarded(self, call: Callable):
         """Run rank 0's part of a collective step; a rank that died meanwhile becomes RankFailure."""
