@@ -83,11 +83,23 @@ def init_process_group(store, device: torch.device, rank: int, world_size: int) 
     use_symmetric_all_reduce(symmetric_all_reduce.build(device, rank, world_size))
 
 
-def destroy_process_group() -> None:
+def destroy_process_group(wait_s: float | None = None) -> bool:
+    """Leave the group. ``wait_s``: give up after this long and return False, leaving the group to
+    the process's exit. NCCL's teardown can block for good: on two H200s rank 0 hung here at the end
+    of ``scripts/gpu/check_tp.py`` (cause not found yet), while the same shutdown took 0.5 s elsewhere."""
+    import threading
+
     import torch.distributed as dist
 
     from engine.distributed.group import use_symmetric_all_reduce
 
     use_symmetric_all_reduce(None)
-    if dist.is_initialized():
+    if not dist.is_initialized():
+        return True
+    if wait_s is None:
         dist.destroy_process_group()
+        return True
+    done = threading.Thread(target=dist.destroy_process_group, name="chassis-tp-destroy", daemon=True)
+    done.start()
+    done.join(wait_s)
+    return not done.is_alive()

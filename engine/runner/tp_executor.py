@@ -31,6 +31,7 @@ log = logging.getLogger("chassis.tp")
 
 STOP_TIMEOUT_S = 10.0  # a rank told to stop that is still alive after this is killed
 EXPLAIN_WAIT_S = 2.0  # after a failed collective: how long to wait for the watchdog to name the dead rank
+DESTROY_TIMEOUT_S = 10.0  # rank 0 leaving the process group; NCCL's teardown may never return
 STUCK_STEP_S = 10.0  # a step still blocked this long after a rank died will never return (NCCL)
 
 _failure_handler: Callable[[str], None] | None = None
@@ -187,7 +188,12 @@ class TensorParallelRunner:
         if self._joined_group:
             from engine.distributed import process_group as pg
 
-            pg.destroy_process_group()
+            if not pg.destroy_process_group(wait_s=DESTROY_TIMEOUT_S):
+                log.warning(
+                    "the tensor-parallel process group did not shut down within %.0f s; left to the "
+                    "process's exit (this process cannot start another tensor-parallel engine)",
+                    DESTROY_TIMEOUT_S,
+                )
             self._joined_group = False
         self._store = None  # its server thread must stop now, not during interpreter teardown
         _live.discard(self)

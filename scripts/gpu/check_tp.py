@@ -56,6 +56,7 @@ def main() -> int:
     parser.add_argument(
         "--train-steps", type=int, default=300, help="training steps per checkpoint (0: random)"
     )
+    parser.add_argument("--only", metavar="ARCH", help="only the cases of this architecture")
     args = parser.parse_args()
 
     import torch
@@ -69,6 +70,8 @@ def main() -> int:
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
         for seed, (arch, kv_heads) in enumerate(CASES, start=1):
+            if args.only and arch != args.only:
+                continue
             model_dir = make_tiny_model(
                 Path(tmp) / f"{arch}-kv{kv_heads}",
                 arch=arch,
@@ -100,7 +103,8 @@ def main() -> int:
                     f"(tp1 {a[step]} vs tp2 {b[step]}); tp1 top-2 margin there {margin:.4g}"
                 )
                 failures += 1
-    print(f"{failures} mismatching prompts of {len(CASES) * len(PROMPTS)}")
+    cases = [c for c in CASES if not args.only or c[0] == args.only]
+    print(f"{failures} mismatching prompts of {len(cases) * len(PROMPTS)}")
     return 1 if failures else 0
 
 
