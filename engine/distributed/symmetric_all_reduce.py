@@ -125,33 +125,9 @@ def graph_timings(fast: SymmetricAllReduce, device: torch.device, calls: int = 3
     through NCCL, each as ``calls`` back-to-back calls captured in one CUDA graph (as decode runs them)."""
     import torch.distributed as dist
 
+    from engine.graph_timing import time_in_graph
+
     x = torch.ones(4096, dtype=torch.float32, device=device)
-
-    def symmetric() -> None:
-        fast(x)
-
-    def nccl() -> None:
-        dist.all_reduce(x.clone())
-
-    return _graph_us(symmetric, calls, device), _graph_us(nccl, calls, device)
-
-
-def _graph_us(fn, calls: int, device: torch.device) -> float:
-    stream = torch.cuda.Stream(device)
-    stream.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(stream):
-        fn()  # first calls outside the graph: lazy set-up (NCCL communicators, kernels)
-    torch.cuda.current_stream(device).wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            fn()
-    samples = []
-    for _ in range(4):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1e3 / calls)
-    return sorted(samples)[len(samples) // 2]
+    symmetric_us = time_in_graph(lambda i: fast(x), calls, replays=4)
+    nccl_us = time_in_graph(lambda i: dist.all_reduce(x.clone()), calls, replays=4)
+    return symmetric_us, nccl_us

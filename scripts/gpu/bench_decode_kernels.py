@@ -28,7 +28,6 @@ whether the fused norm beat the separate one ("triton") or not ("cublas": keep t
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from dataclasses import dataclass
@@ -39,6 +38,8 @@ sys.path.insert(0, str(REPO_ROOT))
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+
+from engine.graph_timing import time_in_graph  # noqa: E402
 
 LAYERS, Q_HEADS, KV_HEADS, HEAD_DIM, BLOCK_SIZE = 32, 32, 8, 128, 16
 SHAPES = [  # name, N, K, gated (input [M, 2K] through silu_and_mul)
@@ -82,32 +83,6 @@ class Timing:
 
     def rate(self) -> float:
         return self.bytes_moved / self.us / 1e3  # GB/s
-
-
-def time_in_graph(calls, n_calls: int, replays: int) -> float:
-    """Microseconds per call: ``calls(i)`` for i in range(n_calls) captured in one graph, replayed."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # compile Triton kernels, settle cuBLAS workspaces
-        for i in range(min(n_calls, 2)):
-            calls(i)
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(n_calls):
-            calls(i)
-    graph.replay()
-    samples = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1e3 / n_calls)
-    del graph
-    return statistics.median(samples)
 
 
 def copy_bandwidth(replays: int) -> float:

@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 HIDDEN = 4096
 ROWS = (1, 2, 8, 32)
@@ -29,10 +28,10 @@ REPLAYS = 20
 def _rank(rank: int, world: int, port: int, calls: int, results) -> None:
     import torch
     import torch.distributed as dist
-    from bench_decode_kernels import time_in_graph
 
     from engine.distributed import group as tp_group
     from engine.distributed import process_group as pg
+    from engine.graph_timing import time_in_graph
 
     device = pg.rank_device("cuda", rank)
     store = pg.join_store(port, world)
