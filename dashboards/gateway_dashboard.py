@@ -1,6 +1,6 @@
 """The gateway dashboard: where requests go, how fast routing decides, and what fails upstream.
 
-Metric names come from engine/gateway/metrics.py (prometheus_client adds ``_total`` to counters).
+Metric names come from gateway/metrics.py (prometheus_client adds ``_total`` to counters).
 """
 
 from __future__ import annotations

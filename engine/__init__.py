@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any
 __all__ = ["LLM", "SamplingParams", "AsyncLLMEngine"]
 
 _LAZY = {
-    "LLM": ("engine.llm", "LLM"),
+    "LLM": ("engine.clients.llm", "LLM"),
     "SamplingParams": ("engine.sampling.params", "SamplingParams"),
-    "AsyncLLMEngine": ("engine.async_engine", "AsyncLLMEngine"),
+    "AsyncLLMEngine": ("engine.clients.in_thread", "AsyncLLMEngine"),
 }
 
 if TYPE_CHECKING:  # pragma: no cover
-    from engine.async_engine import AsyncLLMEngine
-    from engine.llm import LLM
+    from engine.clients.in_thread import AsyncLLMEngine
+    from engine.clients.llm import LLM
     from engine.sampling.params import SamplingParams
 
 

@@ -32,7 +32,7 @@ class EngineConfig:
     kv_event_capacity: int = 10_000
     load_format: str = "auto"
     enforce_eager: bool = False  # CUDA: True skips capturing decode steps as CUDA graphs
-    warm_up: bool = True  # CUDA: compile every step shape's kernels at start (engine/warm_up.py)
+    warm_up: bool = True  # CUDA: compile every step shape's kernels at start (engine/core/warm_up.py)
     # Schedule and launch step N+1 before reading step N's samples (overlaps host work with the
     # GPU). None: on for CUDA, off elsewhere (where there is no device queue to overlap with).
     async_scheduling: bool | None = None

@@ -109,7 +109,7 @@ def measure(
 ) -> dict:
     from engine.bench.workloads import random_prompts
     from engine.config import EngineConfig
-    from engine.engine_core import EngineCore
+    from engine.core.engine_core import EngineCore
     from engine.sampling.params import SamplingParams
 
     max_tokens = steps + 64

@@ -74,7 +74,7 @@ class ServerProcess:
         self.log_path = log_path
         max_model_len = options.prompt_len[1] + options.output_len[1] + 16
         self.cmd = [
-            sys.executable, "-m", "engine.cli", "serve", str(model_dir),
+            sys.executable, "-m", "chassis", "serve", str(model_dir),
             "--host", "127.0.0.1", "--port", str(self.port),
             "--device", options.device, "--dtype", options.dtype, "--load-format", options.load_format,
             "--served-model-name", MODEL_NAME, "--max-model-len", str(max_model_len),

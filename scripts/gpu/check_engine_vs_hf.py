@@ -1,7 +1,7 @@
 """On the GPU: greedy outputs of our engine against transformers on briefly trained tiny checkpoints.
 
 Each tiny architecture is built, then trained for ``--train-steps`` on the tokenizer's corpus
-(``engine.tiny_training``): random tiny weights give near-flat logits whose bf16 argmax is decided by
+(``engine.testing.tiny_training``): random tiny weights give near-flat logits whose bf16 argmax is decided by
 rounding order, while trained ones are peaked as a real checkpoint's are. Prompts are cut from the
 held-out text; each goes through ``engine.LLM`` and through ``transformers`` greedy ``generate``,
 and the first N tokens are compared. Per prompt it prints identical or the first divergent index
@@ -117,8 +117,8 @@ def main() -> int:
     if args.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")  # read when kernels are imported
 
-    from engine.tiny_model import ARCHES, make_tiny_model
-    from engine.tiny_training import heldout_prompts, train_tiny_model
+    from engine.testing.tiny_model import ARCHES, make_tiny_model
+    from engine.testing.tiny_training import heldout_prompts, train_tiny_model
 
     started = time.monotonic()
     failures = 0

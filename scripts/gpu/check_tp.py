@@ -4,7 +4,7 @@ Tiny checkpoints of every architecture, plus one with a single KV head (replicat
 written in bf16; the same prompts through ``LLM(tensor_parallel_size=1)`` and ``=2``, first N tokens
 compared. A divergence is printed with the TP=1 top-1 minus top-2 logit margin at that step: a
 margin of a few bf16 ulps is a near-tie that all-reduce rounding order decides. Exits 1 on any
-mismatch. Each checkpoint is first trained ``--train-steps`` steps (``engine.tiny_training``):
+mismatch. Each checkpoint is first trained ``--train-steps`` steps (``engine.testing.tiny_training``):
 random tiny weights give near-flat logits whose bf16 argmax any change of summation order flips,
 trained ones are peaked as a real model's are.
 
@@ -61,8 +61,8 @@ def main() -> int:
 
     import torch
 
-    from engine.tiny_model import make_tiny_model
-    from engine.tiny_training import train_tiny_model
+    from engine.testing.tiny_model import make_tiny_model
+    from engine.testing.tiny_training import train_tiny_model
 
     if args.device == "cuda" and torch.cuda.device_count() < 2:
         print(f"needs 2 GPUs, found {torch.cuda.device_count()}")

@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 def main() -> None:
     from engine import LLM, SamplingParams
-    from engine.tiny_model import make_tiny_model
+    from engine.testing.tiny_model import make_tiny_model
 
     faulthandler.dump_traceback_later(40, exit=True)
     with tempfile.TemporaryDirectory() as tmp:

@@ -70,7 +70,7 @@ def main() -> int:
     from transformers import AutoModelForCausalLM
 
     from engine import LLM, SamplingParams
-    from engine.tiny_model import ARCHES, make_tiny_model
+    from engine.testing.tiny_model import ARCHES, make_tiny_model
 
     with tempfile.TemporaryDirectory() as tmp:
         for n, arch in enumerate(args.arch or ARCHES):

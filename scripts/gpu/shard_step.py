@@ -44,8 +44,8 @@ def _decode(model_dir: Path, vocab: int, group: TPGroup | None, args) -> dict[st
     import torch
 
     from engine import LLM
-    from engine import engine_core as core_module
     from engine.bench.workloads import decode_bs1
+    from engine.core import engine_core as core_module
     from engine.runner.model_runner import ModelRunner
 
     original = core_module.runner_factory

@@ -130,7 +130,7 @@ def assert_real_command(argv: list[str]) -> None:
     program = Path(argv[0])
     assert program.exists(), argv
     if program.name == "chassis":
-        from engine.cli.main import build_parser
+        from chassis.main import build_parser
 
         build_parser().parse_args(argv[1:])  # exits (fails the test) on an unknown flag or value
         command = argv[:3] if argv[1] == "dashboards" else argv[:2]

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from engine.gateway.bench.cluster import cpu_replica
+from gateway.bench.cluster import cpu_replica
 
 MODEL = "tiny-dash"
 
 
 @pytest.fixture(scope="session")
 def replica(tmp_path_factory):
-    from engine.tiny_model import make_tiny_model
+    from engine.testing.tiny_model import make_tiny_model
 
     root = tmp_path_factory.mktemp("dash-replica")
     model_dir = make_tiny_model(root / "tiny", arch="qwen3", seed=0)

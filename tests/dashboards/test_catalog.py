@@ -67,7 +67,7 @@ def test_json_is_valid_and_deterministic(tmp_path):
     # The CLI writes the same bytes, twice over.
     for out in (tmp_path / "a", tmp_path / "b"):
         result = subprocess.run(
-            [sys.executable, "-m", "engine.cli", "dashboards", "export", str(out)],
+            [sys.executable, "-m", "chassis", "dashboards", "export", str(out)],
             capture_output=True,
             text=True,
         )

@@ -60,7 +60,7 @@ def replica_series_names(base_url: str) -> set[str]:
 
 
 def gateway_series_names() -> set[str]:
-    from engine.gateway.metrics import GatewayMetrics
+    from gateway.metrics import GatewayMetrics
 
     suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
     names = set()

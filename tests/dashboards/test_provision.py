@@ -31,7 +31,7 @@ def provision(
     grafana_url: str, token: str = TOKEN, prometheus: str = PROMETHEUS
 ) -> subprocess.CompletedProcess:
     cmd = [
-        sys.executable, "-m", "engine.cli", "dashboards", "provision",
+        sys.executable, "-m", "chassis", "dashboards", "provision",
         "--grafana", grafana_url, "--token", token, "--prometheus-url", prometheus, "--timeout", "5",
     ]  # fmt: skip
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60)

@@ -44,7 +44,7 @@ def viewer_token() -> str:
 
 def targets(control_plane: str, out_dir, token: str, *extra: str) -> subprocess.CompletedProcess:
     cmd = [
-        sys.executable, "-m", "engine.cli", "dashboards", "targets",
+        sys.executable, "-m", "chassis", "dashboards", "targets",
         "--control-plane", control_plane, "--token", token, "--out", str(out_dir), *extra,
     ]  # fmt: skip
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60)

@@ -1,5 +1,5 @@
 """Tiny checkpoints, made once per test session (server, gateway and control-plane tests reuse
-``engine.tiny_model.make_tiny_model`` the same way)."""
+``engine.testing.tiny_model.make_tiny_model`` the same way)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.tiny_model import ARCHES, make_tiny_model
+from engine.testing.tiny_model import ARCHES, make_tiny_model
 
 # Different seeds per arch so llama and mistral (same shapes) do not share weights.
 ARCH_SEEDS = {"llama": 1, "mistral": 2, "qwen2": 3, "qwen3": 4}

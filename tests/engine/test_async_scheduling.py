@@ -11,7 +11,7 @@ import pytest
 
 from engine import LLM, SamplingParams
 from engine.config import EngineConfig
-from engine.engine_core import EngineCore
+from engine.core.engine_core import EngineCore
 
 
 def _prompts(n, seed=3, low=3, high=60):

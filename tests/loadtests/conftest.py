@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from locust_run import API_KEY, MODEL
 
-from engine.gateway.bench.cluster import cpu_replica
+from gateway.bench.cluster import cpu_replica
 
 
 @pytest.fixture(scope="session")
 def replica(tmp_path_factory):
-    from engine.tiny_model import make_tiny_model
+    from engine.testing.tiny_model import make_tiny_model
 
     root = tmp_path_factory.mktemp("load-replica")
     model_dir = make_tiny_model(root / "tiny", arch="qwen3", seed=0)

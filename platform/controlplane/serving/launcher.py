@@ -59,7 +59,7 @@ def build_command(
     options = dict(options)
     dtype = options.pop("dtype", "float32" if vendor == Vendor.CPU else "bfloat16")
     return [
-        sys.executable, "-m", "engine.cli", "serve", model_dir,
+        sys.executable, "-m", "chassis", "serve", model_dir,
         "--host", host, "--port", str(port),
         "--device", ENGINE_DEVICE[vendor], "--dtype", str(dtype),
         "--served-model-name", served_model_name,

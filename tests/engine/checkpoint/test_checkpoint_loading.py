@@ -10,7 +10,7 @@ from safetensors.torch import load_file, save_file
 from engine import LLM, SamplingParams
 from engine.checkpoint import CheckpointError, load_model_config
 from engine.checkpoint.inspect import inspect_checkpoint
-from engine.tiny_model import make_tiny_model
+from engine.testing.tiny_model import make_tiny_model
 
 GREEDY = SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True)
 PROMPT = [5, 17, 42, 99, 7, 3, 250]

@@ -12,7 +12,7 @@ import torch
 
 from engine import LLM
 from engine.sampling.params import SamplingParams
-from engine.tiny_model import make_tiny_model
+from engine.testing.tiny_model import make_tiny_model
 
 PROMPTS = [
     "def main(argv):",

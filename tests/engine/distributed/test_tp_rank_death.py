@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from engine import LLM
-from engine.runner.tp_executor import RankFailure
+from engine.executor.tensor_parallel import RankFailure
 from engine.sampling.params import SamplingParams
 
 REPO = Path(__file__).resolve().parents[3]
@@ -36,7 +36,7 @@ def _free_port() -> int:
 def _start_serve(model_dir: Path, log_path: Path) -> tuple[subprocess.Popen, str]:
     port = _free_port()
     cmd = [
-        sys.executable, "-m", "engine.cli", "serve", str(model_dir), "--tp", "2",
+        sys.executable, "-m", "chassis", "serve", str(model_dir), "--tp", "2",
         "--host", "127.0.0.1", "--port", str(port), "--device", "cpu", "--dtype", "float32",
         "--max-model-len", "256", "--served-model-name", "tiny", "--replica-id", "tp-death-test", "--drain-timeout", "5",
     ]  # fmt: skip

@@ -7,7 +7,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from engine import LLM, SamplingParams
-from engine.tiny_model import ARCHES
+from engine.testing.tiny_model import ARCHES
 
 NEW_TOKENS = 16
 PROMPT_LENGTHS = (5, 23, 40, 61)  # 40 and 61 exceed Mistral's sliding window of 24

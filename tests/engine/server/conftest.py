@@ -11,7 +11,7 @@ from replica_process import API_KEY, Replica, start_replica, stop_replica
 
 @pytest.fixture(scope="session")
 def tiny_checkpoint(tmp_path_factory) -> Path:
-    from engine.tiny_model import make_tiny_model
+    from engine.testing.tiny_model import make_tiny_model
 
     return make_tiny_model(tmp_path_factory.mktemp("ckpt") / "tiny-qwen3", arch="qwen3", seed=0)
 

@@ -39,7 +39,7 @@ def start_replica(checkpoint: Path, log_dir: Path, *extra: str) -> Replica:
     port = free_port()
     log_path = log_dir / f"serve-{port}.log"
     cmd = [
-        sys.executable, "-m", "engine.cli", "serve", str(checkpoint),
+        sys.executable, "-m", "chassis", "serve", str(checkpoint),
         "--host", "127.0.0.1", "--port", str(port), "--device", "cpu", "--dtype", "float32",
         "--served-model-name", MODEL, "--api-key", API_KEY, "--max-model-len", str(MAX_MODEL_LEN),
         "--replica-id", "replica-test", "--log-level", "warning", *extra,

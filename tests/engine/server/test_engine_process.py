@@ -128,7 +128,7 @@ def test_a_killed_engine_core_ends_streams_and_the_server(tiny_checkpoint, tmp_p
 def test_an_engine_that_cannot_load_ends_the_server_nonzero(tiny_checkpoint, tmp_path):
     log_path = tmp_path / "serve.log"
     cmd = [
-        sys.executable, "-m", "engine.cli", "serve", str(tiny_checkpoint), "--port", str(free_port()),
+        sys.executable, "-m", "chassis", "serve", str(tiny_checkpoint), "--port", str(free_port()),
         "--device", "cpu", "--max-model-len", "1000000",
     ]  # fmt: skip
     with log_path.open("wb") as log:

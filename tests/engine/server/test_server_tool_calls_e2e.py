@@ -1,6 +1,6 @@
 """Tool calls through a real ``chassis serve`` process, received by the official openai and anthropic SDKs.
 
-The checkpoint is ``engine.scripted_model``: a real safetensors model whose greedy reply to any chat
+The checkpoint is ``engine.testing.scripted_model``: a real safetensors model whose greedy reply to any chat
 prompt is a Hermes ``<tool_call>`` for get_weather(city="Paris"), written over several tokens so
 the stream carries it in several chunks. Nothing between the SDK and the model is mocked.
 """
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from replica_process import API_KEY, MODEL, Replica, start_replica, stop_replica
 
-from engine.scripted_model import (
+from engine.testing.scripted_model import (
     GET_WEATHER_PARAMETERS,
     GET_WEATHER_TOOL,
     REPLY_TEXT,

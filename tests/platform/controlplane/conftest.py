@@ -7,7 +7,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
-    from engine.tiny_model import make_tiny_model
+    from engine.testing.tiny_model import make_tiny_model
 
     return make_tiny_model(tmp_path_factory.mktemp("tiny") / "qwen3-tiny", arch="qwen3", seed=0)
 

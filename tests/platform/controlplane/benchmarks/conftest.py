@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.gateway.bench.cluster import cpu_replica
+from gateway.bench.cluster import cpu_replica
 
 MODEL = "tiny"
 

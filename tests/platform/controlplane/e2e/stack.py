@@ -71,7 +71,7 @@ class Stack:
 
     def start_agent(self) -> None:
         self._start(
-            "agent", [sys.executable, "-m", "engine.cli", "agent", "--node", self.node, "--heartbeat", "1"]
+            "agent", [sys.executable, "-m", "chassis", "agent", "--node", self.node, "--heartbeat", "1"]
         )
 
     def start_all(self) -> None:

@@ -13,7 +13,7 @@ def test_engine_flags_and_command():
         model_dir="/m", host="127.0.0.1", port=8100, vendor="nvidia", served_model_name="chat",
         replica_id="r1", options={"dtype": "float16", "max_num_seqs": 4},
     )  # fmt: skip
-    assert command[1:5] == ["-m", "engine.cli", "serve", "/m"]
+    assert command[1:5] == ["-m", "chassis", "serve", "/m"]
     assert (
         command[command.index("--device") + 1] == "cuda"
         and command[command.index("--dtype") + 1] == "float16"

@@ -30,7 +30,7 @@ class Command(BaseCommand):
     def handle(self, *args, username, password, model_dir, deployment, **options):
         model_dir = Path(model_dir or Path(settings.VAR_DIR) / "models" / "tiny").resolve()
         if not (model_dir / "config.json").is_file():
-            from engine.tiny_model import make_tiny_model
+            from engine.testing.tiny_model import make_tiny_model
 
             try:
                 make_tiny_model(model_dir)

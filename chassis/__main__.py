@@ -1,0 +1,5 @@
+import sys
+
+from chassis.main import main
+
+sys.exit(main())

@@ -1,0 +1,138 @@
+"""``chassis bench``: benchmarks, one subcommand each (the logic lives beside what it measures)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+HELP = "Run benchmarks: 'routing' (gateway policies over real replicas)."
+
+
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return number
+
+
+def _positive_float(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {value!r}") from None
+    if not number > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return number
+
+
+def add_routing_arguments(parser: argparse.ArgumentParser) -> None:
+    from gateway.config import POLICIES  # light: no httpx/torch at parser time
+
+    parser.add_argument(
+        "--replicas", type=_positive, default=4, help="replica processes (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--requests", type=_positive, default=100, help="requests per policy (default: %(default)s)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="workload seed (default: %(default)s)")
+    parser.add_argument(
+        "--policies",
+        nargs="+",
+        choices=POLICIES,
+        default=list(POLICIES),
+        help="policies to run, in order (default: all)",
+    )
+    parser.add_argument(
+        "--rate",
+        type=_positive_float,
+        default=2.5,
+        help="requests per second, open loop (Poisson session arrivals; default: %(default)s)",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=_positive,
+        default=1,
+        help="run every policy this many times, order alternating forward/reversed (default: %(default)s)",
+    )
+    parser.add_argument("--max-tokens", type=_positive, default=4, help="tokens generated per request")
+    parser.add_argument(
+        "--load-margin", type=float, default=4.0, help="cache_aware load margin (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--max-num-seqs", type=_positive, default=16, help="replica batch size (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--num-gpu-blocks", type=int, default=None, help="KV blocks per replica (default: engine's)"
+    )
+    parser.add_argument("--model", default=None, help="checkpoint dir (default: a freshly made tiny model)")
+    parser.add_argument("--workdir", default=None, help="where logs and configs go (default: a temp dir)")
+    parser.add_argument("--json", metavar="OUT", default=None, help="also write the results as JSON to OUT")
+    parser.add_argument(
+        "--decision-only",
+        action="store_true",
+        help="only time routing decisions in-process (no replicas): --replicas (use 16), --blocks",
+    )
+    parser.add_argument(
+        "--blocks", type=_positive, default=10_000, help="with --decision-only: cached blocks per replica"
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    subparsers = parser.add_subparsers(dest="bench", metavar="BENCHMARK", required=True)
+    routing = subparsers.add_parser(
+        "routing",
+        help="gateway routing policies over real CPU replicas of the tiny model",
+        description="Start N replicas + a gateway per policy, replay a seeded multi-tenant workload, "
+        "report prefix-cache hit rate, TTFT, throughput and each replica's share.",
+    )
+    add_routing_arguments(routing)
+    from engine.bench import engine_bench  # light: torch is imported only when it runs
+
+    engine = subparsers.add_parser(
+        "engine",
+        help="engine workloads on one device vs transformers, with the physical floors",
+        description=engine_bench.__doc__,
+    )
+    engine_bench.add_arguments(engine)
+
+
+def _write_json(path: str, data: dict) -> None:
+    with open(path, "w") as f:
+        json.dump(data, f, indent=2)
+    print(f"wrote {path}", file=sys.stderr)
+
+
+def run_routing(args: argparse.Namespace) -> int:
+    if args.decision_only:
+        from gateway.bench.decision import format_report, report_dict, run_decision_bench
+
+        tokenizer = None
+        if args.model:
+            from engine.tokenizer import Tokenizer
+
+            tokenizer = Tokenizer(args.model)
+        report = run_decision_bench(
+            replicas=args.replicas, blocks=args.blocks, seed=args.seed, tokenizer=tokenizer
+        )
+        print(format_report(report))
+        if args.json:
+            _write_json(args.json, report_dict(report))
+        return 0 if report.decision_cpu_p99_us < 1000 else 1
+    from gateway.bench.routing import reports_json, run_routing_bench
+
+    reports = run_routing_bench(args)
+    if args.json:
+        _write_json(args.json, reports_json(reports, args))
+    return 1 if any(r.failed for r in reports) else 0
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.bench == "routing":
+        return run_routing(args)
+    if args.bench == "engine":
+        from engine.bench import engine_bench
+
+        return engine_bench.run(args)
+    print(f"unknown benchmark {args.bench!r}", file=sys.stderr)
+    return 2

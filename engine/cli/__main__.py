@@ -1,5 +1,0 @@
-import sys
-
-from engine.cli.main import main
-
-sys.exit(main())

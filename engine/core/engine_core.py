@@ -1,0 +1,310 @@
+"""The engine: admit requests, run steps, turn sampled tokens into outputs.
+
+Single-threaded by design: ``LLM`` drives it in a loop, ``AsyncLLMEngine`` from its own thread,
+``chassis serve`` from its own process (``engine.core.process_main``).
+``prepare`` only reads immutable state, so callers may run it on another thread to validate and
+tokenize before handing the request over.
+
+With ``async_scheduling`` a step schedules and launches step N+1 before it reads step N's sampled
+ids, so the host's scheduling and input staging overlap the GPU's work: a decode request's next
+input is its just-sampled token, fed on the device. Outputs (stop checks, detokenizing) come one
+step late; a request that stops then has one speculative token computed past its end, discarded.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from dataclasses import dataclass
+
+import torch
+
+from engine.checkpoint.model_config import load_model_config
+from engine.config import EngineConfig
+from engine.core.prompt_validation import validated_prompt_ids
+from engine.executor.tensor_parallel import runner_factory
+from engine.kv.events import KVEventLog
+from engine.kv.kv_manager import KVCacheManager
+from engine.outputs import EngineStats, RequestMetrics, RequestOutput
+from engine.runner.kv_sizing import num_kv_blocks
+from engine.runner.model_runner import TORCH_DTYPES, LaunchedStep, StepResult
+from engine.sampling.params import SamplingParams
+from engine.scheduler.output import SchedulerOutput
+from engine.scheduler.request import Request, RequestStatus
+from engine.scheduler.scheduler import Scheduler
+from engine.tokenizer.detokenizer import IncrementalDetokenizer
+from engine.tokenizer.tokenizer import Tokenizer
+from kernels._common import kernels_mode
+
+
+@dataclass
+class PreparedRequest:
+    request: Request
+    detokenizer: IncrementalDetokenizer
+    seed: int | None  # generator seed; None for greedy requests
+    metrics: RequestMetrics
+    # Only the finished output is wanted (``LLM.generate``): no per-token outputs, and without stop
+    # strings the text is decoded once at the end instead of token by token.
+    final_only: bool = False
+    logprobs: list | None = None  # final_only: logprobs gathered until the end
+
+
+class EngineCore:
+    def __init__(self, config: EngineConfig, kv_events: KVEventLog | None = None) -> None:
+        """``kv_events``: the log prefix-cache changes go to (default: a new one of the configured
+        capacity); the engine-core process passes one that also forwards them to the server."""
+        self.config = config
+        self.model_config = load_model_config(config.model_dir)
+        self.device = torch.device(config.resolved_device())
+        dtype_name = self.model_config.dtype if config.dtype == "auto" else config.dtype
+        self.dtype = TORCH_DTYPES[dtype_name]
+        limit = self.model_config.max_position_embeddings
+        if config.max_model_len is not None and config.max_model_len > limit:
+            raise ValueError(
+                f"max_model_len={config.max_model_len} exceeds the model's max_position_embeddings={limit}"
+            )
+        self.max_model_len = config.max_model_len or limit
+        self.tokenizer = Tokenizer(config.model_dir, self.model_config.eos_token_ids)
+        self.runner = runner_factory(config.tensor_parallel_size)(  # ModelRunner, or rank 0 of k
+            config.model_dir,
+            self.model_config,
+            self.device,
+            self.dtype,
+            config.block_size,
+            self.max_model_len,
+            load_format=config.load_format,
+            seed=config.seed,
+        )
+        num_blocks = num_kv_blocks(config, self.model_config, self.max_model_len, self.device, self.dtype)
+        self.runner.allocate_kv_cache(num_blocks)
+        # The torch reference kernels read sizes back to the host, which a graph cannot capture.
+        if self.device.type == "cuda" and not config.enforce_eager and kernels_mode() != "torch":
+            self.runner.capture_decode_graphs(config.max_num_seqs)
+        self.kv_events = kv_events if kv_events is not None else KVEventLog(config.kv_event_capacity)
+        self.kv = KVCacheManager(num_blocks, config.block_size, config.enable_prefix_caching, self.kv_events)
+        self.scheduler = Scheduler(self.kv, config.max_num_batched_tokens, config.max_num_seqs)
+        self.async_scheduling = config.resolved_async_scheduling(self.device.type)
+        self._pending: tuple[SchedulerOutput, LaunchedStep] | None = None  # launched, not yet read
+        self._states: dict[str, PreparedRequest] = {}
+        self._seed_rng = random.Random(config.seed)
+        self.prompt_tokens = 0
+        self.generation_tokens = 0
+        self.recorded_logits: dict[str, list[torch.Tensor]] = {}  # filled when runner.keep_logits (tests)
+        if self.device.type == "cuda" and config.warm_up:
+            from engine.core.warm_up import warm_up
+
+            warm_up(self)
+
+    # -- admission ---------------------------------------------------------------------------
+    def prepare(
+        self,
+        prompt: str | list[int],
+        params: SamplingParams,
+        request_id: str | None = None,
+        cache_salt: str | None = None,
+        final_only: bool = False,
+        arrival_time: float | None = None,
+    ) -> PreparedRequest:
+        """Validate and tokenize; raises ValueError for a prompt the engine cannot serve.
+
+        ``final_only``: the caller wants only the finished output (one per request, everything in
+        it new), not one per token; the server streams and leaves it False. ``arrival_time``: when
+        the request reached the server (``time.monotonic()``, system-wide on Linux, so another
+        process may stamp it); default now."""
+        prompt_ids = validated_prompt_ids(
+            prompt, params, self.tokenizer, self.model_config.vocab_size, self.max_model_len
+        )
+        room = self.max_model_len - len(prompt_ids)
+        request = Request(
+            request_id=request_id or uuid.uuid4().hex,
+            prompt_token_ids=prompt_ids,
+            max_tokens=min(params.max_tokens or room, room),
+            eos_token_ids=frozenset(self.tokenizer.eos_token_ids),
+            stop_token_ids=frozenset(params.stop_token_ids),
+            ignore_eos=params.ignore_eos,
+            min_tokens=params.min_tokens,
+            cache_salt=cache_salt,
+            sampling_params=params,
+            arrival_time=time.monotonic() if arrival_time is None else arrival_time,
+        )
+        detokenizer = IncrementalDetokenizer(
+            self.tokenizer.backend, params.skip_special_tokens, params.stop, params.include_stop_str_in_output
+        )
+        seed = None
+        if not params.greedy:
+            seed = params.seed if params.seed is not None else self._seed_rng.getrandbits(63)
+        return PreparedRequest(
+            request,
+            detokenizer,
+            seed,
+            RequestMetrics(arrival_time=request.arrival_time),
+            final_only=final_only,
+            logprobs=[] if final_only and params.logprobs is not None else None,
+        )
+
+    def add(self, prepared: PreparedRequest) -> str:
+        rid = prepared.request.request_id
+        if rid in self._states:
+            raise ValueError(f"request id {rid!r} is already in use")
+        self.scheduler.add_request(prepared.request)
+        self._states[rid] = prepared
+        if prepared.seed is not None:
+            self.runner.add_generator(rid, prepared.seed)
+        self.prompt_tokens += prepared.request.num_prompt_tokens
+        return rid
+
+    def add_request(self, prompt, params: SamplingParams, request_id=None, cache_salt=None) -> str:
+        return self.add(self.prepare(prompt, params, request_id, cache_salt))
+
+    def abort(self, request_id: str) -> RequestOutput | None:
+        state = self._states.get(request_id)
+        if state is None:
+            return None
+        self.scheduler.finish_request(request_id, RequestStatus.FINISHED_ABORTED)
+        if state.final_only:
+            if not state.detokenizer.has_stop_strings:
+                return self._finish_final_only(state)
+            return self._finish_whole(state)
+        return self._finish_output(state, [], None, "")
+
+    # -- stepping ----------------------------------------------------------------------------
+    def has_unfinished(self) -> bool:
+        return self.scheduler.num_unfinished > 0 or self._pending is not None
+
+    def step(self) -> list[RequestOutput]:
+        if self.async_scheduling:
+            return self._step_overlapped()
+        out = self.scheduler.schedule()
+        if out.is_empty:
+            self._check_progress()
+            return []
+        return self._process(out, self.runner.execute(out))
+
+    def _step_overlapped(self) -> list[RequestOutput]:
+        """Launch step N+1, then read and process step N while the device runs N+1."""
+        out = self.scheduler.schedule()
+        if out.is_empty:
+            if self._pending is None:
+                self._check_progress()
+                return []
+            return self._process_pending()
+        outputs: list[RequestOutput] = []
+        if self._pending is not None and not self.runner.can_overlap(out):
+            outputs = self._process_pending()  # penalties etc. read the host's token history
+        launched = self.runner.launch(out)
+        if self._pending is not None:
+            outputs += self._process_pending()
+        self._pending = (out, launched)
+        return outputs
+
+    def _process_pending(self) -> list[RequestOutput]:
+        out, launched = self._pending
+        self._pending = None
+        return self._process(out, launched.result())
+
+    def _check_progress(self) -> None:
+        if self.scheduler.waiting and not self.scheduler.running:
+            # Cannot happen while one max_model_len sequence fits the pool; fail loudly, not spin.
+            raise RuntimeError("scheduler made no progress: the KV pool cannot hold the next request")
+
+    def _process(self, out: SchedulerOutput, result: StepResult) -> list[RequestOutput]:
+        self.scheduler.update_from_output(out, result.sampled)
+        outputs = []
+        now = time.monotonic()
+        states = self._states
+        for rid, token_id in result.sampled.items():
+            state = states.get(rid)
+            if state is None:  # finished or aborted while this step was in flight: a spare token
+                continue
+            request = state.request
+            self.generation_tokens += 1
+            if state.metrics.first_token_time is None:
+                state.metrics.first_token_time = now
+                state.metrics.first_scheduled_time = request.first_scheduled_time
+            if result.logits is not None:
+                self.recorded_logits.setdefault(rid, []).append(result.logits[rid])
+            logprob = result.logprobs.get(rid)
+            if state.final_only and not state.detokenizer.has_stop_strings:
+                if logprob is not None:
+                    state.logprobs.append(logprob)
+                if request.status.finished:
+                    outputs.append(self._finish_final_only(state))
+                continue
+            new_text = state.detokenizer.push([token_id])
+            if state.detokenizer.stop_string is not None and not request.status.finished:
+                request.stop_reason = state.detokenizer.stop_string
+                self.scheduler.finish_request(rid, RequestStatus.FINISHED_STOPPED)
+            if state.final_only:
+                if logprob is not None:
+                    state.logprobs.append(logprob)
+                if request.status.finished:
+                    outputs.append(self._finish_whole(state))
+                continue
+            new_logprobs = [logprob] if logprob is not None else None
+            if request.status.finished:
+                outputs.append(self._finish_output(state, [token_id], new_logprobs, new_text))
+            else:
+                outputs.append(self._output(state, [token_id], new_logprobs, new_text))
+        return outputs
+
+    def _finish_final_only(self, state: PreparedRequest) -> RequestOutput:
+        """A final-only request without stop strings: its text is decoded here, once."""
+        ids = state.request.output_token_ids
+        text = state.detokenizer.decode_all(ids)
+        return self._finish_output(state, list(ids), state.logprobs, text)
+
+    def _finish_whole(self, state: PreparedRequest) -> RequestOutput:
+        """A final-only request's one output: everything is new (its text was pushed per token)."""
+        ids = state.request.output_token_ids
+        return self._finish_output(state, list(ids), state.logprobs, state.detokenizer.text)
+
+    def shutdown(self) -> None:
+        """Release what outlives the object: the other tensor-parallel ranks' processes."""
+        shutdown = getattr(self.runner, "shutdown", None)
+        if shutdown is not None:
+            shutdown()
+
+    def stats(self) -> EngineStats:
+        pool = self.kv.pool
+        return EngineStats(
+            num_running=len(self.scheduler.running),
+            num_waiting=len(self.scheduler.waiting),
+            kv_usage=pool.usage(),
+            num_blocks_total=pool.num_blocks,
+            num_blocks_used=pool.num_used_blocks,
+            prefix_cache_queries=self.kv.prefix_cache_queries,
+            prefix_cache_hits=self.kv.prefix_cache_hits,
+            num_preemptions=self.scheduler.num_preemptions,
+            prompt_tokens=self.prompt_tokens,
+            generation_tokens=self.generation_tokens,
+        )
+
+    # -- outputs -----------------------------------------------------------------------------
+    def _finish_output(self, state: PreparedRequest, new_ids, new_logprobs, new_text: str) -> RequestOutput:
+        new_text += state.detokenizer.flush()
+        state.metrics.finished_time = time.monotonic()
+        self._states.pop(state.request.request_id, None)
+        self.runner.drop_request(state.request.request_id)
+        return self._output(state, new_ids, new_logprobs, new_text)
+
+    @staticmethod
+    def _output(state: PreparedRequest, new_ids, new_logprobs, new_text: str) -> RequestOutput:
+        request = state.request
+        status = request.status
+        if state.request.sampling_params.logprobs is not None and new_logprobs is None:
+            new_logprobs = []
+        return RequestOutput(
+            request_id=request.request_id,
+            prompt_token_ids=request.prompt_token_ids,
+            new_token_ids=list(new_ids),
+            token_ids=list(request.output_token_ids),
+            new_text=new_text,
+            text=state.detokenizer.text,
+            new_logprobs=new_logprobs,
+            finished=status.finished,
+            finish_reason=status.finish_reason,
+            stop_reason=request.stop_reason,
+            num_cached_tokens=max(request.num_cached_tokens, 0),
+            metrics=state.metrics,
+        )

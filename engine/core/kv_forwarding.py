@@ -1,0 +1,54 @@
+"""The KV event feed across the process boundary, with the sequence numbers intact.
+
+The core's log records every change since the front end last took them (however many the ring has
+dropped meanwhile); the front end replays them, in order, into a log of the same capacity that
+started empty like the core's. Both logs number events the same way, so the mirror's ``/kv/events``
+and ``/kv/snapshot`` are the ones the core would have answered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from engine.core.messages import KVChange
+from engine.kv.block_hash import BlockHash
+from engine.kv.events import CLEARED, REMOVED, STORED, KVEventLog
+
+
+class ForwardingKVEventLog(KVEventLog):
+    """The core's log. Written and taken from the core's loop thread only."""
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__(capacity)
+        self._unsent: list[KVChange] = []
+
+    def stored(self, hashes: Iterable[BlockHash]) -> None:
+        hashes = list(hashes)
+        super().stored(hashes)
+        if hashes:
+            self._unsent.append((STORED, hashes))
+
+    def removed(self, hashes: Iterable[BlockHash]) -> None:
+        hashes = list(hashes)
+        super().removed(hashes)
+        if hashes:
+            self._unsent.append((REMOVED, hashes))
+
+    def cleared(self) -> None:
+        super().cleared()
+        self._unsent.append((CLEARED, []))
+
+    def take(self) -> list[KVChange]:
+        """The changes since the last call."""
+        unsent, self._unsent = self._unsent, []
+        return unsent
+
+
+def replay(log: KVEventLog, changes: list[KVChange]) -> None:
+    for kind, hashes in changes:
+        if kind == STORED:
+            log.stored(hashes)
+        elif kind == REMOVED:
+            log.removed(hashes)
+        else:
+            log.cleared()

@@ -1,0 +1,354 @@
+"""Rank 0 of a tensor-parallel replica: spawns ranks 1..k-1, sends each step to them, runs its own
+shard alongside, and samples. Stands in for ``ModelRunner`` inside ``EngineCore``.
+
+One OS process per rank (``multiprocessing`` spawn); step inputs travel over a pipe per rank,
+activations through ``torch.distributed`` (gloo / NCCL / HCCL). A watchdog thread waits on every
+rank's process: when one dies the others are killed and the replica ends with an error naming the
+dead rank; through the handler ``chassis serve`` installs (the server exits non-zero), or, in
+offline use, as a ``RankFailure`` from the next or current step.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import multiprocessing
+import os
+import signal
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+
+from engine.distributed.group import TPGroup
+from engine.distributed.sharding import check_tp_support
+from engine.executor import tp_messages as m
+from engine.executor.tp_worker import worker_main
+
+log = logging.getLogger("chassis.tp")
+
+STOP_TIMEOUT_S = 10.0  # a rank told to stop that is still alive after this is killed
+EXPLAIN_WAIT_S = 2.0  # after a failed collective: how long to wait for the watchdog to name the dead rank
+DESTROY_TIMEOUT_S = 10.0  # rank 0 leaving the process group; NCCL's teardown may never return
+STUCK_STEP_S = 10.0  # a step still blocked this long after a rank died will never return (NCCL)
+
+_failure_handler: Callable[[str], None] | None = None
+_live: weakref.WeakSet = weakref.WeakSet()
+_atexit_registered = False
+
+
+class RankFailure(RuntimeError):
+    """A tensor-parallel rank died; the replica cannot take another step."""
+
+
+def set_rank_failure_handler(handler: Callable[[str], None] | None) -> None:
+    """Called (from the watchdog thread) with the error message when a rank dies. ``chassis serve``
+    installs one that ends the server; without one, steps raise ``RankFailure``."""
+    global _failure_handler
+    _failure_handler = handler
+
+
+@dataclass
+class _Rank:
+    rank: int
+    process: multiprocessing.process.BaseProcess
+    commands: Connection
+    replies: Connection
+    error: str | None = None
+
+
+def runner_factory(tp_size: int) -> Callable:
+    """``ModelRunner`` at size 1, else a callable taking ModelRunner's own arguments."""
+    from engine.runner.model_runner import ModelRunner
+
+    if tp_size == 1:
+        return ModelRunner
+    return lambda *args, **kwargs: TensorParallelRunner(tp_size, *args, **kwargs)
+
+
+class TensorParallelRunner:
+    def __init__(self, tp_size: int, *args, **kwargs) -> None:
+        """``args``/``kwargs``: ModelRunner's; every rank builds its ModelRunner from them."""
+        import inspect
+
+        from engine.distributed import process_group as pg
+        from engine.runner.model_runner import ModelRunner
+
+        runner_kwargs = dict(inspect.signature(ModelRunner).bind(*args, **kwargs).arguments)
+        device = runner_kwargs["device"]
+        check_tp_support(runner_kwargs["cfg"], tp_size)
+        pg.backend_for(device.type)
+        found = pg.visible_accelerators(device.type)
+        if found < tp_size:
+            raise ValueError(
+                f"tensor_parallel_size={tp_size} needs {tp_size} visible {device.type} devices, found "
+                f"{found} (CUDA_VISIBLE_DEVICES / ASCEND_RT_VISIBLE_DEVICES list a replica's devices)"
+            )
+        self.world_size = tp_size
+        self._ranks: list[_Rank] = []
+        self._dropped: list[str] = []
+        self._failure: str | None = None
+        self._in_step = False
+        self._closing = False
+        self._closed = False
+        self._joined_group = False
+        self._wake_r, self._wake_w = multiprocessing.Pipe(duplex=False)
+        self.local = None
+        self._store = None
+        try:
+            self._store = pg.create_store(tp_size)
+            self._spawn(tp_size, device.type, self._store.port, runner_kwargs)
+            self._await(m.JOINING, "join the process group")
+            pg.init_process_group(self._store, pg.rank_device(device.type, 0), 0, tp_size)
+            self._joined_group = True
+            self.local = ModelRunner(**runner_kwargs, tp_group=TPGroup(0, tp_size))
+            self._await(m.READY, "load its shard")
+        except BaseException:
+            self.shutdown()
+            raise
+        _live.add(self)
+        _register_atexit()
+        threading.Thread(target=self._watch, name="chassis-tp-watchdog", daemon=True).start()
+
+    # -- the ModelRunner interface EngineCore uses --------------------------------------------
+    def allocate_kv_cache(self, num_blocks: int) -> None:
+        self._everywhere((m.ALLOCATE, num_blocks), lambda: self.local.allocate_kv_cache(num_blocks))
+
+    def capture_decode_graphs(self, max_batch: int, eager: bool = False) -> None:
+        self._everywhere(
+            (m.CAPTURE, max_batch, eager), lambda: self.local.capture_decode_graphs(max_batch, eager=eager)
+        )
+
+    def execute(self, out):
+        return self.launch(out, share_samples=False).result()
+
+    def launch(self, out, share_samples: bool = True) -> _RankedStep:
+        """Send the step to ranks > 0 and queue rank 0's part; ``result()`` waits for its samples.
+        ``share_samples``: see ``ModelRunner.launch`` (async scheduling feeds them to the next step)."""
+        dropped, self._dropped = self._dropped, []
+        launched = self._everywhere(
+            (m.STEP, dropped, m.pack_step(out), share_samples),
+            lambda: self.local.launch(out, share_samples=share_samples),
+        )
+        return _RankedStep(self, launched)
+
+    def can_overlap(self, out) -> bool:
+        return self.local.can_overlap(out)
+
+    def add_generator(self, request_id: str, seed: int) -> None:
+        self.local.add_generator(request_id, seed)  # only rank 0 samples
+
+    def drop_request(self, request_id: str) -> None:
+        self.local.drop_request(request_id)
+        self._dropped.append(request_id)  # ranks > 0 hear it with the next step
+
+    @property
+    def keep_logits(self) -> bool:
+        return self.local.keep_logits
+
+    @keep_logits.setter
+    def keep_logits(self, value: bool) -> None:
+        self.local.keep_logits = value
+
+    @property
+    def step_events(self):
+        return self.local.step_events
+
+    @step_events.setter
+    def step_events(self, value) -> None:
+        self.local.step_events = value
+
+    def __getattr__(self, name: str):
+        if name == "local":  # not constructed yet
+            raise AttributeError(name)
+        return getattr(self.local, name)  # read-only views: model, num_blocks, graphs, ...
+
+    @property
+    def rank_pids(self) -> dict[int, int]:
+        return {r.rank: r.process.pid for r in self._ranks}
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def shutdown(self) -> None:
+        """Stop every rank (idempotent). Ranks told to stop that do not exit in time are killed."""
+        if self._closed:
+            return
+        self._closed = self._closing = True
+        self._wake_w.send(None)
+        for r in self._ranks:
+            try:
+                r.commands.send((m.STOP,))
+            except OSError:
+                pass
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        for r in self._ranks:
+            r.process.join(max(0.0, deadline - time.monotonic()))
+        self._kill_ranks()
+        if self._joined_group:
+            from engine.distributed import process_group as pg
+
+            if not pg.destroy_process_group(wait_s=DESTROY_TIMEOUT_S):
+                log.warning(
+                    "the tensor-parallel process group did not shut down within %.0f s; left to the "
+                    "process's exit (this process cannot start another tensor-parallel engine)",
+                    DESTROY_TIMEOUT_S,
+                )
+            self._joined_group = False
+        self._store = None  # its server thread must stop now, not during interpreter teardown
+        _live.discard(self)
+
+    # -- internals -----------------------------------------------------------------------------
+    def _spawn(self, tp_size: int, device_type: str, port: int, runner_kwargs: dict) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        for rank in range(1, tp_size):
+            commands_r, commands_w = ctx.Pipe(duplex=False)
+            replies_r, replies_w = ctx.Pipe(duplex=False)
+            process = ctx.Process(
+                target=worker_main,
+                args=(rank, tp_size, device_type, port, runner_kwargs, commands_r, replies_w),
+                name=f"chassis-tp-rank{rank}",
+                daemon=True,
+            )
+            process.start()
+            commands_r.close()
+            replies_w.close()
+            self._ranks.append(_Rank(rank, process, commands_w, replies_r))
+            log.info("tensor-parallel rank %d of %d started: pid %d", rank, tp_size, process.pid)
+
+    def _await(self, tag: str, what: str) -> None:
+        """Wait for every rank > 0 to report ``tag``; raise if one fails or dies first."""
+        for r in self._ranks:
+            wait([r.replies, r.process.sentinel])
+            reply = _recv(r.replies)
+            if reply is not None and reply[0] == tag:
+                continue
+            if reply is not None and reply[0] == m.FAILED:
+                raise RuntimeError(f"tensor-parallel rank {r.rank} failed to {what}:\n{reply[1]}")
+            r.process.join(1.0)
+            raise RuntimeError(
+                f"tensor-parallel rank {r.rank} (pid {r.process.pid}) {_describe(r.process.exitcode)} "
+                f"before it could {what}"
+            )
+
+    def _everywhere(self, command: tuple, local_call: Callable):
+        """Send ``command`` to ranks > 0, then run rank 0's part; a dead rank becomes RankFailure."""
+        if self._failure is not None:
+            raise RankFailure(self._failure)
+        if self._closed:
+            raise RuntimeError("the tensor-parallel runner is shut down")
+
+        def send_then_run():
+            for r in self._ranks:
+                r.commands.send(command)  # a dead rank's closed pipe raises here: guarded too
+            return local_call()
+
+        return self._guarded(send_then_run)
+
+    def _guarded(self, call: Callable):
+        """Run rank 0's part of a collective step; a rank that died meanwhile becomes RankFailure."""
+        if self._failure is not None:
+            raise RankFailure(self._failure)
+        self._in_step = True
+        try:
+            return call()
+        except Exception as exc:
+            deadline = time.monotonic() + EXPLAIN_WAIT_S
+            while self._failure is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if self._failure is not None:
+                raise RankFailure(self._failure) from exc
+            raise
+        finally:
+            self._in_step = False
+
+    def _watch(self) -> None:
+        replies = {r.replies: r for r in self._ranks}
+        sentinels = {r.process.sentinel: r for r in self._ranks}
+        while True:
+            ready = wait([self._wake_r, *replies, *sentinels])
+            if self._wake_r in ready or self._closing:
+                return
+            for conn in [c for c in ready if c in replies]:
+                reply = _recv(conn)
+                if reply is None:
+                    replies.pop(conn)
+                elif reply[0] == m.FAILED:
+                    replies[conn].error = reply[1]
+            dead = [sentinels[s] for s in ready if s in sentinels]
+            if dead:
+                self._rank_died(dead[0])
+                return
+
+    def _rank_died(self, r: _Rank) -> None:
+        r.process.join(1.0)
+        while r.replies.poll():  # its last words, if it had time to send them
+            reply = _recv(r.replies)
+            if reply is None:
+                break
+            if reply[0] == m.FAILED:
+                r.error = reply[1]
+        reason = f": {r.error.strip().splitlines()[-1]}" if r.error else ""
+        message = (
+            f"tensor-parallel rank {r.rank} of {self.world_size} (pid {r.process.pid}) "
+            f"{_describe(r.process.exitcode)}{reason}; the replica cannot continue"
+        )
+        self._failure = message
+        log.error(message)
+        self._kill_ranks()  # the others cannot take a step without it
+        if _failure_handler is not None:
+            _failure_handler(message)
+            return
+        deadline = time.monotonic() + STUCK_STEP_S
+        while self._in_step and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if self._in_step:  # blocked in a collective that cannot complete (NCCL waits ~forever)
+            log.critical("%s; a step is stuck in a collective, exiting the process", message)
+            os._exit(1)
+
+    def _kill_ranks(self) -> None:
+        for r in self._ranks:
+            if r.process.is_alive():
+                r.process.kill()
+        for r in self._ranks:
+            r.process.join(5.0)
+
+
+class _RankedStep:
+    """Rank 0's launched step; reading its samples waits on the collectives of every rank, so it is
+    guarded like the launch (a dead rank surfaces as RankFailure, not as a hang or NCCL error)."""
+
+    def __init__(self, runner: TensorParallelRunner, launched) -> None:
+        self._runner = runner
+        self._launched = launched
+        self.request_ids = launched.request_ids
+
+    def result(self):
+        return self._runner._guarded(self._launched.result)
+
+
+def _recv(conn: Connection) -> tuple | None:
+    try:
+        return conn.recv()
+    except (EOFError, OSError):
+        return None
+
+
+def _describe(exitcode: int | None) -> str:
+    if exitcode is None:
+        return "stopped responding"
+    if exitcode < 0:
+        try:
+            return f"was killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"was killed by signal {-exitcode}"
+    return f"exited with code {exitcode}"
+
+
+def _register_atexit() -> None:
+    # Registered after multiprocessing's own exit hook, so it runs first (atexit is LIFO): that hook
+    # joins child processes, which would wait forever on ranks that ignore SIGTERM.
+    global _atexit_registered
+    if not _atexit_registered:
+        atexit.register(lambda: [runner.shutdown() for runner in list(_live)])
+        _atexit_registered = True

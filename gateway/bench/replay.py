@@ -1,0 +1,171 @@
+"""Replay a workload against a gateway with streaming chat requests, measuring what clients see."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from gateway.bench.workload import Session
+from gateway.proxy import REPLICA_HEADER
+
+
+@dataclass
+class RequestResult:
+    session_id: str
+    kind: str
+    replica: str | None
+    ok: bool
+    ttft_s: float | None = None
+    latency_s: float = 0.0
+    error: str | None = None
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    streamed: bool = False  # at least one byte of body came back
+
+
+async def _one_request(
+    client: httpx.AsyncClient, url: str, model: str, session: Session, messages: list[dict], max_tokens: int
+) -> tuple[RequestResult, str]:
+    body = {
+        "model": model,
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "user": session.session_id,
+    }
+    result = RequestResult(session.session_id, session.kind, None, ok=False)
+    text = []
+    start = time.perf_counter()
+    try:
+        async with client.stream(
+            "POST", f"{url}/v1/chat/completions", json=body, headers={"x-session-id": session.session_id}
+        ) as response:
+            result.replica = response.headers.get(REPLICA_HEADER)
+            if response.status_code != 200:
+                result.error = f"HTTP {response.status_code}: {(await response.aread())[:200]!r}"
+                return result, ""
+            async for line in response.aiter_lines():
+                result.streamed = True
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                chunk = json.loads(line[6:])
+                for choice in chunk.get("choices") or []:
+                    delta = choice.get("delta") or {}
+                    if result.ttft_s is None and (delta.get("content") or choice.get("finish_reason")):
+                        result.ttft_s = time.perf_counter() - start
+                    text.append(delta.get("content") or "")
+                usage = chunk.get("usage")
+                if usage:
+                    result.prompt_tokens = usage.get("prompt_tokens", 0)
+                    details = usage.get("prompt_tokens_details") or {}
+                    result.cached_tokens = details.get("cached_tokens", 0) or 0
+            result.ok = result.ttft_s is not None
+            if not result.ok:
+                result.error = "stream ended without a token"
+    except (httpx.HTTPError, json.JSONDecodeError) as exc:
+        result.error = repr(exc)
+    result.latency_s = time.perf_counter() - start
+    return result, "".join(text)
+
+
+async def replay(
+    url: str,
+    model: str,
+    sessions: list[Session],
+    concurrency: int = 8,
+    max_tokens: int = 8,
+    progress: Callable[[int], None] | None = None,
+    timeout_s: float = 120.0,
+) -> list[RequestResult]:
+    """Closed loop at ``concurrency``: every turn of every session, a session's turns in order,
+    interleaved with others; start and think times are ignored (for tests that need a fixed load)."""
+    pending: deque[tuple[Session, int, list[dict]]] = deque(
+        (s, 0, [{"role": "system", "content": s.system}]) for s in sessions
+    )
+    results: list[RequestResult] = []
+    active = 0
+
+    async def worker(client: httpx.AsyncClient) -> None:
+        nonlocal active
+        while True:
+            if not pending:
+                if active == 0:
+                    return
+                await asyncio.sleep(0.01)
+                continue
+            session, turn, history = pending.popleft()
+            active += 1
+            try:
+                messages = history + [{"role": "user", "content": session.turns[turn].user_text}]
+                result, reply = await _one_request(client, url, model, session, messages, max_tokens)
+                results.append(result)
+                if progress:
+                    progress(len(results))
+                if turn + 1 < len(session.turns) and result.ok:
+                    pending.append((session, turn + 1, messages + [{"role": "assistant", "content": reply}]))
+            finally:
+                active -= 1
+
+    limits = httpx.Limits(max_connections=concurrency * 2)
+    async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=5.0), limits=limits) as client:
+        await asyncio.gather(*(worker(client) for _ in range(concurrency)))
+    return results
+
+
+async def replay_open_loop(
+    url: str,
+    model: str,
+    sessions: list[Session],
+    max_tokens: int = 8,
+    progress: Callable[[int], None] | None = None,
+    timeout_s: float = 120.0,
+) -> list[RequestResult]:
+    """Start every session at its own ``start_s`` whatever came before (open loop: the offered load is
+    the same under every policy); a conversation sends its next turn ``think_s`` after its reply."""
+    results: list[RequestResult] = []
+    t0 = time.perf_counter()
+
+    async def run_session(client: httpx.AsyncClient, session: Session) -> None:
+        await asyncio.sleep(max(0.0, session.start_s - (time.perf_counter() - t0)))
+        history = [{"role": "system", "content": session.system}]
+        for turn in session.turns:
+            if turn.think_s:
+                await asyncio.sleep(turn.think_s)
+            messages = history + [{"role": "user", "content": turn.user_text}]
+            result, reply = await _one_request(client, url, model, session, messages, max_tokens)
+            results.append(result)
+            if progress:
+                progress(len(results))
+            if not result.ok:
+                return
+            history = messages + [{"role": "assistant", "content": reply}]
+
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
+    async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=5.0), limits=limits) as client:
+        await asyncio.gather(*(run_session(client, s) for s in sessions))
+    return results
+
+
+def scrape_prefix_cache(replica_urls: list[str]) -> dict[str, tuple[float, float]]:
+    """(hits, queries) in tokens per replica, from each replica's own Prometheus counters."""
+    out = {}
+    for url in replica_urls:
+        hits = queries = 0.0
+        text = httpx.get(f"{url}/metrics", timeout=5.0).text
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name in ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_hits"):
+                    hits += sample.value
+                elif sample.name in ("vllm:prefix_cache_queries_total", "vllm:prefix_cache_queries"):
+                    queries += sample.value
+        out[url] = (hits, queries)
+    return out

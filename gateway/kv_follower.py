@@ -1,0 +1,127 @@
+"""Keep the gateway's KV index of one replica in step with the replica's own prefix cache.
+
+The replica numbers its KV events; we poll ``/kv/events?after=SEQ``. Any doubt about having seen
+every event -- HTTP 410 (our seq fell out of its log), a gap in the numbers, a replica whose
+``last_seq`` went backwards or whose id changed (it restarted), or any error talking to it -- makes
+the next poll a full resync from ``/kv/snapshot``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import httpx
+
+from gateway.kv_index import KVIndex
+from gateway.metrics import GatewayMetrics
+
+log = logging.getLogger(__name__)
+
+
+class ResyncNeeded(Exception):
+    pass
+
+
+class KVFollower:
+    def __init__(
+        self,
+        replica_id: str,
+        url: str,
+        index: KVIndex,
+        client: httpx.AsyncClient,
+        metrics: GatewayMetrics | None = None,
+        on_block_size=None,
+    ) -> None:
+        self.replica_id = replica_id
+        self.url = url
+        self.index = index
+        self.client = client
+        self.metrics = metrics
+        self.on_block_size = on_block_size
+        self.seq: int | None = None  # None: next poll is a snapshot
+        self.remote_id: str | None = None
+        self.resyncs = 0
+
+    async def poll_once(self) -> int:
+        """One poll (or resync); returns the number of events applied."""
+        try:
+            if self.seq is None:
+                await self._resync()
+                return 0
+            return await self._events()
+        except ResyncNeeded as why:
+            log.info("kv index of %s: resync (%s)", self.replica_id, why)
+            self.seq = None
+            return 0
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+            # Unreachable or nonsense: whatever it holds when it comes back is re-read in full.
+            log.debug("kv events of %s failed: %r", self.replica_id, exc)
+            self.seq = None
+            raise
+
+    async def run(self, interval_s: float) -> None:
+        backoff = interval_s
+        while True:
+            try:
+                applied = await self.poll_once()
+                backoff = interval_s
+                if applied == 0:
+                    await asyncio.sleep(interval_s)
+            except (httpx.HTTPError, ValueError, KeyError, TypeError):
+                backoff = min(max(backoff * 2, interval_s), 2.0)
+                await asyncio.sleep(backoff)
+
+    async def _resync(self) -> None:
+        response = await self.client.get(f"{self.url}/kv/snapshot")
+        response.raise_for_status()
+        data = response.json()
+        self._check_header(data)
+        self.index.replace(self.replica_id, [bytes.fromhex(h) for h in data["hashes"]])
+        self.seq = int(data["last_seq"])
+        self.remote_id = data.get("replica_id")
+        self.resyncs += 1
+        if self.metrics is not None:
+            self.metrics.kv_resyncs.labels(self.replica_id).inc()
+            self.metrics.kv_blocks.labels(self.replica_id).set(self.index.size(self.replica_id))
+
+    async def _events(self) -> int:
+        response = await self.client.get(f"{self.url}/kv/events", params={"after": self.seq})
+        if response.status_code == 410:
+            raise ResyncNeeded("events fell out of the replica's log")
+        response.raise_for_status()
+        data = response.json()
+        self._check_header(data)
+        if data.get("replica_id") != self.remote_id:
+            raise ResyncNeeded("replica id changed")
+        if int(data["last_seq"]) < self.seq:
+            raise ResyncNeeded("replica's sequence went backwards (restarted)")
+        applied = 0
+        for event in data["events"]:
+            seq = int(event["seq"])
+            if seq <= self.seq:
+                continue
+            if seq != self.seq + 1:
+                raise ResyncNeeded(f"gap: expected seq {self.seq + 1}, got {seq}")
+            self._apply(event)
+            self.seq = seq
+            applied += 1
+        if applied and self.metrics is not None:
+            self.metrics.kv_blocks.labels(self.replica_id).set(self.index.size(self.replica_id))
+        return applied
+
+    def _apply(self, event: dict) -> None:
+        kind = event["type"]
+        if kind == "stored":
+            self.index.store(self.replica_id, [bytes.fromhex(h) for h in event["hashes"]])
+        elif kind == "removed":
+            self.index.remove(self.replica_id, [bytes.fromhex(h) for h in event["hashes"]])
+        elif kind == "cleared":
+            self.index.clear(self.replica_id)
+        else:
+            raise ResyncNeeded(f"unknown event type {kind!r}")
+
+    def _check_header(self, data: dict) -> None:
+        block_size = data.get("block_size")
+        if block_size is not None and self.on_block_size is not None:
+            self.on_block_size(int(block_size))

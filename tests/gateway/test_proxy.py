@@ -1,0 +1,212 @@
+"""The gateway's proxy against small real upstream apps on loopback (see upstream_app.py)."""
+
+import threading
+import time
+
+import httpx
+import openai
+import pytest
+from loopback import free_port
+from upstream_app import Upstream
+
+from gateway.app import build_app
+from gateway.config import parse_config
+from gateway.service import Gateway
+from gateway.sources import StaticSource
+
+
+def wait_until(condition, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return condition()
+
+
+def start_gateway(serve, replicas, policy="round_robin", **settings):
+    config = parse_config(
+        {
+            "models": {"m": {"policy": policy, "replicas": replicas}},
+            "health_interval_s": 0.2,
+            "circuit_breaker": {"failure_threshold": 2, "min_eject_s": 0.2},
+            **settings,
+        }
+    )
+    gateway = Gateway(config, StaticSource(config.models))
+    return gateway, serve(build_app(gateway))
+
+
+def chat(stream=False, max_tokens=3, model="m"):
+    return {
+        "model": model,
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": max_tokens,
+        "stream": stream,
+    }
+
+
+def test_openai_sdk_streams_chunk_by_chunk_through_the_gateway(serve):
+    upstream = Upstream("a")
+    upstream.chunk_delay_s = 0.15
+    up = serve(upstream.app)
+    _, gw = start_gateway(serve, [{"url": up.url, "id": "a"}])
+    client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="unused")
+    start = time.perf_counter()
+    arrivals, text = [], ""
+    for chunk in client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=5, stream=True
+    ):
+        arrivals.append(time.perf_counter() - start)
+        text += chunk.choices[0].delta.content or ""
+    assert text == "t0 t1 t2 t3 t4 "
+    # Unbuffered: the first chunk arrives long before the last was produced (~0.75 s later).
+    assert arrivals[0] < 0.35 and arrivals[-1] - arrivals[0] > 0.45
+
+
+def test_connect_errors_are_retried_and_the_dead_replica_is_ejected(serve):
+    upstream = Upstream("live")
+    up = serve(upstream.app)
+    doomed = serve(Upstream("dead").app)
+    gateway, gw = start_gateway(
+        serve, [{"url": doomed.url, "id": "dead"}, {"url": up.url, "id": "live"}], health_interval_s=60
+    )
+    assert gateway.pools["m"].replicas["dead"].routable  # passed its first health check
+    doomed.stop()  # dies between health checks: only failing requests can tell
+    for _ in range(6):
+        response = httpx.post(f"{gw.url}/v1/chat/completions", json=chat())
+        assert response.status_code == 200, response.text
+        assert response.headers["x-chassis-replica"] == "live"
+    dead_replica = gateway.pools["m"].replicas["dead"]
+    assert dead_replica.breaker.is_open
+    metrics = httpx.get(f"{gw.url}/metrics").text
+    assert 'chassis_gateway_retries_total{model="m"}' in metrics
+    assert 'chassis_gateway_upstream_errors_total{kind="connect",replica="dead"}' in metrics
+
+
+def test_draining_replica_503_is_retried_and_gets_nothing_new(serve):
+    draining, live = Upstream("d"), Upstream("l")
+    up_d, up_l = serve(draining.app), serve(live.app)
+    gateway, gw = start_gateway(
+        serve, [{"url": up_d.url, "id": "d"}, {"url": up_l.url, "id": "l"}], health_interval_s=60
+    )
+    draining.mode = "draining"  # starts draining between two health checks
+    for _ in range(4):
+        response = httpx.post(f"{gw.url}/v1/chat/completions", json=chat())
+        assert response.status_code == 200 and response.headers["x-chassis-replica"] == "l"
+    assert len(draining.received) == 1  # the first 503 marks it draining; nothing after that
+    assert gateway.pools["m"].replicas["d"].draining
+    assert 'kind="draining"' in httpx.get(f"{gw.url}/metrics").text
+    assert not gateway.pools["m"].replicas["d"].breaker.is_open  # draining is not a failure
+
+
+def test_5xx_on_every_replica_gives_one_clear_503(serve):
+    bad = [Upstream(f"b{i}") for i in range(3)]
+    for upstream in bad:
+        upstream.mode = "status_500"
+    urls = [{"url": serve(u.app).url, "id": u.replica_id} for u in bad]
+    _, gw = start_gateway(serve, urls, health_interval_s=60)
+    response = httpx.post(f"{gw.url}/v1/chat/completions", json=chat())
+    assert response.status_code == 503
+    assert "status_5xx" in response.json()["error"]["message"]
+    assert sum(len(u.received) for u in bad) == 2  # the first try and one retry, no more
+
+
+def test_a_started_stream_is_never_retried(serve):
+    broken, spare = Upstream("broken"), Upstream("spare")
+    broken.mode = "break_after_first"
+    up_b, up_s = serve(broken.app), serve(spare.app)
+    _, gw = start_gateway(
+        serve, [{"url": up_b.url, "id": "broken"}, {"url": up_s.url, "id": "spare"}], health_interval_s=60
+    )
+    with pytest.raises(httpx.HTTPError):
+        with httpx.stream(
+            "POST", f"{gw.url}/v1/chat/completions", json=chat(stream=True, max_tokens=5)
+        ) as response:
+            assert response.headers["x-chassis-replica"] == "broken"
+            for _ in response.iter_raw():
+                pass
+    assert spare.received == []
+
+
+def test_client_disconnect_aborts_the_upstream_request(serve):
+    upstream = Upstream("a")
+    upstream.chunk_delay_s = 0.1
+    up = serve(upstream.app)
+    gateway, gw = start_gateway(serve, [{"url": up.url, "id": "a"}], health_interval_s=60)
+    with httpx.stream(
+        "POST", f"{gw.url}/v1/chat/completions", json=chat(stream=True, max_tokens=100)
+    ) as response:
+        next(response.iter_raw())
+    replica = gateway.pools["m"].replicas["a"]
+    assert wait_until(lambda: upstream.aborted == 1 and replica.in_flight == 0)
+    assert upstream.completed == 0
+
+
+def test_client_disconnect_before_the_first_byte_aborts_too(serve):
+    upstream = Upstream("a")
+    upstream.first_delay_s = 2.0
+    up = serve(upstream.app)
+    gateway, gw = start_gateway(serve, [{"url": up.url, "id": "a"}], health_interval_s=60)
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{gw.url}/v1/chat/completions", json=chat(stream=True), timeout=0.3)
+    replica = gateway.pools["m"].replicas["a"]
+    assert wait_until(lambda: upstream.aborted == 1 and replica.in_flight == 0, timeout=3)
+
+
+def test_bad_requests_get_api_shaped_errors(serve):
+    up = serve(Upstream("a").app)
+    _, gw = start_gateway(serve, [up.url])
+    assert httpx.post(f"{gw.url}/v1/chat/completions", content=b"{oops").status_code == 400
+    response = httpx.post(f"{gw.url}/v1/chat/completions", json=chat(model="nope"))
+    assert response.status_code == 404 and "not served here" in response.json()["error"]["message"]
+    response = httpx.post(f"{gw.url}/v1/messages", json={"max_tokens": 3})
+    assert response.status_code == 400 and response.json()["type"] == "error"
+    assert [m["id"] for m in httpx.get(f"{gw.url}/v1/models").json()["data"]] == ["m"]
+
+
+def test_replica_is_ejected_by_health_checks_and_readmitted_when_back(serve):
+    upstream = Upstream("a")
+    port = free_port()
+    server = serve(upstream.app, port=port)
+    spare = serve(Upstream("b").app)
+    gateway, gw = start_gateway(serve, [{"url": server.url, "id": "a"}, {"url": spare.url, "id": "b"}])
+    replica = gateway.pools["m"].replicas["a"]
+    server.stop()
+    deadline = time.monotonic() + 5
+    while not replica.breaker.is_open and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert replica.breaker.is_open and not replica.routable
+    for _ in range(4):  # all served meanwhile, by the spare
+        assert httpx.post(f"{gw.url}/v1/chat/completions", json=chat()).headers["x-chassis-replica"] == "b"
+    serve(upstream.app, port=port)
+    deadline = time.monotonic() + 5
+    while not replica.routable and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert replica.routable
+    state = httpx.get(f"{gw.url}/gateway/state").json()
+    assert state["models"][0]["replicas"][0]["ejections"] == 1
+
+
+def test_concurrent_streams_keep_in_flight_counts_right(serve):
+    upstream = Upstream("a")
+    upstream.chunk_delay_s = 0.02
+    up = serve(upstream.app)
+    gateway, gw = start_gateway(serve, [{"url": up.url, "id": "a"}], health_interval_s=60)
+    errors = []
+
+    def worker():
+        try:
+            with httpx.stream(
+                "POST", f"{gw.url}/v1/chat/completions", json=chat(stream=True, max_tokens=5)
+            ) as r:
+                assert b"[DONE]" in b"".join(r.iter_raw())
+        except Exception as exc:  # collected, asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(10)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and upstream.completed == 10
+    replica = gateway.pools["m"].replicas["a"]
+    assert wait_until(lambda: replica.in_flight == 0)  # the last release lands just after the last byte
