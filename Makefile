@@ -22,6 +22,7 @@ run: venv
 
 lint: venv
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-cache
 
 system-tools:
 	@bash scripts/install-system-tools.sh

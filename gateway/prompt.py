@@ -19,43 +19,13 @@ API_PATHS = {
 }
 
 
-def _conversation(api: str, body: dict):
-    """The replica's own converters (engine/server/api), so the gateway renders what it renders."""
-    from engine.server.api import anthropic_messages, openai_chat, responses
-    from engine.server.api.response_store import ResponseStore
-    from engine.server.protocol.anthropic import MessagesRequest
-    from engine.server.protocol.openai import ChatCompletionRequest
-    from engine.server.protocol.responses import ResponsesRequest
-
-    if api == "chat":
-        return openai_chat.to_conversation(ChatCompletionRequest.model_validate(body))[0]
-    if api == "messages":
-        return anthropic_messages.to_conversation(MessagesRequest.model_validate(body))[0]
-    # A previous_response_id lives on one replica only; its history is unknown here, so such a
-    # request does not render (the response affinity map routes it instead).
-    return responses.to_conversation(ResponsesRequest.model_validate(body), ResponseStore(1))[0]
-
-
 def prompt_token_ids(tokenizer, api: str, body: dict) -> list[int] | None:
     if tokenizer is None:
         return None
     try:
-        if api == "completions":
-            from engine.server.api.completions import prompt_ids
-            from engine.server.protocol.openai import CompletionRequest
+        from engine.server.protocol.prompts import request_prompt_ids  # torch-free, but not cheap
 
-            return prompt_ids(CompletionRequest.model_validate(body), tokenizer)
-        conversation = _conversation(api, body)
-        if not conversation.messages:
-            return None
-        # Same call as the replica's ServerState.render.
-        return list(
-            tokenizer.encode_chat(
-                conversation.template_messages(),
-                tools=conversation.template_tools(),
-                add_generation_prompt=True,
-            )
-        )
+        return request_prompt_ids(tokenizer, api, body)
     except Exception as exc:  # invalid input is the replica's to reject; routing must not fail on it
         log.debug("cannot render %s request for prefix matching: %r", api, exc)
         return None
