@@ -1,6 +1,7 @@
 """Shared by the chat locustfiles: one streaming OpenAI chat request, timed token by token.
 
-Besides Locust's own entry for the HTTP request, each request reports two custom request events:
+Besides Locust's own entry for the HTTP request, each request reports two custom request events
+(timed by ``measurement.StreamTimer``, reported when the stream ends):
 
 - ``TTFT <name>``: from sending the request to the first streamed content chunk (ms);
 - ``ITL <name>``: the gap between consecutive content chunks (ms), one event per gap.
@@ -12,11 +13,11 @@ Settings come from the environment so one locustfile serves every deployment:
 
 from __future__ import annotations
 
-import json
 import os
-import time
 
 from locust import HttpUser
+
+from measurement import StreamTimer, time_stream
 
 TTFT = "TTFT"
 ITL = "ITL"
@@ -61,9 +62,7 @@ class StreamingChatUser(HttpUser):
             "stream": True,
             "temperature": 0.7,
         }
-        started = time.perf_counter()
-        last = None
-        pieces: list[str] = []
+        timer = StreamTimer()
         with self.client.post(
             "/v1/chat/completions", json=body, stream=True, catch_response=True, name=name
         ) as response:
@@ -71,34 +70,19 @@ class StreamingChatUser(HttpUser):
                 response.failure(f"HTTP {response.status_code}: {response.text[:200]}")
                 return None
             try:
-                for line in response.iter_lines():
-                    if not line or not line.startswith(b"data:"):
-                        continue
-                    data = line[5:].strip()
-                    if data == b"[DONE]":
-                        break
-                    chunk = json.loads(data)
-                    if "error" in chunk:
-                        raise ValueError(f"error event: {chunk['error']}")
-                    choices = chunk.get("choices") or [{}]
-                    text = (choices[0].get("delta") or {}).get("content")
-                    if not text:
-                        continue
-                    now = time.perf_counter()
-                    if last is None:
-                        self._event(TTFT, name, (now - started) * 1000)
-                    else:
-                        self._event(ITL, name, (now - last) * 1000)
-                    last = now
-                    pieces.append(text)
+                record = time_stream(response.iter_lines(), timer)
             except Exception as exc:  # a broken stream fails this request, not the whole user
                 response.failure(f"stream broke: {exc!r}")
                 return None
-            if last is None:
-                response.failure("the stream carried no content")
-                self._event(
-                    TTFT, name, (time.perf_counter() - started) * 1000, exception=RuntimeError("no token")
-                )
+            if record.error is not None:
+                response.failure(f"stream broke: error event: {record.error}")
                 return None
+            if record.ttft_s is None:
+                response.failure("the stream carried no content")
+                self._event(TTFT, name, record.e2e_s * 1000, exception=RuntimeError("no token"))
+                return None
+            self._event(TTFT, name, record.ttft_s * 1000)
+            for gap in record.itl_s:
+                self._event(ITL, name, gap * 1000)
             response.success()
-        return "".join(pieces)
+        return record.text

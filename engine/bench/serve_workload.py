@@ -2,15 +2,14 @@
 
 Each client sends its share of the requests back to back over ``/v1/completions`` (token-id
 prompts, ``ignore_eos``, ``min_tokens`` = ``max_tokens`` so every request yields exactly its output
-length) and timestamps the SSE chunks as they arrive: TTFT is request start to first text chunk,
-inter-token latency (ITL) the gap between consecutive text chunks (one chunk per decode step that
-produced text, as in vLLM's ``benchmark_serving``).
+length) and times the SSE chunks with ``measurement.StreamTimer``: TTFT is request start to first
+text chunk, inter-token latency (ITL) the gap between consecutive text chunks (one chunk per decode
+step that produced text, as in vLLM's ``benchmark_serving``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import random
 import signal
@@ -26,16 +25,10 @@ from pathlib import Path
 import httpx
 
 from engine.bench.workloads import WorkloadResult, random_prompts
+from measurement import StreamRecord, StreamTimer, Summary, atime_stream
 
 MODEL_NAME = "bench"
 REPO = Path(__file__).resolve().parents[2]
-
-
-@dataclass
-class RequestTiming:
-    ttft_s: float
-    itl_s: list[float]
-    output_tokens: int
 
 
 @dataclass
@@ -123,7 +116,7 @@ class ServerProcess:
             self.process.wait()
 
 
-async def _stream_one(client: httpx.AsyncClient, prompt: list[int], max_tokens: int) -> RequestTiming:
+async def _stream_one(client: httpx.AsyncClient, prompt: list[int], max_tokens: int) -> StreamRecord:
     body = {
         "model": MODEL_NAME,
         "prompt": prompt,
@@ -134,26 +127,16 @@ async def _stream_one(client: httpx.AsyncClient, prompt: list[int], max_tokens: 
         "stream": True,
         "stream_options": {"include_usage": True},
     }
-    started = time.perf_counter()
-    arrivals: list[float] = []
-    output_tokens = None
+    timer = StreamTimer()
     async with client.stream("POST", "/v1/completions", json=body) as response:
         if response.status_code != 200:
             raise RuntimeError(f"serve: HTTP {response.status_code}: {(await response.aread())[:500]!r}")
-        async for line in response.aiter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            chunk = json.loads(line[6:])
-            if "error" in chunk:
-                raise RuntimeError(f"serve: error in stream: {chunk['error']}")
-            if any(choice.get("text") for choice in chunk.get("choices", [])):
-                arrivals.append(time.perf_counter())
-            if chunk.get("usage"):
-                output_tokens = chunk["usage"]["completion_tokens"]
-    if not arrivals or output_tokens is None:
+        record = await atime_stream(response.aiter_lines(), timer)
+    if record.error is not None:
+        raise RuntimeError(f"serve: error in stream: {record.error}")
+    if record.ttft_s is None or record.usage is None:
         raise RuntimeError("serve: a stream ended without text or usage")
-    gaps = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False)]
-    return RequestTiming(arrivals[0] - started, gaps, output_tokens)
+    return record
 
 
 def _running_requests(metrics_text: str) -> float | None:
@@ -179,25 +162,19 @@ async def _sample_batch_sizes(client: httpx.AsyncClient, samples: list[float], s
             pass
 
 
-def _percentile(values: list[float], q: float) -> float:
-    import numpy as np
-
-    return float(np.percentile(values, q)) if values else 0.0
-
-
 async def _drive(
     base_url: str,
     work: list[tuple[list[int], int]],
     warmup_prompt: list[int],
     clients: int,
     say: Callable[[str], None],
-) -> tuple[float, list[RequestTiming], list[float]]:
+) -> tuple[float, list[StreamRecord], list[float]]:
     limits = httpx.Limits(max_connections=clients + 4, max_keepalive_connections=clients + 4)
     timeout = httpx.Timeout(600.0, connect=30.0)
     async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=timeout) as client:
         # Warm-up: compile kernels at a real prompt length before the clock starts.
         await _stream_one(client, warmup_prompt, 8)
-        timings: list[RequestTiming] = []
+        timings: list[StreamRecord] = []
         samples: list[float] = []
         stop = asyncio.Event()
 
@@ -252,14 +229,14 @@ def serve(
         raise RuntimeError(
             f"serve: output lengths differ from the requested ones ({sum(got)} vs {sum(expected)})"
         )
-    ttft = [t.ttft_s * 1e3 for t in timings]
-    itl = [gap * 1e3 for t in timings for gap in t.itl_s]
+    ttft = Summary.of(t.ttft_s * 1e3 for t in timings)
+    itl = Summary.of(gap * 1e3 for t in timings for gap in t.itl_s)
     out_tokens = sum(got)
     figures = {
-        "ttft_p50_ms": _percentile(ttft, 50),
-        "ttft_p99_ms": _percentile(ttft, 99),
-        "itl_p50_ms": _percentile(itl, 50),
-        "itl_p99_ms": _percentile(itl, 99),
+        "ttft_p50_ms": ttft.p50,
+        "ttft_p99_ms": ttft.p99,
+        "itl_p50_ms": itl.p50,
+        "itl_p99_ms": itl.p99,
         "output_tokens_per_s": out_tokens / seconds,
         "seconds": seconds,
         "requests": len(timings),

@@ -9,10 +9,10 @@ one step is one token for every running request.
 
 from __future__ import annotations
 
-import statistics
 import time
 
 from engine.bench.workloads import WorkloadResult
+from measurement import Summary
 
 
 def closed_loop_step_times(
@@ -48,13 +48,13 @@ def serve_reference(llm, work: list[tuple[list[int], int]], concurrency: int) ->
     core = llm.engine
     closed_loop_step_times(core, work[: min(len(work), concurrency)], concurrency)  # warm-up
     times, mean_running = closed_loop_step_times(core, work, concurrency)
-    ms = sorted(t * 1e3 for t in times)
+    ms = Summary.of(t * 1e3 for t in times)
     return WorkloadResult(
         "serve-reference",
         {
-            "step_p50_ms": statistics.median(ms),
-            "step_p99_ms": ms[min(len(ms) - 1, round(0.99 * (len(ms) - 1)))],
-            "steps": len(ms),
+            "step_p50_ms": ms.p50,
+            "step_p99_ms": ms.p99,
+            "steps": ms.count,
             "mean_running_requests": mean_running,
         },
         "the serve workload's requests driven in process, the same number in flight, every step timed",

@@ -8,7 +8,6 @@ apart, on the tiny model's real tokenizer and chat template, since it depends on
 from __future__ import annotations
 
 import random
-import statistics
 import time
 from dataclasses import asdict, dataclass
 
@@ -16,6 +15,7 @@ from engine.kv.block_hash import hash_chain
 from gateway.config import BreakerConfig, ModelRoute, PolicyConfig, ReplicaSpec
 from gateway.metrics import GatewayMetrics
 from gateway.pool import ModelPool
+from measurement import percentile
 
 
 @dataclass
@@ -34,11 +34,6 @@ class DecisionReport:
     decision_cpu_p99_us: float
     tokenize_p50_us: float | None = None
     tokenize_p99_us: float | None = None
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def build_pool(
@@ -87,11 +82,11 @@ def run_decision_bench(
         prompt_tokens=prompt_tokens,
         block_size=block_size,
         iterations=iterations,
-        decision_p50_us=statistics.median(times),
-        decision_p99_us=_pct(times, 0.99),
+        decision_p50_us=percentile(times, 50),
+        decision_p99_us=percentile(times, 99),
         decision_max_us=max(times),
-        decision_cpu_p50_us=statistics.median(cpu_times),
-        decision_cpu_p99_us=_pct(cpu_times, 0.99),
+        decision_cpu_p50_us=percentile(cpu_times, 50),
+        decision_cpu_p99_us=percentile(cpu_times, 99),
     )
     if tokenizer is not None:
         rng = random.Random(seed)
@@ -102,8 +97,8 @@ def run_decision_bench(
             start = time.perf_counter()
             tokenizer.encode_chat(messages, add_generation_prompt=True)
             tok_times.append((time.perf_counter() - start) * 1e6)
-        report.tokenize_p50_us = statistics.median(tok_times)
-        report.tokenize_p99_us = _pct(tok_times, 0.99)
+        report.tokenize_p50_us = percentile(tok_times, 50)
+        report.tokenize_p99_us = percentile(tok_times, 99)
     return report
 
 

@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.bench.workload import Session
 from gateway.proxy import REPLICA_HEADER
+from measurement import StreamTimer, atime_stream
 
 
 @dataclass
@@ -43,8 +44,7 @@ async def _one_request(
         "user": session.session_id,
     }
     result = RequestResult(session.session_id, session.kind, None, ok=False)
-    text = []
-    start = time.perf_counter()
+    timer = StreamTimer()
     try:
         async with client.stream(
             "POST", f"{url}/v1/chat/completions", json=body, headers={"x-session-id": session.session_id}
@@ -53,28 +53,21 @@ async def _one_request(
             if response.status_code != 200:
                 result.error = f"HTTP {response.status_code}: {(await response.aread())[:200]!r}"
                 return result, ""
-            async for line in response.aiter_lines():
-                result.streamed = True
-                if not line.startswith("data: ") or line == "data: [DONE]":
-                    continue
-                chunk = json.loads(line[6:])
-                for choice in chunk.get("choices") or []:
-                    delta = choice.get("delta") or {}
-                    if result.ttft_s is None and (delta.get("content") or choice.get("finish_reason")):
-                        result.ttft_s = time.perf_counter() - start
-                    text.append(delta.get("content") or "")
-                usage = chunk.get("usage")
-                if usage:
-                    result.prompt_tokens = usage.get("prompt_tokens", 0)
-                    details = usage.get("prompt_tokens_details") or {}
-                    result.cached_tokens = details.get("cached_tokens", 0) or 0
-            result.ok = result.ttft_s is not None
-            if not result.ok:
-                result.error = "stream ended without a token"
+            await atime_stream(response.aiter_lines(), timer)
     except (httpx.HTTPError, json.JSONDecodeError) as exc:
         result.error = repr(exc)
-    result.latency_s = time.perf_counter() - start
-    return result, "".join(text)
+    record = timer.finish()
+    result.streamed = record.lines > 0
+    result.latency_s = record.e2e_s
+    result.prompt_tokens, result.cached_tokens = record.prompt_tokens, record.cached_tokens
+    # A reply whose first token is end-of-sequence carries no content: its finish chunk is that token.
+    result.ttft_s = record.ttft_s if record.ttft_s is not None else record.finish_s
+    if result.error is None and record.error is not None:
+        result.error = f"error event: {record.error}"
+    elif result.error is None and result.ttft_s is None:
+        result.error = "stream ended without a token"
+    result.ok = result.error is None and result.ttft_s is not None
+    return result, record.text
 
 
 async def replay(

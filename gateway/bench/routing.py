@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import statistics
 import sys
 import tempfile
 import time
@@ -23,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gateway.bench.cluster import Cluster
 from gateway.bench.replay import RequestResult, replay_open_loop, scrape_prefix_cache
 from gateway.bench.workload import Words, WorkloadShape, build_workload, total_requests
+from measurement import percentile
 
 POLICIES = ("round_robin", "least_load", "session", "cache_aware")
 # The workload's long prefixes need more context than the test model's 1,024 tokens.
@@ -53,13 +53,6 @@ class PolicyReport:
     load_after: float = 0.0
 
 
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
-
-
 def summarize(
     policy: str, results: list[RequestResult], before: dict, after: dict, wall_s: float
 ) -> PolicyReport:
@@ -73,8 +66,8 @@ def summarize(
         requests=len(results),
         failed=sum(not r.ok for r in results),
         prefix_cache_hit_rate=hits / queries if queries else 0.0,
-        ttft_p50_ms=statistics.median(ttfts) if ttfts else float("nan"),
-        ttft_p99_ms=percentile(ttfts, 0.99),
+        ttft_p50_ms=percentile(ttfts, 50, default=float("nan")),
+        ttft_p99_ms=percentile(ttfts, 99, default=float("nan")),
         throughput_rps=len(results) / wall_s if wall_s else 0.0,
         wall_s=wall_s,
         mostly_cached_share=sum(r.ok and 2 * r.cached_tokens >= r.prompt_tokens > 0 for r in results)

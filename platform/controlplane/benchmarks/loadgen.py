@@ -12,15 +12,14 @@ run ends after the requests in flight.
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 from dataclasses import dataclass, field
 
 import httpx
-import numpy as np
 
 from controlplane.benchmarks.prompts import Conversation, build_conversations, request_count
+from measurement import StreamTimer, Summary, atime_stream
 
 
 @dataclass(frozen=True)
@@ -65,10 +64,6 @@ class LoadResult:
     stopped: bool  # the stop event ended it early
 
 
-def _percentile(values: list[float], q: float) -> float | None:
-    return float(np.percentile(values, q)) if values else None
-
-
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 3)
 
@@ -77,8 +72,8 @@ def summarize(result: LoadResult) -> dict:
     """The run's figures: counts, latency percentiles (ms), throughput, and the commonest errors."""
     ok = [s for s in result.samples if s.ok]
     failed = [s for s in result.samples if not s.ok]
-    ttfts = [s.ttft_s for s in ok if s.ttft_s is not None]
-    itls = [gap for s in ok for gap in s.itl_s]
+    ttft = Summary.of(s.ttft_s for s in ok if s.ttft_s is not None)
+    itl = Summary.of(gap for s in ok for gap in s.itl_s)
     output_tokens = sum(s.output_tokens for s in ok)
     errors: dict[str, int] = {}
     for sample in failed:
@@ -88,11 +83,11 @@ def summarize(result: LoadResult) -> dict:
         "requests_ok": len(ok),
         "requests_failed": len(failed),
         "duration_s": round(wall, 3),
-        "ttft_p50_ms": _ms(_percentile(ttfts, 50)),
-        "ttft_p90_ms": _ms(_percentile(ttfts, 90)),
-        "ttft_p99_ms": _ms(_percentile(ttfts, 99)),
-        "itl_p50_ms": _ms(_percentile(itls, 50)),
-        "itl_p99_ms": _ms(_percentile(itls, 99)),
+        "ttft_p50_ms": _ms(ttft.p50),
+        "ttft_p90_ms": _ms(ttft.p90),
+        "ttft_p99_ms": _ms(ttft.p99),
+        "itl_p50_ms": _ms(itl.p50),
+        "itl_p99_ms": _ms(itl.p99),
         "output_tokens": output_tokens,
         "output_tokens_per_s": round(output_tokens / wall, 3) if wall > 0 else None,
         "requests_per_s": round(len(ok) / wall, 3) if wall > 0 else None,
@@ -138,12 +133,8 @@ async def _stream_chat(
         "ignore_eos": True,  # fixed output lengths make runs comparable
     }
     headers = {"Authorization": f"Bearer {spec.api_key}"} if spec.api_key else {}
-    started = time.perf_counter()
-    sample.start_s = started - t0
-    last: float | None = None
-    pieces: list[str] = []
-    chunks = 0
-    usage_tokens: int | None = None
+    timer = StreamTimer()
+    sample.start_s = timer.started - t0
     try:
         async with client.stream(
             "POST", f"{url}/v1/chat/completions", json=body, headers=headers
@@ -152,30 +143,7 @@ async def _stream_chat(
                 text = (await response.aread()).decode(errors="replace")
                 sample.error = f"HTTP {response.status_code}: {text[:200]}"
                 return ""
-            async for line in response.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    break
-                chunk = json.loads(data)
-                if "error" in chunk:
-                    sample.error = f"error event: {str(chunk['error'])[:200]}"
-                    return ""
-                if chunk.get("usage"):
-                    usage_tokens = chunk["usage"].get("completion_tokens")
-                choices = chunk.get("choices") or [{}]
-                text = (choices[0].get("delta") or {}).get("content")
-                if not text:
-                    continue
-                now = time.perf_counter()
-                if last is None:
-                    sample.ttft_s = now - started
-                else:
-                    sample.itl_s.append(now - last)
-                last = now
-                chunks += 1
-                pieces.append(text)
+            await atime_stream(response.aiter_lines(), timer)
     except httpx.HTTPError as exc:
         sample.error = f"{type(exc).__name__}: {exc or 'no detail'}"[:300]
         return ""
@@ -183,13 +151,17 @@ async def _stream_chat(
         sample.error = f"bad stream: {exc}"[:300]
         return ""
     finally:
-        sample.latency_s = time.perf_counter() - started
-    if last is None:
+        record = timer.finish()
+        sample.latency_s, sample.ttft_s, sample.itl_s = record.e2e_s, record.ttft_s, record.itl_s
+    if record.error is not None:
+        sample.error = f"error event: {record.error[:200]}"
+        return ""
+    if record.ttft_s is None:
         sample.error = "the stream carried no content"
         return ""
     sample.ok = True
-    sample.output_tokens = usage_tokens if usage_tokens is not None else chunks
-    return "".join(pieces)
+    sample.output_tokens = record.output_tokens
+    return record.text
 
 
 async def run_load(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import statistics
 import threading
 
 import httpx
@@ -21,6 +20,7 @@ from controlplane.benchmarks.models import BenchmarkRun, StaleRunState
 from controlplane.serving.choices import ReplicaState
 from controlplane.serving.metrics import parse_engine_metrics
 from controlplane.serving.models import Replica
+from measurement import percentile
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ def regression_verdict(run: BenchmarkRun, ttft_p50_ms: float | None) -> dict:
     history = [value for value in history if value is not None]
     if not history:
         return {"regressed": None, "baseline_ttft_p50_ms": None}
-    baseline = statistics.median(history)
+    baseline = percentile(history, 50)
     limit = baseline * (1 + float(setting("REGRESSION_PCT")) / 100)
     return {"regressed": ttft_p50_ms > limit, "baseline_ttft_p50_ms": round(baseline, 3)}
 
