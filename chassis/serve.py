@@ -118,15 +118,15 @@ def run(args: argparse.Namespace) -> int:
     async def load_engine():  # called once the server runs (app and server exist by then)
         end_replica = replica_ender(app.state.server, server.request_exit)  # the engine is gone for good
         if args.engine_in_thread:
-            from engine.clients.in_thread import AsyncLLMEngine
+            from engine.clients.in_thread import InThreadEngineClient
             from engine.executor.tensor_parallel import set_rank_failure_handler
 
             set_rank_failure_handler(end_replica)
-            engine = await asyncio.to_thread(AsyncLLMEngine, config)  # weights load off the event loop
+            engine = await asyncio.to_thread(InThreadEngineClient, config)  # weights load off the event loop
         else:
-            from engine.clients.subprocess_client import EngineCoreClient
+            from engine.clients.subprocess_client import SubprocessEngineClient
 
-            engine = EngineCoreClient(config, on_death=end_replica, log_format=LOG_FORMAT)
+            engine = SubprocessEngineClient(config, on_death=end_replica, log_format=LOG_FORMAT)
         await engine.start()
         return engine
 

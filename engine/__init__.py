@@ -8,17 +8,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["LLM", "SamplingParams", "AsyncLLMEngine"]
+__all__ = ["LLM", "SamplingParams", "AsyncLLMEngine", "EngineClient"]
 
 _LAZY = {
     "LLM": ("engine.clients.llm", "LLM"),
     "SamplingParams": ("engine.sampling.params", "SamplingParams"),
-    "AsyncLLMEngine": ("engine.clients.in_thread", "AsyncLLMEngine"),
+    # The in-thread client (``InThreadEngineClient``), under the name it was published with.
+    "AsyncLLMEngine": ("engine.clients.in_thread", "InThreadEngineClient"),
+    "EngineClient": ("engine.clients.protocol", "EngineClient"),
 }
 
 if TYPE_CHECKING:  # pragma: no cover
-    from engine.clients.in_thread import AsyncLLMEngine
+    from engine.clients.in_thread import InThreadEngineClient as AsyncLLMEngine
     from engine.clients.llm import LLM
+    from engine.clients.protocol import EngineClient
     from engine.sampling.params import SamplingParams
 
 

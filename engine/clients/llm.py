@@ -1,43 +1,35 @@
-"""Offline batch inference: ``LLM(model_dir).generate(prompts, SamplingParams(...))``."""
+"""Offline batch inference: ``LLM(model_dir).generate(prompts, SamplingParams(...))``.
+
+``LLM`` is an ``EngineClient`` through ``LLM.client`` rather than by its own methods: its
+``generate(prompts, params) -> list`` is the vLLM-style batch API that scripts, benchmarks and tests
+call, while ``EngineClient.generate(prompt, params, request_id, cache_salt)`` streams one request
+asynchronously. One class cannot offer both under one name, and renaming either would break its
+callers, so the LLM holds an ``InlineEngineClient`` over its own core, and both APIs run the same
+admission and the same drive loop (``llm.client`` is what to hand to code written against the
+Protocol, for example ``create_app``). ``llm.engine`` stays the ``EngineCore`` itself.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+from engine.clients.inline import InlineEngineClient
 from engine.config import EngineConfig
 from engine.core.engine_core import EngineCore
-from engine.outputs import GenerationOutput, Logprob
+from engine.outputs import GenerationOutput, RequestOutput
 from engine.sampling.params import SamplingParams
 
 Prompt = str | list[int]
 
 
 class LLM:
-    def __init__(
-        self,
-        model_dir: str | Path,
-        device: str = "cpu",
-        dtype: str = "float32",
-        block_size: int = 16,
-        max_num_batched_tokens: int = 2048,
-        enable_prefix_caching: bool = True,
-        num_gpu_blocks: int | None = None,
-        **kwargs: Any,
-    ) -> None:
-        self.config = EngineConfig(
-            model_dir=model_dir,
-            device=device,
-            dtype=dtype,
-            block_size=block_size,
-            max_num_batched_tokens=max_num_batched_tokens,
-            enable_prefix_caching=enable_prefix_caching,
-            num_gpu_blocks=num_gpu_blocks,
-            **kwargs,
-        )
+    def __init__(self, model_dir: str | Path, **overrides: Any) -> None:
+        """``overrides``: any ``EngineConfig`` field; the rest keep EngineConfig's defaults."""
+        self.config = EngineConfig(model_dir=model_dir, **overrides)
         self.engine = EngineCore(self.config)
         self.tokenizer = self.engine.tokenizer
-        self._counter = 0
+        self.client = InlineEngineClient(self.engine)
 
     def generate(
         self, prompts: Prompt | list[Prompt], params: SamplingParams | list[SamplingParams] | None = None
@@ -53,33 +45,7 @@ class LLM:
             params = [params] * len(prompts)
         if len(params) != len(prompts):
             raise ValueError(f"got {len(params)} SamplingParams for {len(prompts)} prompts")
-        # Validate everything before admitting anything, so a bad prompt leaves no half-run batch.
-        prepared = [
-            self.engine.prepare(p, sp, request_id=self._next_id(), final_only=True)
-            for p, sp in zip(prompts, params, strict=True)
-        ]
-        order = [p.request.request_id for p in prepared]
-        for p in prepared:
-            self.engine.add(p)
-        finished: dict[str, GenerationOutput] = {}
-        logprobs: dict[str, list[Logprob]] = {}
-        while self.engine.has_unfinished():
-            for out in self.engine.step():
-                if out.new_logprobs is not None:
-                    logprobs.setdefault(out.request_id, []).extend(out.new_logprobs)
-                if out.finished:
-                    finished[out.request_id] = GenerationOutput(
-                        request_id=out.request_id,
-                        prompt_token_ids=out.prompt_token_ids,
-                        token_ids=out.token_ids,
-                        text=out.text,
-                        finish_reason=out.finish_reason,
-                        stop_reason=out.stop_reason,
-                        num_cached_tokens=out.num_cached_tokens,
-                        logprobs=logprobs.pop(out.request_id, None) if out.new_logprobs is not None else None,
-                        metrics=out.metrics,
-                    )
-        return [finished[rid] for rid in order]
+        return [_generation_output(out) for out in self.client.run_batch(prompts, params)]
 
     def chat(
         self,
@@ -110,6 +76,16 @@ class LLM:
     def __exit__(self, *exc_info) -> None:
         self.shutdown()
 
-    def _next_id(self) -> str:
-        self._counter += 1
-        return f"llm-{self._counter}"
+
+def _generation_output(out: RequestOutput) -> GenerationOutput:
+    return GenerationOutput(
+        request_id=out.request_id,
+        prompt_token_ids=out.prompt_token_ids,
+        token_ids=out.token_ids,
+        text=out.text,
+        finish_reason=out.finish_reason,
+        stop_reason=out.stop_reason,
+        num_cached_tokens=out.num_cached_tokens,
+        logprobs=out.new_logprobs,  # a final-only output carries the whole request's
+        metrics=out.metrics,
+    )

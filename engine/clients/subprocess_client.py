@@ -1,12 +1,11 @@
 """The server's handle on an engine core running in a child process.
 
-It offers what the server uses of ``AsyncLLMEngine`` (``start``, ``shutdown``, ``generate``,
-``abort``, ``tokenizer``, ``max_model_len``, ``stats()``, ``kv_events``, ``ready``) and keeps
-everything but the engine itself in the server's process: it loads its own tokenizer, validates
-prompts synchronously (a bad prompt is a ValueError in the handler, as before), and sends the core
-only token ids and sampling parameters. One reader thread receives the core's batches; each batch
-reaches the event loop with one ``call_soon_threadsafe``. Stats and KV events are mirrored from
-what the core attaches to every batch, so /metrics and /kv/events never wait on the core.
+An ``EngineClient`` that keeps everything but the engine itself in the server's process: it loads
+its own tokenizer, admits requests synchronously (a bad prompt is a ValueError in the handler, as
+with the in-thread client), and sends the core only token ids and sampling parameters. One reader
+thread receives the core's batches; each batch reaches the event loop with one
+``call_soon_threadsafe``. Stats and KV events are mirrored from what the core attaches to every
+batch, so /metrics and /kv/events never wait on the core.
 
 When the core process dies, every open stream ends with ``EngineDeadError`` and ``on_death`` is
 called (from the event loop) with the reason; ``chassis serve`` then ends the replica.
@@ -15,24 +14,18 @@ called (from the event loop) with the reason; ``chassis serve`` then ends the re
 from __future__ import annotations
 
 import asyncio
-import atexit
 import logging
 import multiprocessing
 import threading
-import time
-import uuid
-import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
-from engine.clients.request_stream import EngineDeadError, RequestStream
-from engine.clients.tracked_request import TrackedRequest
+from engine.clients.admission import Admission, AdmittingClient, PromptLimits
+from engine.clients.request_stream import EngineDeadError
 from engine.config import EngineConfig
 from engine.core.kv_forwarding import replay
 from engine.core.messages import (
-    AbortRequest,
-    AddRequest,
     CoreFatal,
     CoreReady,
     LoadFailed,
@@ -40,11 +33,9 @@ from engine.core.messages import (
     Stop,
 )
 from engine.core.process_main import run_engine_core
-from engine.core.prompt_validation import validated_prompt_ids
-from engine.executor.supervision import describe_exit
+from engine.executor.supervision import describe_exit, kill_at_exit, release_at_exit
 from engine.kv.events import KVEventLog
-from engine.outputs import EngineStats, RequestOutput
-from engine.sampling.params import SamplingParams
+from engine.outputs import EngineStats
 
 log = logging.getLogger("chassis.engine_core")
 
@@ -53,11 +44,8 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 STOP_TIMEOUT_S = 20.0
 EXIT_CODE_WAIT_S = 2.0  # after the pipe closed: how long to wait for the exit status that explains it
 
-_live: weakref.WeakSet = weakref.WeakSet()
-_atexit_registered = False
 
-
-class EngineCoreClient:
+class SubprocessEngineClient(AdmittingClient):
     def __init__(
         self,
         config: EngineConfig,
@@ -67,7 +55,6 @@ class EngineCoreClient:
     ) -> None:
         """``log_level`` of the core process: default, this process's root logger level."""
         self.config = config
-        self.ready = False
         self.pid: int | None = None  # the engine core's process
         self.kv_events = KVEventLog(config.kv_event_capacity)  # mirror of the core's log
         self._on_death = on_death
@@ -81,13 +68,11 @@ class EngineCoreClient:
         self._reader: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started: asyncio.Future | None = None
-        self._requests: dict[str, TrackedRequest] = {}
+        self._admission = Admission(self._send)
         self._tokenizer: Any = None
-        self._vocab_size = 0
         self._max_model_len = 0
         self._stats: EngineStats | None = None
         self._fatal: str | None = None  # the reason the core gave before it exited
-        self._error: str | None = None  # why the core is gone, once it is
         self._closing = False
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -100,9 +85,7 @@ class EngineCoreClient:
         self._started = self._loop.create_future()
         await asyncio.to_thread(self._spawn)
         try:
-            self._tokenizer, self._vocab_size = await asyncio.to_thread(
-                _load_tokenizer, self.config.model_dir
-            )
+            self._tokenizer, vocab_size = await asyncio.to_thread(_load_tokenizer, self.config.model_dir)
             await self._started
         except BaseException:
             self._closing = True
@@ -110,17 +93,17 @@ class EngineCoreClient:
                 self._started.cancel()
             await asyncio.to_thread(self._stop_process, 0.0)
             raise
-        self.ready = True
+        self._admission.open(PromptLimits(self._tokenizer, vocab_size, self._max_model_len))
 
     async def shutdown(self) -> None:
         """Stop the core (after the server drained its streams) and wait for it to exit."""
-        self.ready = False
+        self._admission.close("engine shut down")
         if self._process is None:
             return
         self._closing = True
         self._send(Stop())
         await asyncio.to_thread(self._stop_process, STOP_TIMEOUT_S)
-        self._fail_open_streams(EngineDeadError("engine shut down"))
+        self._admission.fail_all(EngineDeadError("engine shut down"))
 
     # -- read-only views -----------------------------------------------------------------------
     @property
@@ -141,36 +124,7 @@ class EngineCoreClient:
             raise RuntimeError("engine is not started; await engine.start() first")
         return self._stats
 
-    # -- requests ------------------------------------------------------------------------------
-    def generate(
-        self,
-        prompt: str | list[int],
-        params: SamplingParams,
-        request_id: str | None = None,
-        cache_salt: str | None = None,
-    ) -> AsyncIterator[RequestOutput]:
-        """Validate now (ValueError for a bad prompt), then stream this request's outputs."""
-        if not self.ready or self._error is not None:
-            raise EngineDeadError(f"engine is not running ({self._error or 'not started'})")
-        prompt_ids = validated_prompt_ids(
-            prompt, params, self._tokenizer, self._vocab_size, self._max_model_len
-        )
-        rid = request_id or uuid.uuid4().hex
-        if rid in self._requests:
-            raise ValueError(f"request id {rid!r} is already in use")
-        tracked = TrackedRequest(rid, prompt_ids, time.monotonic())
-        self._requests[rid] = tracked
-        self._send(AddRequest(rid, prompt_ids, params, cache_salt, tracked.metrics.arrival_time))
-        return RequestStream(rid, tracked.queue, self._release)
-
-    async def abort(self, request_id: str) -> None:
-        self._send(AbortRequest(request_id))
-
-    def _release(self, rid: str, finished: bool) -> None:
-        self._requests.pop(rid, None)
-        if not finished:
-            self._send(AbortRequest(rid))
-
+    # -- requests (admitted by ``AdmittingClient.generate``) ------------------------------------
     def _send(self, message) -> None:
         with self._send_lock:  # a stream dropped unread is released from whichever thread collects it
             try:
@@ -192,7 +146,7 @@ class EngineCoreClient:
         commands_r.close()  # the child holds these now; ours would keep the pipes open past its death
         outputs_w.close()
         self._process, self._commands, self.pid = process, commands_w, process.pid
-        _track(self)
+        kill_at_exit(process)
         self._reader = threading.Thread(
             target=self._read, args=(outputs_r,), name="chassis-core-reader", daemon=True
         )
@@ -209,7 +163,7 @@ class EngineCoreClient:
             self._commands.close()
         if self._reader is not None:
             self._reader.join(EXIT_CODE_WAIT_S + 1.0)
-        _live.discard(self)
+        release_at_exit(process)
 
     def _read(self, conn: Connection) -> None:
         """The reader thread: mirror stats and KV events here, hand outputs to the event loop."""
@@ -251,15 +205,11 @@ class EngineCoreClient:
 
     # -- on the event loop ---------------------------------------------------------------------
     def _dispatch(self, batch: OutputBatch) -> None:
-        requests = self._requests
         for delta in batch.outputs:
-            tracked = requests.get(delta.request_id)
+            tracked = self._admission.get(delta.request_id)
             if tracked is not None:  # else released already (aborted): nobody reads it
                 tracked.queue.put_nowait(tracked.output(delta))
-        for rid, reason in batch.errors:
-            tracked = requests.get(rid)
-            if tracked is not None:
-                tracked.queue.put_nowait(ValueError(reason))
+        self._admission.deliver((), batch.errors)
 
     def _resolve_start(self, error: BaseException | None) -> None:
         if self._started.done():
@@ -270,22 +220,17 @@ class EngineCoreClient:
             self._started.set_exception(error)
 
     def _core_gone(self, reason: str) -> None:
-        self.ready = False
         if not self._started.done():
             self._started.set_exception(RuntimeError(f"{reason} before the model was loaded"))
             return
         if self._closing:
             return
-        self._error = reason
-        self._fail_open_streams(EngineDeadError(f"the engine core died: {reason}"))
+        self._admission.close(reason)
+        self._admission.fail_all(EngineDeadError(f"the engine core died: {reason}"))
         if self._on_death is not None:
             self._on_death(reason)
         else:
             log.error("the engine core died: %s", reason)
-
-    def _fail_open_streams(self, error: EngineDeadError) -> None:
-        for tracked in self._requests.values():
-            tracked.queue.put_nowait(error)
 
 
 def _load_tokenizer(model_dir) -> tuple[Any, int]:
@@ -294,21 +239,3 @@ def _load_tokenizer(model_dir) -> tuple[Any, int]:
 
     model_config = load_model_config(model_dir)
     return Tokenizer(model_dir, model_config.eos_token_ids), model_config.vocab_size
-
-
-def _track(client: EngineCoreClient) -> None:
-    # Registered after multiprocessing's own exit hook (imported by process.start()), so it runs
-    # first (atexit is LIFO): that hook joins non-daemon children and would wait on a live core.
-    global _atexit_registered
-    _live.add(client)
-    if not _atexit_registered:
-        atexit.register(_kill_live_cores)
-        _atexit_registered = True
-
-
-def _kill_live_cores() -> None:
-    for client in list(_live):
-        process = client._process
-        if process is not None and process.is_alive():
-            process.kill()
-            process.join(5.0)

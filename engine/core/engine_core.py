@@ -1,7 +1,8 @@
 """The engine: admit requests, run steps, turn sampled tokens into outputs.
 
-Single-threaded by design: ``LLM`` drives it in a loop, ``AsyncLLMEngine`` from its own thread,
-``chassis serve`` from its own process (``engine.core.process_main``).
+Single-threaded by design: the one drive loop (``engine.core.drive_loop``) runs it, in the caller's
+thread (``LLM``), in an engine thread (``InThreadEngineClient``) or in a process of its own
+(``engine.core.process_main``, what ``chassis serve`` runs).
 ``prepare`` only reads immutable state, so callers may run it on another thread to validate and
 tokenize before handing the request over.
 

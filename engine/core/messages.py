@@ -22,13 +22,14 @@ from engine.sampling.params import SamplingParams
 KVChange = tuple[str, list[bytes]]
 
 
-# -- front end -> core ---------------------------------------------------------------------------
+# -- front end -> core (the drive loop's commands, in whichever process it runs) --------------------
 class AddRequest(NamedTuple):
     request_id: str
     prompt_token_ids: list[int]
     params: SamplingParams
     cache_salt: str | None
     arrival_time: float  # time.monotonic() in the front end: the clock is system-wide
+    final_only: bool = False  # only the finished output is wanted (``LLM.generate``)
 
 
 class AbortRequest(NamedTuple):

@@ -1,10 +1,11 @@
 """Entry point of the engine-core process (``multiprocessing`` spawn target).
 
 It loads the model (and spawns tensor-parallel ranks 1..k-1, itself being rank 0), reports ready or
-why it could not load, then runs ``core_loop.serve`` until the front end says stop. It ignores
-SIGINT/SIGTERM, which reach the whole process group: the front end drains first, then stops it. It
-exits on its own when the front end dies. When it cannot go on (its loop crashed, a rank died) it
-tells the front end why, prints the reason to stderr (the server's log) and exits 1 at once.
+why it could not load, then runs the drive loop (``engine.core.drive_loop``) until the front end says
+stop. It ignores SIGINT/SIGTERM, which reach the whole process group: the front end drains first,
+then stops it. It exits on its own when the front end dies. When it cannot go on (its loop crashed,
+a rank died) it tells the front end why, prints the reason to stderr (the server's log) and exits 1
+at once.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ import traceback
 from multiprocessing.connection import Connection
 
 from engine.config import EngineConfig
+from engine.core.drive_loop import drive
 from engine.core.kv_forwarding import ForwardingKVEventLog
 from engine.core.messages import CoreFatal, CoreReady, LoadFailed, picklable
-from engine.core.process_loop import CommandInbox, Outbox, serve
+from engine.core.process_loop import BatchSender, CommandInbox, Outbox
 from engine.executor.supervision import exit_when_orphaned
 
 FATAL_EXIT_CODE = 1
@@ -50,7 +52,7 @@ def run_engine_core(
         os._exit(FATAL_EXIT_CODE)  # ranks half started exit on their own once this process is gone
     outbox.send(CoreReady(os.getpid(), core.max_model_len, core.stats(), kv_log.take()))
     try:
-        serve(core, CommandInbox(commands), outbox, kv_log)
+        drive(core, CommandInbox(commands), BatchSender(core, outbox, kv_log))
     except BaseException as exc:
         if isinstance(exc, RankFailure):
             reason = str(exc)

@@ -5,19 +5,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from engine.clients.protocol import EngineClient
 from engine.server import routes_ops, routes_v1
 from engine.server.errors import APIError, anthropic_body, openai_body
 from engine.server.http import ClientGone, uses_anthropic_shape
 from engine.server.state import ServerState, ServeSettings
 
-EngineFactory = Callable[[], Awaitable[Any]]
+EngineFactory = Callable[[], Awaitable[EngineClient]]  # a started client
 
 
 def _error_response(request: Request, err: APIError) -> JSONResponse:

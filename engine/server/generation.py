@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.clients.protocol import EngineClient
 from engine.server.conversation import ChoiceResult, TokenLogprob, Usage
 from engine.server.metrics import ServerMetrics
 from engine.server.tool_parsers import ToolCall, ToolParser
@@ -41,7 +42,7 @@ def _logprobs(new_logprobs: Sequence[Any] | None) -> list[TokenLogprob]:
 
 
 async def _pump(
-    engine: Any,
+    engine: EngineClient,
     prompt: list[int],
     params: Any,
     request_id: str,
@@ -105,7 +106,7 @@ async def _pump(
 
 
 async def generate_choices(
-    engine: Any,
+    engine: EngineClient,
     prompt: list[int],
     params_list: Sequence[Any],
     request_id: str,

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.clients.protocol import EngineClient
+from engine.outputs import EngineStats
 from engine.server.api.common import TokenText
 from engine.server.api.response_store import ResponseStore
 from engine.server.conversation import Conversation
@@ -35,7 +37,7 @@ class ServerState:
     def __init__(self, settings: ServeSettings):
         self.settings = settings
         self.model_name = settings.served_model_names[0]
-        self.engine: Any | None = None
+        self.engine: EngineClient | None = None
         self.ready = False
         self.draining = False
         self.load_error: str | None = None
@@ -50,12 +52,12 @@ class ServerState:
         """The process the engine core runs in: a child of this one, or this one (engine in a thread)."""
         if self.engine is None:
             return None
-        return getattr(self.engine, "pid", None) or os.getpid()
+        return self.engine.pid or os.getpid()
 
-    def engine_stats(self) -> Any | None:
+    def engine_stats(self) -> EngineStats | None:
         return self.engine.stats() if self.ready and self.engine is not None else None
 
-    async def load(self, factory: Callable[[], Awaitable[Any]]) -> None:
+    async def load(self, factory: Callable[[], Awaitable[EngineClient]]) -> None:
         try:
             engine = await factory()
         except Exception as exc:
@@ -66,7 +68,7 @@ class ServerState:
             return
         self.attach(engine)
 
-    def attach(self, engine: Any) -> None:
+    def attach(self, engine: EngineClient) -> None:
         self.engine = engine
         tokenizer = engine.tokenizer
         name = self.settings.tool_parser
@@ -77,7 +79,7 @@ class ServerState:
         self.ready = True
         log.info("engine ready: %s (tool parser %s)", self.model_name, name)
 
-    def admit(self) -> Any:
+    def admit(self) -> EngineClient:
         """The engine, if a new request may start now; otherwise a 503 saying why."""
         if self.draining:
             raise APIError(

@@ -1,4 +1,4 @@
-"""EngineCoreClient: the AsyncLLMEngine contract, with the engine core in a child process."""
+"""SubprocessEngineClient: the AsyncLLMEngine contract, with the engine core in a child process."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from engine import SamplingParams
 from engine.clients.request_stream import EngineDeadError
-from engine.clients.subprocess_client import EngineCoreClient
+from engine.clients.subprocess_client import SubprocessEngineClient
 from engine.config import EngineConfig
 from engine.kv.block_hash import hash_chain
 
@@ -19,9 +19,9 @@ def _run(coro):
     return asyncio.run(asyncio.wait_for(coro, timeout=90))
 
 
-async def _started(model_dir, on_death=None, **kwargs) -> EngineCoreClient:
+async def _started(model_dir, on_death=None, **kwargs) -> SubprocessEngineClient:
     config = EngineConfig(model_dir=model_dir, device="cpu", dtype="float32", **kwargs)
-    engine = EngineCoreClient(config, on_death=on_death)
+    engine = SubprocessEngineClient(config, on_death=on_death)
     assert not engine.ready
     await engine.start()
     assert engine.ready
@@ -151,7 +151,7 @@ def test_a_killed_core_fails_open_streams_and_reports_why(tiny_qwen3):
 def test_a_core_that_cannot_load_raises_its_error(tiny_qwen3):
     async def main():
         config = EngineConfig(model_dir=tiny_qwen3, device="cpu", max_model_len=10**6)
-        engine = EngineCoreClient(config)
+        engine = SubprocessEngineClient(config)
         with pytest.raises(ValueError, match="exceeds the model's max_position_embeddings"):
             await engine.start()
         assert not engine.ready
