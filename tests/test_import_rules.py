@@ -18,7 +18,7 @@ import engine.server
 
 REPO = Path(__file__).resolve().parents[1]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
-PACKAGES = ("engine", "kernels", "gateway", "chassis", "dashboards", "platform/controlplane")
+PACKAGES = ("engine", "kernels", "gateway", "chassis", "dashboards", "measurement", "platform/controlplane")
 # What the gateway may import of the engine; every other engine module must be on its forbidden list.
 GATEWAY_MAY_IMPORT = {"engine.kv.block_hash", "engine.server.protocol"}
 
