@@ -2,5 +2,6 @@
 
 from engine.checkpoint.errors import CheckpointError
 from engine.checkpoint.model_config import ModelConfig, load_model_config
+from engine.models.registry import supported_architectures
 
-__all__ = ["CheckpointError", "ModelConfig", "load_model_config"]
+__all__ = ["CheckpointError", "ModelConfig", "load_model_config", "supported_architectures"]

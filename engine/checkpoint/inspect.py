@@ -8,6 +8,8 @@ from pathlib import Path
 
 from engine.checkpoint.model_config import load_model_config
 from engine.checkpoint.weights import tensor_shapes, weight_files
+from engine.kv.specs import total_bytes_per_token
+from engine.models.registry import kv_cache_specs
 
 
 @dataclass
@@ -16,7 +18,7 @@ class CheckpointInfo:
     num_parameters: int
     dtype: str
     size_bytes: int  # safetensors files on disk
-    kv_bytes_per_token: int
+    kv_bytes_per_token: int  # every layer's KV spec summed, at the checkpoint's dtype, on one device
     num_layers: int
     hidden_size: int
     num_heads: int
@@ -47,7 +49,7 @@ def inspect_checkpoint(model_dir: str | Path) -> CheckpointInfo:
         num_parameters=sum(prod(shape) for shape, _ in shapes.values()),
         dtype=cfg.dtype,
         size_bytes=sum(p.stat().st_size for p in files),
-        kv_bytes_per_token=cfg.kv_bytes_per_token,
+        kv_bytes_per_token=total_bytes_per_token(kv_cache_specs(cfg, block_size=1, dtype=cfg.dtype)),
         num_layers=cfg.num_layers,
         hidden_size=cfg.hidden_size,
         num_heads=cfg.num_heads,

@@ -55,6 +55,16 @@ class PagedAttention(nn.Module):
         self.k_cache: torch.Tensor | None = None  # bound by the model runner
         self.v_cache: torch.Tensor | None = None
 
+    def bind_kv_cache(self, cache: torch.Tensor) -> None:
+        """``cache``: this layer's one tensor, shaped by its FullAttentionSpec (or SlidingWindowSpec)
+        as [2, blocks, block_size, kv_heads, head_dim]; keys are its first half, values its second."""
+        if cache.dim() != 5 or cache.shape[0] != 2 or cache.shape[3:] != (self.num_kv_heads, self.head_dim):
+            raise ValueError(
+                f"KV cache of shape {tuple(cache.shape)} does not fit a layer of {self.num_kv_heads} KV "
+                f"heads of dim {self.head_dim}"
+            )
+        self.k_cache, self.v_cache = cache[0], cache[1]
+
     def forward(
         self,
         positions: torch.Tensor,

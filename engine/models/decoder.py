@@ -1,7 +1,9 @@
-"""One decoder for the Llama family; per-architecture differences are flags on ModelConfig.
+"""The Llama-family decoder that the architecture modules (llama, mistral, qwen2, qwen3) register as
+their model class; what sets them apart is parsed into ModelConfig by their own module.
 
-Llama / Mistral: plain; Mistral may add a sliding window. Qwen2: bias on q/k/v. Qwen3: RMSNorm on
-each query and key head before RoPE. Any of them may tie the LM head to the embedding.
+Options of the shared layers, as the config asks: a bias on q/k/v (Qwen2), an RMSNorm on each query
+and key head before RoPE (Qwen3), a sliding window per layer (Mistral, some Qwen layers), an LM head
+tied to the embedding.
 
 Tensor parallel (``tp`` of world size k): each rank keeps num_heads / k query heads and their KV
 heads (a replica of one when there are fewer KV heads than ranks), 1/k of the MLP rows and of the

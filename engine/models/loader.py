@@ -1,16 +1,41 @@
-"""Build the decoder for a checkpoint and fill it with the checkpoint's weights."""
+"""Build the model class the checkpoint's architecture registered and fill it with the checkpoint's
+weights."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Protocol
 
 import torch
+from torch import nn
 
 from engine.checkpoint.errors import CheckpointError
 from engine.checkpoint.model_config import ModelConfig
 from engine.checkpoint.weights import iter_weights
 from engine.distributed.group import SINGLE, TPGroup
-from engine.models.decoder import CausalLM
+from engine.layers.attention import AttentionMetadata, PagedAttention
+from engine.models import registry
+
+
+class CausalLMModel(Protocol):
+    """What the runner needs of a model class (built as ``cls(cfg, dtype, device, max_position, tp)``)."""
+
+    def attention_layers(self) -> list[PagedAttention]:
+        """The layers that own a KV cache, in the order of ``registry.kv_cache_specs``."""
+        ...
+
+    def forward(
+        self, token_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata
+    ) -> torch.Tensor: ...
+
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor: ...
+
+    def decode_logits(
+        self, token_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata
+    ) -> torch.Tensor: ...
+
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None: ...
 
 
 def load_model(
@@ -22,9 +47,9 @@ def load_model(
     load_format: str = "auto",
     seed: int = 0,
     tp_group: TPGroup = SINGLE,
-) -> CausalLM:
+) -> CausalLMModel:
     """``tp_group``: the tensor-parallel rank this process builds; it loads only its slice of each tensor."""
-    model = CausalLM(cfg, dtype, device, max_position, tp_group)
+    model = registry.model_class(cfg)(cfg, dtype, device, max_position, tp_group)
     if load_format == "dummy":
         fill_random_weights(model, seed)
         return model.eval()
@@ -38,7 +63,7 @@ def load_model(
 
 
 @torch.no_grad()
-def fill_random_weights(model: CausalLM, seed: int, std: float = 0.02) -> None:
+def fill_random_weights(model: nn.Module, seed: int, std: float = 0.02) -> None:
     """Seeded random weights on the model's own device (norm weights stay at one). Each
     tensor-parallel rank draws its own shard, so values depend on the rank count (speed does not)."""
     generator = None

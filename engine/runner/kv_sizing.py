@@ -6,7 +6,8 @@ import torch
 
 from engine.checkpoint.model_config import ModelConfig
 from engine.config import CPU_MAX_DEFAULT_BLOCKS, EngineConfig
-from engine.distributed.sharding import kv_heads_per_rank
+from engine.kv.specs import total_block_bytes
+from engine.models.registry import kv_cache_specs
 
 # Headroom on CUDA for activations and the sampler, which are not profiled (yet).
 CUDA_ACTIVATION_RESERVE_BYTES = 1 << 30
@@ -15,10 +16,9 @@ CPU_MAX_KV_BYTES = 4 << 30
 
 
 def block_bytes(cfg: ModelConfig, block_size: int, dtype: torch.dtype, tp: int = 1) -> int:
-    """Bytes of one KV block on one rank (each of ``tp`` ranks holds its own KV heads)."""
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    heads = kv_heads_per_rank(cfg.num_kv_heads, tp)
-    return 2 * cfg.num_layers * block_size * heads * cfg.head_dim * itemsize
+    """Bytes of one KV block on one rank: the sum over the model's per-layer KV specs (each of ``tp``
+    ranks holds its own KV heads)."""
+    return total_block_bytes(kv_cache_specs(cfg, block_size, str(dtype).removeprefix("torch."), tp))
 
 
 def num_kv_blocks(
@@ -33,10 +33,11 @@ def num_kv_blocks(
                 f"raise num_gpu_blocks or lower max_model_len"
             )
         return config.num_gpu_blocks
+    one_block = block_bytes(cfg, config.block_size, dtype, config.tensor_parallel_size)
     if device.type == "cuda":
         free, total = torch.cuda.mem_get_info(device)
         usable = free - total * (1.0 - config.gpu_memory_utilization) - CUDA_ACTIVATION_RESERVE_BYTES
-        blocks = int(usable // block_bytes(cfg, config.block_size, dtype, config.tensor_parallel_size))
+        blocks = int(usable // one_block)
         if blocks < min_blocks:
             raise ValueError(
                 f"only {max(blocks, 0)} KV blocks fit in GPU memory, {min_blocks} are needed for "
@@ -44,5 +45,5 @@ def num_kv_blocks(
             )
         return blocks
     wanted = -(-config.max_num_seqs * max_model_len // config.block_size)
-    by_bytes = CPU_MAX_KV_BYTES // block_bytes(cfg, config.block_size, dtype, config.tensor_parallel_size)
+    by_bytes = CPU_MAX_KV_BYTES // one_block
     return max(min_blocks, min(wanted, CPU_MAX_DEFAULT_BLOCKS, by_bytes))

@@ -9,7 +9,9 @@ import torch
 
 from engine.checkpoint.model_config import ModelConfig
 from engine.distributed.group import SINGLE, TPGroup
+from engine.kv.specs import KVCacheSpec
 from engine.models.loader import load_model
+from engine.models.registry import kv_cache_specs
 from engine.runner.cuda_graphs import DecodeGraphs
 from engine.runner.host_copy import to_device
 from engine.runner.inputs import build_inputs
@@ -103,11 +105,21 @@ class ModelRunner:
         self._prev_rows: dict[str, int] = {}
 
     def allocate_kv_cache(self, num_blocks: int) -> None:
-        for attn in self.model.attention_layers():  # this rank's KV heads (tensor parallel)
-            shape = (num_blocks, self.block_size, attn.num_kv_heads, attn.head_dim)
-            attn.k_cache = torch.zeros(shape, dtype=self.dtype, device=self.device)
-            attn.v_cache = torch.zeros(shape, dtype=self.dtype, device=self.device)
+        """One tensor per layer, shaped by the layer's KV spec (this rank's KV heads)."""
+        specs = self.kv_cache_specs()
+        layers = self.model.attention_layers()
+        if len(specs) != len(layers):
+            raise ValueError(f"{len(specs)} KV cache specs for {len(layers)} attention layers")
+        for i, (attn, spec) in enumerate(zip(layers, specs, strict=True)):
+            if getattr(spec, "window", None) != attn.sliding_window:
+                raise ValueError(f"layer {i}: KV spec {spec} does not match its window {attn.sliding_window}")
+            cache = torch.zeros(spec.cache_shape(num_blocks), dtype=self.dtype, device=self.device)
+            attn.bind_kv_cache(cache)
         self.num_blocks = num_blocks
+
+    def kv_cache_specs(self) -> list[KVCacheSpec]:
+        dtype = str(self.dtype).removeprefix("torch.")
+        return kv_cache_specs(self.cfg, self.block_size, dtype, self.tp_group.world_size)
 
     def capture_decode_graphs(self, max_batch: int, eager: bool = False) -> None:
         """Capture decode steps up to ``max_batch`` requests as CUDA graphs (after the KV cache
