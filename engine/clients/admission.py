@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from engine.clients.request_stream import EngineDeadError, RequestStream
 from engine.clients.tracked_request import TrackedRequest
@@ -23,6 +23,16 @@ from engine.sampling.params import SamplingParams
 
 if TYPE_CHECKING:
     from engine.tokenizer.tokenizer import Tokenizer
+
+
+T = TypeVar("T")
+
+
+def started(value: T | None) -> T:
+    """``value``, which a client's ``start()`` sets; RuntimeError before that."""
+    if value is None:
+        raise RuntimeError("engine is not started; await engine.start() first")
+    return value
 
 
 class PromptLimits(NamedTuple):
@@ -59,24 +69,13 @@ class Admission:
         self._refusal = reason
 
     # -- admitting ---------------------------------------------------------------------------
-    def stream(
-        self,
-        prompt: str | list[int],
-        params: SamplingParams,
-        request_id: str | None = None,
-        cache_salt: str | None = None,
-    ) -> AsyncIterator[RequestOutput]:
-        """``generate`` of every async client."""
+    def check_running(self) -> None:
         if self._refusal is not None:
             raise EngineDeadError(f"engine is not running ({self._refusal})")
-        tracked = self.admit(self.prompt_ids(prompt, params), params, request_id, cache_salt)
-        return RequestStream(tracked.request_id, tracked.queue, self._release)
 
     def prompt_ids(self, prompt: str | list[int], params: SamplingParams) -> list[int]:
         """The prompt as token ids; ValueError for anything the engine cannot serve."""
-        if self._limits is None:
-            raise RuntimeError("engine is not started; await engine.start() first")
-        return validated_prompt_ids(prompt, params, *self._limits)
+        return validated_prompt_ids(prompt, params, *started(self._limits))
 
     def admit(
         self,
@@ -98,7 +97,8 @@ class Admission:
     def abort(self, request_id: str) -> None:
         self._send(AbortRequest(request_id))
 
-    def _release(self, rid: str, finished: bool) -> None:
+    def release(self, rid: str, finished: bool) -> None:
+        """The request's stream ended (``finished``) or was left early (its request is aborted)."""
         self._open.pop(rid, None)
         if not finished:
             self._send(AbortRequest(rid))
@@ -151,7 +151,10 @@ class AdmittingClient:
     ) -> AsyncIterator[RequestOutput]:
         """Validate now (ValueError for a bad prompt or an id in use), then stream this request's
         outputs; leaving the stream early aborts the request."""
-        return self._admission.stream(prompt, params, request_id, cache_salt)
+        admission = self._admission
+        admission.check_running()
+        tracked = admission.admit(admission.prompt_ids(prompt, params), params, request_id, cache_salt)
+        return RequestStream(tracked.request_id, tracked.queue, admission.release)
 
     async def abort(self, request_id: str) -> None:
         self._admission.abort(request_id)

@@ -14,14 +14,12 @@ import threading
 
 from engine.clients.admission import Admission
 from engine.clients.local_core import LocalCoreClient
-from engine.clients.request_stream import EngineDeadError, RequestStream
+from engine.clients.request_stream import EngineDeadError
 from engine.config import EngineConfig
 from engine.core.drive_loop import CommandQueue, Refusal, drive
 from engine.core.engine_core import EngineCore
 from engine.core.messages import Stop
 from engine.outputs import RequestOutput
-
-__all__ = ["EngineDeadError", "InThreadEngineClient", "RequestStream"]
 
 
 class InThreadEngineClient(LocalCoreClient):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import os
 
-from engine.clients.admission import AdmittingClient, PromptLimits
+from engine.clients.admission import AdmittingClient, PromptLimits, started
 from engine.clients.request_stream import EngineDeadError
 from engine.core.engine_core import EngineCore
 from engine.kv.events import KVEventLog
@@ -21,9 +21,7 @@ class LocalCoreClient(AdmittingClient):
 
     @property
     def core(self) -> EngineCore:
-        if self._core is None:
-            raise RuntimeError("engine is not started; await engine.start() first")
-        return self._core
+        return started(self._core)
 
     @property
     def pid(self) -> int:

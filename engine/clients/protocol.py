@@ -51,10 +51,10 @@ class EngineClient(Protocol):
 
     def generate(
         self,
-        prompt: str | list[int],
+        prompt: str | list[int],  # text (tokenized with the checkpoint's tokenizer) or token ids
         params: SamplingParams,
-        request_id: str | None = None,
-        cache_salt: str | None = None,
+        request_id: str | None = None,  # None: a fresh unique id
+        cache_salt: str | None = None,  # prefix-cache hits only between requests with the same salt
     ) -> AsyncIterator[RequestOutput]:
         """Admit one request now: ``ValueError`` for a prompt the engine cannot serve or an id in use,
         ``EngineDeadError`` when not running. Its outputs are deltas (each also carries the totals);

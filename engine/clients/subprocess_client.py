@@ -21,7 +21,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
-from engine.clients.admission import Admission, AdmittingClient, PromptLimits
+from engine.clients.admission import Admission, AdmittingClient, PromptLimits, started
 from engine.clients.request_stream import EngineDeadError
 from engine.config import EngineConfig
 from engine.core.kv_forwarding import replay
@@ -70,7 +70,7 @@ class SubprocessEngineClient(AdmittingClient):
         self._started: asyncio.Future | None = None
         self._admission = Admission(self._send)
         self._tokenizer: Any = None
-        self._max_model_len = 0
+        self._max_model_len: int | None = None
         self._stats: EngineStats | None = None
         self._fatal: str | None = None  # the reason the core gave before it exited
         self._closing = False
@@ -108,21 +108,15 @@ class SubprocessEngineClient(AdmittingClient):
     # -- read-only views -----------------------------------------------------------------------
     @property
     def tokenizer(self) -> Any:
-        if self._tokenizer is None:
-            raise RuntimeError("engine is not started; await engine.start() first")
-        return self._tokenizer
+        return started(self._tokenizer)
 
     @property
     def max_model_len(self) -> int:
-        if not self._max_model_len:
-            raise RuntimeError("engine is not started; await engine.start() first")
-        return self._max_model_len
+        return started(self._max_model_len)
 
     def stats(self) -> EngineStats:
         """The core's stats as of its last message (it sends one after every change)."""
-        if self._stats is None:
-            raise RuntimeError("engine is not started; await engine.start() first")
-        return self._stats
+        return started(self._stats)
 
     # -- requests (admitted by ``AdmittingClient.generate``) ------------------------------------
     def _send(self, message) -> None:
