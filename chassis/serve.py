@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from engine.config_cli import add_engine_arguments, config_from_args
+
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 HELP = "Serve one checkpoint over HTTP (OpenAI, Anthropic and Responses APIs, /health, /metrics)."
 
@@ -12,13 +14,11 @@ TOOL_PARSERS = ("auto", "hermes", "llama3", "deepseek")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "model_dir", metavar="MODEL_DIR", help="checkpoint directory (config.json, safetensors, tokenizer)"
-    )
+    """The engine's flags come from ``EngineConfig`` (``engine/config_cli.py``); the ones here are
+    the server's own."""
+    add_engine_arguments(parser)
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
     parser.add_argument("--port", type=int, default=8100, help="port to bind (default: %(default)s)")
-    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "npu"])
-    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
     parser.add_argument(
         "--served-model-name", default=None, help="model name clients send (default: the directory name)"
     )
@@ -26,36 +26,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--api-key", default=None, help="require this key (Bearer, or x-api-key on /v1/messages)"
     )
     parser.add_argument(
-        "--tp",
-        "--tensor-parallel-size",
-        dest="tensor_parallel_size",
-        type=int,
-        default=1,
-        help="ranks (accelerators) one replica spans; one process per rank (default: %(default)s)",
-    )
-    parser.add_argument("--block-size", type=int, default=16, help="tokens per KV block")
-    parser.add_argument("--max-num-seqs", type=int, default=64, help="most sequences in one batch")
-    parser.add_argument("--max-num-batched-tokens", type=int, default=2048, help="token budget of one step")
-    parser.add_argument(
-        "--max-model-len", type=int, default=None, help="context length (default: the checkpoint's)"
-    )
-    parser.add_argument(
-        "--num-gpu-blocks", type=int, default=None, help="KV blocks (default: sized from memory)"
-    )
-    parser.add_argument(
-        "--load-format",
-        default="auto",
-        choices=["auto", "dummy"],
-        help="dummy: random weights (benchmarks of a config-only directory) (default: %(default)s)",
-    )
-    parser.add_argument("--no-prefix-caching", action="store_true", help="disable the prefix cache")
-    parser.add_argument(
         "--tool-parser", default="auto", choices=TOOL_PARSERS, help="tool-call format of the model"
     )
     parser.add_argument(
         "--drain-timeout", type=float, default=30.0, help="seconds to finish in-flight requests on SIGTERM"
     )
-    parser.add_argument("--kv-event-capacity", type=int, default=10_000, help="KV events kept for /kv/events")
     parser.add_argument("--replica-id", default="", help="name reported in /health and the KV event feed")
     parser.add_argument(
         "--engine-in-thread",
@@ -75,7 +50,6 @@ def run(args: argparse.Namespace) -> int:
     import prometheus_client
     import uvicorn
 
-    from engine.config import EngineConfig
     from engine.server.app import create_app
     from engine.server.engine_failure import replica_ender
     from engine.server.state import ServeSettings
@@ -86,20 +60,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"chassis serve: {model_dir} is not a checkpoint directory (no config.json)")
         return 2
     try:
-        config = EngineConfig(
-            model_dir=model_dir,
-            device=args.device,
-            dtype=args.dtype,
-            block_size=args.block_size,
-            max_num_seqs=args.max_num_seqs,
-            max_num_batched_tokens=args.max_num_batched_tokens,
-            max_model_len=args.max_model_len,
-            num_gpu_blocks=args.num_gpu_blocks,
-            enable_prefix_caching=not args.no_prefix_caching,
-            kv_event_capacity=args.kv_event_capacity,
-            tensor_parallel_size=args.tensor_parallel_size,
-            load_format=args.load_format,
-        )
+        config = config_from_args(args, model_dir=model_dir)
     except ValueError as exc:
         print(f"chassis serve: {exc}")
         return 2
@@ -109,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         api_key=args.api_key,
         tool_parser=args.tool_parser,
         replica_id=args.replica_id,
-        block_size=args.block_size,
+        block_size=config.block_size,
     )
 
     logging.basicConfig(level=args.log_level.upper(), format=LOG_FORMAT)

@@ -1,52 +1,126 @@
-"""One validated configuration object for an engine instance, passed explicitly everywhere."""
+"""One validated configuration object for an engine instance, passed explicitly everywhere.
+
+``EngineConfig`` is the only place an engine setting is declared: each field carries its help text
+and, where it has them, its choices and extra flag spellings (field metadata). ``chassis serve``'s
+engine flags are generated from the fields (``engine/config_cli.py``), ``LLM(model_dir, **overrides)``
+takes the same defaults, and the control plane checks a deployment's engine options against them.
+No torch at module level: the control plane imports this module.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, field
 from pathlib import Path
+from typing import Any
+
+from engine import env
 
 DEVICES = ("auto", "cpu", "cuda", "npu")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 # "dummy" fills weights with seeded random values instead of reading safetensors: benchmarks of real
 # architectures need no weight files, and weight values do not change speed at fixed output lengths.
 LOAD_FORMATS = ("auto", "dummy")
+# The value sets of the kernel and collective switches; kernels/_common.py, engine/layers/linear.py
+# and engine/distributed/symmetric_all_reduce.py accept the same ones (a test checks they agree).
+KERNEL_MODES = ("auto", "torch", "triton")
+GEMV_MODES = ("auto", "cublas", "triton")
+TP_ALL_REDUCE_MODES = ("auto", "nccl", "symmetric")
 # Without a memory probe on CPU we size the pool for every sequence at full length, capped so a
 # careless max_model_len cannot allocate gigabytes of host memory.
 CPU_MAX_DEFAULT_BLOCKS = 4096
 
 
+def setting(
+    default: Any,
+    help: str,
+    *,
+    choices: tuple[str, ...] | None = None,
+    aliases: tuple[str, ...] = (),
+    negative_aliases: tuple[str, ...] = (),
+    positional: bool = False,
+) -> Any:
+    """A field with what its flag needs: ``aliases`` are extra spellings of the flag, a bool field's
+    ``negative_aliases`` extra spellings of its ``--no-`` form (both keep older command lines working)."""
+    metadata = {
+        "help": help,
+        "choices": choices,
+        "aliases": aliases,
+        "negative_aliases": negative_aliases,
+        "positional": positional,
+    }
+    return field(default=default, metadata=metadata)
+
+
 @dataclass
 class EngineConfig:
-    model_dir: str | Path
-    device: str = "auto"
-    dtype: str = "auto"
-    block_size: int = 16
-    max_num_batched_tokens: int = 2048
-    max_num_seqs: int = 64
-    max_model_len: int | None = None  # None: the checkpoint's max_position_embeddings
-    enable_prefix_caching: bool = True
-    num_gpu_blocks: int | None = None  # None: sized from memory (see engine.runner.kv_sizing)
-    gpu_memory_utilization: float = 0.9
-    seed: int = 0
-    tensor_parallel_size: int = 1
-    kv_event_capacity: int = 10_000
-    load_format: str = "auto"
-    enforce_eager: bool = False  # CUDA: True skips capturing decode steps as CUDA graphs
-    warm_up: bool = True  # CUDA: compile every step shape's kernels at start (engine/core/warm_up.py)
+    model_dir: str | Path = setting(
+        MISSING, "checkpoint directory (config.json, safetensors, tokenizer)", positional=True
+    )
+    device: str = setting(
+        "auto", "where the model runs; auto: cuda if visible, else npu, else cpu", choices=DEVICES
+    )
+    dtype: str = setting("auto", "weights and activations; auto: the checkpoint's dtype", choices=DTYPES)
+    block_size: int = setting(16, "tokens per KV block")
+    max_num_batched_tokens: int = setting(2048, "token budget of one step")
+    max_num_seqs: int = setting(64, "most sequences in one batch")
+    max_model_len: int | None = setting(None, "context length (default: the checkpoint's)")
+    enable_prefix_caching: bool = setting(
+        True, "reuse the KV blocks of prompt prefixes seen before", negative_aliases=("--no-prefix-caching",)
+    )
+    num_gpu_blocks: int | None = setting(
+        None, "KV blocks (default: sized from memory, engine/runner/kv_sizing.py)"
+    )
+    gpu_memory_utilization: float = setting(0.9, "share of the accelerator's memory the engine may fill")
+    seed: int = setting(0, "seed of the generator that seeds sampled requests which bring none")
+    tensor_parallel_size: int = setting(
+        1, "ranks (accelerators) one replica spans; one process per rank", aliases=("--tp",)
+    )
+    kv_event_capacity: int = setting(10_000, "KV events kept for /kv/events")
+    load_format: str = setting(
+        "auto", "dummy: random weights (benchmarks of a config-only directory)", choices=LOAD_FORMATS
+    )
+    enforce_eager: bool = setting(False, "CUDA: skip capturing decode steps as CUDA graphs")
+    warm_up: bool = setting(
+        True, "CUDA: compile every step shape's kernels at start (engine/core/warm_up.py)"
+    )
     # Schedule and launch step N+1 before reading step N's samples (overlaps host work with the
     # GPU). None: on for CUDA, off elsewhere (where there is no device queue to overlap with).
-    async_scheduling: bool | None = None
+    async_scheduling: bool | None = setting(
+        None, "launch step N+1 before reading step N's samples (default: on for CUDA, off elsewhere)"
+    )
+    # The switches below are process-wide once an engine starts (engine/switches.py applies them).
+    # None: the environment variable's value (engine/env.py), else auto.
+    kernels: str | None = setting(
+        None,
+        "auto: Triton on CUDA tensors, torch references elsewhere; torch: references everywhere; "
+        "triton: Triton everywhere (CPU tensors only under TRITON_INTERPRET=1)",
+        choices=KERNEL_MODES,
+    )
+    gemv: str | None = setting(
+        None,
+        "decode-sized products (<= 8 rows): auto: the Triton GEMV where the measured table says it "
+        "beat cuBLAS on this GPU model; cublas: never; triton: wherever Triton runs",
+        choices=GEMV_MODES,
+    )
+    gemv_table: str | None = setting(
+        None, "GEMV choices measured by scripts/gpu/bench_decode_kernels.py; else kernels/gemv_table.json"
+    )
+    tp_all_reduce: str | None = setting(
+        None,
+        "small tensor-parallel all-reduces: auto: symmetric memory where it works on every rank (at two "
+        "ranks, whichever was faster at start), else NCCL; nccl; symmetric: fail if it cannot be used",
+        choices=TP_ALL_REDUCE_MODES,
+    )
 
     def __post_init__(self) -> None:
         self.model_dir = Path(self.model_dir)
-        if self.device not in DEVICES:
-            raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
-        if self.load_format not in LOAD_FORMATS:
-            raise ValueError(
-                f"load_format must be one of {', '.join(LOAD_FORMATS)}, got {self.load_format!r}"
-            )
+        choices = self.choices()
+        for name in env.VARIABLES:
+            if getattr(self, name) is None:
+                setattr(self, name, _environment_default(name, choices.get(name)))
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
         _require_positive("block_size", self.block_size)
         _require_positive("max_num_batched_tokens", self.max_num_batched_tokens)
         _require_positive("max_num_seqs", self.max_num_seqs)
@@ -61,8 +135,17 @@ class EngineConfig:
         _require_positive("tensor_parallel_size", self.tensor_parallel_size)
         if not isinstance(self.seed, int):
             raise ValueError(f"seed must be an integer, got {self.seed!r}")
+        for name in ("enable_prefix_caching", "enforce_eager", "warm_up"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.async_scheduling is not None and not isinstance(self.async_scheduling, bool):
             raise ValueError(f"async_scheduling must be true, false or None, got {self.async_scheduling!r}")
+
+    @classmethod
+    def choices(cls) -> dict[str, tuple[str, ...]]:
+        """Field name -> the values it accepts, for every field that has a fixed set."""
+        fields = cls.__dataclass_fields__.values()
+        return {f.name: f.metadata["choices"] for f in fields if f.metadata.get("choices")}
 
     def resolved_async_scheduling(self, device_type: str) -> bool:
         if self.async_scheduling is None:
@@ -80,6 +163,18 @@ class EngineConfig:
         if hasattr(torch, "npu") and torch.npu.is_available():  # pragma: no cover - needs Ascend
             return "npu"
         return "cpu"
+
+
+def _environment_default(name: str, choices: tuple[str, ...] | None) -> str | None:
+    """A switch left unset takes its environment variable's value; a mode without one is auto."""
+    value = env.environment_default(name)
+    if choices is None:
+        return value  # a path (gemv_table): None keeps the built-in default
+    if value is None:
+        return "auto"
+    if value.lower() not in choices:
+        raise ValueError(f"{env.variable_for(name)}={value!r} is not one of {', '.join(choices)}")
+    return value.lower()
 
 
 def _require_positive(name: str, value: object) -> None:

@@ -31,23 +31,32 @@ __all__ = [
     "HAS_TRITON",
     "cdiv",
     "interpreting",
+    "kernels_mode",
     "next_power_of_2",
     "num_compute_units",
+    "set_mode",
     "tl",
     "triton",
     "use_triton",
 ]
 
-KERNELS_ENV = "CHASSIS_KERNELS"
-_MODES = ("auto", "torch", "triton")
+MODES = ("auto", "torch", "triton")
+_mode = "auto"
+
+
+def set_mode(mode: str) -> str:
+    """Choose the dispatch rule of this process; returns the previous one. The engine sets it from
+    ``EngineConfig.kernels`` when it builds (``engine/switches.py``); tests may set it directly."""
+    global _mode
+    if mode not in MODES:
+        raise ValueError(f"kernels mode {mode!r} is not one of {', '.join(MODES)}")
+    previous, _mode = _mode, mode
+    return previous
 
 
 def kernels_mode() -> str:
-    """``CHASSIS_KERNELS``: ``auto`` (default), ``torch`` (references everywhere) or ``triton``."""
-    mode = os.environ.get(KERNELS_ENV, "auto").strip().lower() or "auto"
-    if mode not in _MODES:
-        raise ValueError(f"{KERNELS_ENV}={mode!r} is not one of {', '.join(_MODES)}")
-    return mode
+    """``auto`` (default), ``torch`` (references everywhere) or ``triton``."""
+    return _mode
 
 
 def use_triton(*tensors: torch.Tensor) -> bool:
@@ -57,12 +66,11 @@ def use_triton(*tensors: torch.Tensor) -> bool:
     ``triton``: always (with ``TRITON_INTERPRET=1`` that runs kernels on CPU tensors, which is how
     the tests exercise them without a GPU); it fails loudly when Triton is missing.
     """
-    mode = kernels_mode()
-    if mode == "torch":
+    if _mode == "torch":
         return False
-    if mode == "triton":
+    if _mode == "triton":
         if not HAS_TRITON:
-            raise RuntimeError(f"{KERNELS_ENV}=triton but triton is not installed")
+            raise RuntimeError("kernels mode triton, but triton is not installed")
         return True
     return HAS_TRITON and all(t.is_cuda for t in tensors)
 

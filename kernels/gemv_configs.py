@@ -5,15 +5,15 @@ every (row bucket, N, K, gated, normed) it records the fastest Triton config and
 Configs are never tuned at run time (no ``triton.autotune``): a timing-noise-driven choice would
 change the reduction order, and with it the logits, from one server start to the next.
 
-Lookup order: ``$CHASSIS_GEMV_TABLE`` if set, else ``kernels/gemv_table.json`` if it exists; a table
-measured on another device name is ignored.
+The table read is the one ``set_table_path`` names (the engine sets ``EngineConfig.gemv_table`` when
+it builds), else ``kernels/gemv_table.json`` if it exists; a table measured on another device name
+is ignored.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -30,11 +30,13 @@ __all__ = [
     "default_config",
     "load_table",
     "row_bucket",
+    "set_table_path",
     "table_entry",
+    "table_path",
 ]
 
-TABLE_ENV = "CHASSIS_GEMV_TABLE"
 DEFAULT_TABLE = Path(__file__).with_name("gemv_table.json")
+_table_path: str | None = None
 ROW_BUCKETS = (1, 2, 4, 8)
 
 
@@ -110,6 +112,18 @@ def row_bucket(rows: int) -> int:
     return next_power_of_2(rows)
 
 
+def set_table_path(path: str | Path | None) -> str | None:
+    """Read GEMV choices from ``path`` (None: the built-in table); returns the previous setting."""
+    global _table_path
+    previous, _table_path = _table_path, (str(path) if path is not None else None)
+    return previous
+
+
+def table_path() -> str | None:
+    """The table set by ``set_table_path``; None for the built-in one."""
+    return _table_path
+
+
 @functools.lru_cache(maxsize=4)
 def load_table(path: str) -> GemvTable | None:
     return GemvTable.load(Path(path)) if Path(path).is_file() else None
@@ -127,7 +141,7 @@ def table_entry(
 ) -> TableEntry | None:
     """The measured choice for this shape on this device, if the table has one. A ``normed`` shape
     not measured itself falls back to the plain GEMV's entry (same weight stream, same tiles)."""
-    table = load_table(os.environ.get(TABLE_ENV) or str(DEFAULT_TABLE))
+    table = load_table(_table_path or str(DEFAULT_TABLE))
     if table is None or table.device != _device_name(device):
         return None
     key = (row_bucket(rows), n, k, gated)

@@ -7,6 +7,7 @@ when the environment variable CI is set: CI must never pass by skipping real ser
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 import torch
@@ -16,6 +17,16 @@ import torch
 # (engine tests do, and they are collected before tests/kernels).
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+@pytest.fixture(autouse=True)
+def _engine_switches_back_to_defaults():
+    """An engine built in a test sets the kernel and all-reduce modes of this process
+    (engine/switches.py); the next test starts from the defaults again."""
+    yield
+    switches = sys.modules.get("engine.switches")
+    if switches is not None:
+        switches.Switches().apply()
 
 
 def _missing(reason: str) -> None:

@@ -34,6 +34,7 @@ from engine.sampling.params import SamplingParams
 from engine.scheduler.output import SchedulerOutput
 from engine.scheduler.request import Request, RequestStatus
 from engine.scheduler.scheduler import Scheduler
+from engine.switches import apply_switches
 from engine.tokenizer.detokenizer import IncrementalDetokenizer
 from engine.tokenizer.tokenizer import Tokenizer
 from kernels._common import kernels_mode
@@ -56,6 +57,7 @@ class EngineCore:
         """``kv_events``: the log prefix-cache changes go to (default: a new one of the configured
         capacity); the engine-core process passes one that also forwards them to the server."""
         self.config = config
+        apply_switches(config)  # process-wide kernel and all-reduce modes, before anything runs
         self.model_config = load_model_config(config.model_dir)
         self.device = torch.device(config.resolved_device())
         dtype_name = self.model_config.dtype if config.dtype == "auto" else config.dtype

@@ -7,7 +7,8 @@ all-reduce copies a rank's input into its buffer, waits for the others at a barr
 memory, and sums every rank's buffer in rank order, so all ranks get the same bits. It needs no
 NVLink multicast (which stays off on shared hosts) and may be captured in a CUDA graph.
 
-``CHASSIS_TP_ALL_REDUCE``: ``auto`` (default: symmetric memory where it initialises and passes a
+``EngineConfig.tp_all_reduce`` (set here by ``set_mode`` when the engine builds, on every rank):
+``auto`` (default: symmetric memory where it initialises and passes a
 check on every rank, else NCCL; at two ranks, where both give the same bits, whichever was faster in
 a CUDA graph at start-up), ``nccl``, or ``symmetric`` (fail if it cannot be used).
 """
@@ -15,25 +16,31 @@ a CUDA graph at start-up), ``nccl``, or ``symmetric`` (fail if it cannot be used
 from __future__ import annotations
 
 import logging
-import os
 import warnings
 
 import torch
 
 log = logging.getLogger("chassis.tp")
 
-ENV = "CHASSIS_TP_ALL_REDUCE"
 MODES = ("auto", "nccl", "symmetric")
 # Larger inputs (prefill) go to NCCL, whose ring/tree algorithms win once bandwidth matters.
 MAX_BYTES = 512 << 10
 _DTYPES = (torch.float32, torch.bfloat16)
+_mode = "auto"
+
+
+def set_mode(mode: str) -> str:
+    """Choose the small all-reduce's path for this process; returns the previous choice. Every rank
+    of a group must choose the same one (``build`` runs a collective unless it is ``nccl``)."""
+    global _mode
+    if mode not in MODES:
+        raise ValueError(f"tp_all_reduce mode {mode!r} is not one of {', '.join(MODES)}")
+    previous, _mode = _mode, mode
+    return previous
 
 
 def all_reduce_mode() -> str:
-    mode = os.environ.get(ENV, "auto").strip().lower() or "auto"
-    if mode not in MODES:
-        raise ValueError(f"{ENV}={mode!r} is not one of {', '.join(MODES)}")
-    return mode
+    return _mode
 
 
 class SymmetricAllReduce:
@@ -115,7 +122,7 @@ def build(device: torch.device, rank: int, world_size: int) -> SymmetricAllReduc
         return fast
     message = f"symmetric-memory all-reduce unavailable on rank {rank}: {error or 'another rank failed'}"
     if mode == "symmetric":
-        raise RuntimeError(f"{ENV}=symmetric: {message}")
+        raise RuntimeError(f"tp_all_reduce=symmetric: {message}")
     log.warning("%s; using NCCL", message)
     return None
 

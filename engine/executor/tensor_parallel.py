@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 
+from engine import switches
 from engine.distributed.group import TPGroup
 from engine.distributed.sharding import check_tp_support
 from engine.executor import tp_messages as m
@@ -201,12 +202,13 @@ class TensorParallelRunner:
     # -- internals -----------------------------------------------------------------------------
     def _spawn(self, tp_size: int, device_type: str, port: int, runner_kwargs: dict) -> None:
         ctx = multiprocessing.get_context("spawn")
+        modes = switches.current()  # every rank runs with rank 0's kernel and all-reduce modes
         for rank in range(1, tp_size):
             commands_r, commands_w = ctx.Pipe(duplex=False)
             replies_r, replies_w = ctx.Pipe(duplex=False)
             process = ctx.Process(
                 target=worker_main,
-                args=(rank, tp_size, device_type, port, runner_kwargs, commands_r, replies_w),
+                args=(rank, tp_size, device_type, port, runner_kwargs, commands_r, replies_w, modes),
                 name=f"chassis-tp-rank{rank}",
                 daemon=True,
             )

@@ -15,6 +15,7 @@ import time
 import traceback
 
 from engine.executor import tp_messages as _m
+from engine.switches import Switches
 
 PARENT_POLL_S = 0.5
 
@@ -27,12 +28,20 @@ def _exit_when_orphaned(parent_pid: int) -> None:
 
 
 def worker_main(
-    rank: int, world_size: int, device_type: str, store_port: int, runner_kwargs: dict, commands, replies
+    rank: int,
+    world_size: int,
+    device_type: str,
+    store_port: int,
+    runner_kwargs: dict,
+    commands,
+    replies,
+    switches: Switches,
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
     try:
+        switches.apply()  # rank 0's kernel and all-reduce modes, before the group's setup reads them
         _serve(rank, world_size, device_type, store_port, runner_kwargs, commands, replies)
     except EOFError:
         os._exit(3)  # rank 0 closed its end without saying stop: it died

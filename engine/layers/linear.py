@@ -1,17 +1,16 @@
 """A linear layer whose output may be several checkpoint tensors stacked (fused q/k/v, gate/up).
 
 Decode-sized inputs (<= 8 rows) may take the Triton GEMV (``kernels/gemv.py``) instead of cuBLAS,
-chosen by ``CHASSIS_GEMV``: ``auto`` (default) per shape as the table measured on this GPU model
-(``kernels/gemv_table.json``, written by ``scripts/gpu/bench_decode_kernels.py``) says was faster,
-cuBLAS for shapes or devices it lacks; ``cublas`` never; ``triton`` always where Triton runs (CUDA,
-or CPU tensors with ``CHASSIS_KERNELS=triton`` under the interpreter). Where the GEMV runs, the
+chosen by ``EngineConfig.gemv`` (set here by ``set_gemv_mode`` when the engine builds): ``auto``
+(default) per shape as the table measured on this GPU model (``kernels/gemv_table.json``, written by
+``scripts/gpu/bench_decode_kernels.py``) says was faster, cuBLAS for shapes or devices it lacks;
+``cublas`` never; ``triton`` always where Triton runs (CUDA, or CPU tensors with kernels mode
+``triton`` under the interpreter). Where the GEMV runs, the
 RMSNorm before a projection may fold into it (``normed``: ``kernels/gemv_norm.py``, used by
 ``engine/layers/norm.py``).
 """
 
 from __future__ import annotations
-
-import os
 
 import torch
 import torch.nn.functional as F
@@ -21,15 +20,21 @@ from kernels._common import use_triton
 from kernels.gemv import MAX_ROWS, gemv, gemv_silu
 from kernels.gemv_configs import table_entry
 
-GEMV_ENV = "CHASSIS_GEMV"
-_GEMV_MODES = ("cublas", "triton", "auto")
+GEMV_MODES = ("auto", "cublas", "triton")
+_gemv_mode = "auto"
+
+
+def set_gemv_mode(mode: str) -> str:
+    """Choose where decode-sized products go in this process; returns the previous choice."""
+    global _gemv_mode
+    if mode not in GEMV_MODES:
+        raise ValueError(f"gemv mode {mode!r} is not one of {', '.join(GEMV_MODES)}")
+    previous, _gemv_mode = _gemv_mode, mode
+    return previous
 
 
 def gemv_mode() -> str:
-    mode = os.environ.get(GEMV_ENV, "auto").strip().lower() or "auto"
-    if mode not in _GEMV_MODES:
-        raise ValueError(f"{GEMV_ENV}={mode!r} is not one of {', '.join(_GEMV_MODES)}")
-    return mode
+    return _gemv_mode
 
 
 def takes_gemv(x: torch.Tensor, weight: torch.Tensor, gated: bool = False, normed: bool = False) -> bool:
@@ -42,7 +47,7 @@ def takes_gemv(x: torch.Tensor, weight: torch.Tensor, gated: bool = False, norme
     # GEMV only in the CPU interpreter, which is how the tests drive it end to end.
     if x.dtype not in (torch.bfloat16, torch.float16) and x.is_cuda:
         return False
-    mode = gemv_mode()
+    mode = _gemv_mode
     if mode == "cublas" or not use_triton(x, weight):
         return False
     if mode == "triton":

@@ -26,3 +26,57 @@ def test_defaults_are_valid(tmp_path):
 def test_bad_values_raise_clear_errors(tmp_path, field, value, message):
     with pytest.raises(ValueError, match=message):
         EngineConfig(model_dir=tmp_path, **{field: value})
+
+
+def test_switches_take_their_environment_variable_unless_given(tmp_path, monkeypatch):
+    monkeypatch.setenv("CHASSIS_KERNELS", " Torch ")
+    monkeypatch.setenv("CHASSIS_GEMV_TABLE", "/Tables/H200.json")
+    monkeypatch.delenv("CHASSIS_GEMV", raising=False)
+    cfg = EngineConfig(model_dir=tmp_path)
+    assert (cfg.kernels, cfg.gemv, cfg.gemv_table) == ("torch", "auto", "/Tables/H200.json")
+    assert EngineConfig(model_dir=tmp_path, kernels="triton").kernels == "triton"  # given beats environment
+    monkeypatch.setenv("CHASSIS_TP_ALL_REDUCE", "fastest")
+    with pytest.raises(
+        ValueError, match="CHASSIS_TP_ALL_REDUCE='fastest' is not one of auto, nccl, symmetric"
+    ):
+        EngineConfig(model_dir=tmp_path)
+
+
+def test_switch_choices_are_the_ones_the_kernels_and_collectives_accept():
+    from engine.distributed import symmetric_all_reduce
+    from engine.layers import linear
+    from kernels import _common
+
+    choices = EngineConfig.choices()
+    assert set(choices["kernels"]) == set(_common.MODES)
+    assert set(choices["gemv"]) == set(linear.GEMV_MODES)
+    assert set(choices["tp_all_reduce"]) == set(symmetric_all_reduce.MODES)
+
+
+def test_bad_switch_and_flag_values(tmp_path):
+    with pytest.raises(ValueError, match="gemv must be one of auto, cublas, triton, got 'cutlass'"):
+        EngineConfig(model_dir=tmp_path, gemv="cutlass")
+    with pytest.raises(ValueError, match="enforce_eager must be true or false"):
+        EngineConfig(model_dir=tmp_path, enforce_eager="yes")
+
+
+def test_llm_takes_the_engine_config_defaults(tiny_qwen3):
+    """LLM(model_dir, **overrides): no defaults of its own. dtype auto is the checkpoint's (the tiny
+    test checkpoints are float32), and the engine applies its switches to this process."""
+    import dataclasses
+    import inspect
+
+    import torch
+
+    from engine import LLM
+    from engine.layers import linear
+    from engine.switches import Switches, current
+    from kernels import _common
+
+    assert list(inspect.signature(LLM.__init__).parameters) == ["self", "model_dir", "overrides"]
+    llm = LLM(tiny_qwen3, kernels="torch", gemv="cublas")
+    expected = dataclasses.replace(EngineConfig(tiny_qwen3), kernels="torch", gemv="cublas")
+    assert llm.config == expected
+    assert llm.engine.dtype == torch.float32
+    assert _common.kernels_mode() == "torch" and linear.gemv_mode() == "cublas"
+    assert current() == Switches.of(llm.config)

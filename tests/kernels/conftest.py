@@ -19,6 +19,8 @@ if not HAS_CUDA:
     for _name in sorted(m for m in sys.modules if m == "kernels" or m.startswith("kernels.")):
         importlib.reload(sys.modules[_name])
 
+from kernels import _common  # noqa: E402 - after the reload above
+
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA"))]
 
 
@@ -55,7 +57,7 @@ def force_triton(request, monkeypatch):
     """
     if HAS_CUDA and "device" in request.fixturenames and request.getfixturevalue("device").type == "cpu":
         pytest.skip("Triton on CPU tensors needs the interpreter, which is off where CUDA exists")
-    monkeypatch.setenv("CHASSIS_KERNELS", "triton")
+    monkeypatch.setattr(_common, "_mode", "triton")
     launches = []
     for name in KERNEL_MODULES:
         module = importlib.import_module(name)
@@ -72,4 +74,4 @@ def force_triton(request, monkeypatch):
 
 @pytest.fixture
 def force_torch(monkeypatch):
-    monkeypatch.setenv("CHASSIS_KERNELS", "torch")
+    monkeypatch.setattr(_common, "_mode", "torch")

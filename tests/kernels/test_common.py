@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernels._common import next_power_of_2, use_triton
+from kernels import _common
+from kernels._common import kernels_mode, next_power_of_2, set_mode, use_triton
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -17,15 +18,15 @@ def test_next_power_of_2(n, expected):
 
 def test_dispatch_modes(monkeypatch):
     cpu = torch.zeros(1)
-    monkeypatch.delenv("CHASSIS_KERNELS", raising=False)
+    monkeypatch.setattr(_common, "_mode", "auto")
     assert use_triton(cpu) is False
-    monkeypatch.setenv("CHASSIS_KERNELS", "triton")
-    assert use_triton(cpu) is True
-    monkeypatch.setenv("CHASSIS_KERNELS", "torch")
+    assert set_mode("triton") == "auto"
+    assert kernels_mode() == "triton" and use_triton(cpu) is True
+    set_mode("torch")
     assert use_triton(cpu) is False
-    monkeypatch.setenv("CHASSIS_KERNELS", "cuda")
-    with pytest.raises(ValueError, match="CHASSIS_KERNELS"):
-        use_triton(cpu)
+    with pytest.raises(ValueError, match="kernels mode 'cuda' is not one of auto, torch, triton"):
+        set_mode("cuda")
+    assert kernels_mode() == "torch"
 
 
 def test_ops_import_and_run_without_triton():

@@ -19,7 +19,7 @@ CPU = torch.device("cpu")
 @pytest.fixture
 def table_path(tmp_path, monkeypatch):
     path = tmp_path / "gemv_table.json"
-    monkeypatch.setenv(gemv_configs.TABLE_ENV, str(path))
+    monkeypatch.setattr(gemv_configs, "_table_path", str(path))
     gemv_configs.load_table.cache_clear()
     yield path
     gemv_configs.load_table.cache_clear()

@@ -2,6 +2,7 @@ from django import forms
 
 from controlplane.checkpoints.choices import CheckpointState
 from controlplane.checkpoints.models import Checkpoint
+from controlplane.serving.launcher import engine_option_errors
 from controlplane.serving.models import Deployment
 from controlplane.serving.models.deployment import MAX_REPLICAS
 
@@ -29,7 +30,10 @@ class DeploymentForm(forms.ModelForm):
     def clean_engine_options(self):
         value = self.cleaned_data.get("engine_options") or {}
         if not isinstance(value, dict):
-            raise forms.ValidationError("must be a JSON object of `chassis serve` options")
+            raise forms.ValidationError("must be a JSON object of `chassis serve` engine options")
+        errors = engine_option_errors(value)
+        if errors:
+            raise forms.ValidationError(errors)
         return value
 
 

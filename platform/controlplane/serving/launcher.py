@@ -16,11 +16,14 @@ import httpx
 import psutil
 
 from controlplane.fleet.choices import ENGINE_DEVICE, VISIBLE_DEVICES_ENV, Vendor
+from engine.config_cli import field_of, option_errors, option_flags
 
 REPO_DIR = Path(__file__).resolve().parents[3]
 FIRST_REPLICA_PORT = 8100
 _children: dict[int, subprocess.Popen] = {}  # processes this agent started, reaped by reap_children()
 _exit_codes: dict[int, int] = {}  # pid -> exit code of reaped children (negative: killed by that signal)
+# Engine settings build_command takes from the deployment itself, so its engine options may not set them.
+SET_BY_DEPLOYMENT = {"model_dir": "checkpoint", "device": "vendor", "tensor_parallel_size": "tp_size"}
 
 
 @dataclass(frozen=True)
@@ -30,17 +33,21 @@ class EngineProcess:
 
 
 def engine_flags(options: dict) -> list[str]:
-    """{"max_num_seqs": 8, "enforce_eager": true} -> ["--max-num-seqs", "8", "--enforce-eager"]."""
-    flags: list[str] = []
-    for key, value in options.items():
-        flag = "--" + str(key).replace("_", "-")
-        if value is True:
-            flags.append(flag)
-        elif value is False or value is None:
-            continue
-        else:
-            flags += [flag, str(value)]
-    return flags
+    """{"max_num_seqs": 8, "enforce_eager": true} -> ["--max-num-seqs", "8", "--enforce-eager"]
+    (``engine/config_cli.py``: the flags ``chassis serve`` generates from EngineConfig)."""
+    return option_flags(options)
+
+
+def engine_option_errors(options: dict) -> list[str]:
+    """Why ``chassis serve`` would refuse these engine options, one message per refused option, each
+    starting with its name; empty when they are all fine. Checked with the engine's own parser, so a
+    deployment fails here instead of at launch."""
+    errors = option_errors(options)
+    for key in options:
+        owner = SET_BY_DEPLOYMENT.get(field_of(key) or key)
+        if owner is not None:
+            errors[key] = f"set from the deployment's {owner}, not an engine option"
+    return [f"{key}: {message}" for key, message in errors.items()]
 
 
 def build_command(

@@ -12,20 +12,20 @@ from engine.distributed import symmetric_all_reduce as sar
 from engine.distributed.group import TPGroup
 
 
-def test_mode_comes_from_the_environment(monkeypatch):
+def test_mode_is_what_the_engine_set(monkeypatch):
+    """EngineConfig.tp_all_reduce (or $CHASSIS_TP_ALL_REDUCE through it, tests/engine/test_engine_config.py)
+    reaches this module through ``set_mode`` when the engine builds."""
+    monkeypatch.setattr(sar, "_mode", "auto")
     assert sar.all_reduce_mode() == "auto"
-    monkeypatch.setenv(sar.ENV, " NCCL ")
+    assert sar.set_mode("nccl") == "auto"
     assert sar.all_reduce_mode() == "nccl"
-    monkeypatch.setenv(sar.ENV, "fastest")
-    with pytest.raises(
-        ValueError, match="CHASSIS_TP_ALL_REDUCE='fastest' is not one of auto, nccl, symmetric"
-    ):
-        sar.all_reduce_mode()
+    with pytest.raises(ValueError, match="tp_all_reduce mode 'fastest' is not one of auto, nccl, symmetric"):
+        sar.set_mode("fastest")
 
 
 def test_cpu_ranks_and_nccl_mode_build_nothing(monkeypatch):
     assert sar.build(torch.device("cpu"), 0, 2) is None
-    monkeypatch.setenv(sar.ENV, "nccl")
+    monkeypatch.setattr(sar, "_mode", "nccl")
     assert sar.build(torch.device("cuda", 0), 0, 2) is None  # decided before touching the device
 
 

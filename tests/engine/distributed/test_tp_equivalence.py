@@ -59,11 +59,8 @@ def test_tp2_matches_tp1_through_the_triton_gemv(tiny_models, monkeypatch):
     the down projection with SwiGLU folded in; their fp32 sums are all-reduced, then rounded."""
     if torch.cuda.is_available():
         pytest.skip("Triton on CPU tensors needs the interpreter, which is off where CUDA exists")
-    from engine.layers.linear import GEMV_ENV
     from kernels import gemv
 
-    monkeypatch.setenv("CHASSIS_KERNELS", "triton")  # inherited by the rank processes
-    monkeypatch.setenv(GEMV_ENV, "triton")
     wide_outputs = []
     original = gemv._launch
 
@@ -76,7 +73,8 @@ def test_tp2_matches_tp1_through_the_triton_gemv(tiny_models, monkeypatch):
     params = SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True)
     outputs = []
     for tp in (1, 2):
-        with LLM(tiny_models["llama"], tensor_parallel_size=tp) as llm:
+        # Rank 0 sends its kernel modes to the other ranks (engine/switches.py).
+        with LLM(tiny_models["llama"], tensor_parallel_size=tp, kernels="triton", gemv="triton") as llm:
             outputs.append([o.token_ids for o in llm.generate(PROMPTS[:2], params)])
     assert outputs[0] == outputs[1]
     assert True in wide_outputs and False in wide_outputs  # down+SwiGLU and o_proj, fp32 partials

@@ -5,6 +5,7 @@ import torch
 
 from engine.layers.attention import AttentionMetadata, PagedAttention
 from engine.layers.rotary import RotaryEmbedding
+from kernels import _common
 from kernels.kv_cache_write import write_kv_cache
 from kernels.paged_attention import paged_attention, paged_attention_decode
 from kernels.rotary import rotary_embedding
@@ -42,7 +43,7 @@ def step(decode_only: bool):
 @pytest.mark.parametrize("kernels", ["torch", "triton"])
 @pytest.mark.parametrize("decode_only", [True, False], ids=["decode", "mixed-prefill"])
 def test_forward_matches_rotary_then_write_then_attend(monkeypatch, kernels, decode_only):
-    monkeypatch.setenv("CHASSIS_KERNELS", kernels)
+    monkeypatch.setattr(_common, "_mode", kernels)
     positions, meta = step(decode_only)
     tokens = positions.shape[0]
     qkv = torch.randn(tokens, (Q_HEADS + 2 * KV_HEADS) * HEAD_DIM)

@@ -1,4 +1,4 @@
-"""Decode-sized products take the Triton GEMV when CHASSIS_GEMV allows it (CPU: under the interpreter)."""
+"""Decode-sized products take the Triton GEMV when the gemv mode allows it (CPU: under the interpreter)."""
 
 import pytest
 import torch
@@ -9,7 +9,7 @@ from engine.layers import linear
 from engine.layers.linear import Linear, takes_gemv
 from engine.layers.mlp import GatedMLP
 from engine.layers.parallel_linear import RowParallelLinear
-from kernels import gemv, gemv_configs
+from kernels import _common, gemv, gemv_configs
 from kernels.activation import silu_and_mul
 from kernels.gemv_configs import GemvConfig, GemvTable, TableEntry
 
@@ -21,7 +21,7 @@ def gemv_launches(monkeypatch):
     """Triton kernels on CPU tensors (interpreter), and a record of every GEMV launch: (rows, gated)."""
     if torch.cuda.is_available():
         pytest.skip("Triton on CPU tensors needs the interpreter, which is off where CUDA exists")
-    monkeypatch.setenv("CHASSIS_KERNELS", "triton")
+    monkeypatch.setattr(_common, "_mode", "triton")
     launches = []
     original = gemv._launch
 
@@ -42,18 +42,16 @@ def filled_linear(k, n, bias):
 
 
 def test_modes(monkeypatch):
-    monkeypatch.delenv(linear.GEMV_ENV, raising=False)
-    assert linear.gemv_mode() == "auto"
-    monkeypatch.setenv(linear.GEMV_ENV, "Triton")
+    monkeypatch.setattr(linear, "_gemv_mode", "auto")
+    assert linear.set_gemv_mode("triton") == "auto"
     assert linear.gemv_mode() == "triton"
-    monkeypatch.setenv(linear.GEMV_ENV, "cutlass")
-    with pytest.raises(ValueError, match="CHASSIS_GEMV"):
-        linear.gemv_mode()
+    with pytest.raises(ValueError, match="gemv mode 'cutlass'"):
+        linear.set_gemv_mode("cutlass")
 
 
 @pytest.mark.parametrize("rows", [1, 8, 9])
 def test_forced_gemv_takes_up_to_eight_rows(monkeypatch, gemv_launches, rows):
-    monkeypatch.setenv(linear.GEMV_ENV, "triton")
+    monkeypatch.setattr(linear, "_gemv_mode", "triton")
     layer = filled_linear(96, 40, bias=True)
     x = torch.randn(rows, 96)
     torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), atol=1e-5, rtol=1e-5)
@@ -63,10 +61,10 @@ def test_forced_gemv_takes_up_to_eight_rows(monkeypatch, gemv_launches, rows):
 def test_cublas_mode_and_torch_kernels_never_take_it(monkeypatch, gemv_launches):
     layer = filled_linear(96, 40, bias=False)
     x = torch.randn(2, 96)
-    monkeypatch.setenv(linear.GEMV_ENV, "cublas")
+    monkeypatch.setattr(linear, "_gemv_mode", "cublas")
     assert torch.equal(layer(x), F.linear(x, layer.weight))
-    monkeypatch.setenv(linear.GEMV_ENV, "triton")
-    monkeypatch.setenv("CHASSIS_KERNELS", "torch")
+    monkeypatch.setattr(linear, "_gemv_mode", "triton")
+    monkeypatch.setattr(_common, "_mode", "torch")
     assert torch.equal(layer(x), F.linear(x, layer.weight))
     assert gemv_launches == []
 
@@ -81,8 +79,8 @@ def test_auto_mode_follows_the_measured_table(monkeypatch, tmp_path, gemv_launch
         },
     )
     table.save(path)
-    monkeypatch.setenv(gemv_configs.TABLE_ENV, str(path))
-    monkeypatch.setenv(linear.GEMV_ENV, "auto")
+    monkeypatch.setattr(gemv_configs, "_table_path", str(path))
+    monkeypatch.setattr(linear, "_gemv_mode", "auto")
     gemv_configs.load_table.cache_clear()
     weight = torch.randn(40, 96)
     try:
@@ -99,7 +97,7 @@ def test_mlp_folds_the_activation_into_the_down_projection(monkeypatch, gemv_lau
         torch.nn.init.normal_(p, std=0.2)
     x = torch.randn(3, 48)
     expected = F.linear(silu_and_mul(F.linear(x, mlp.gate_up_proj.weight)), mlp.down_proj.weight)
-    monkeypatch.setenv(linear.GEMV_ENV, "triton")
+    monkeypatch.setattr(linear, "_gemv_mode", "triton")
     torch.testing.assert_close(mlp(x), expected, atol=1e-5, rtol=1e-5)
     assert gemv_launches == [(3, False), (3, True)]
 
@@ -119,7 +117,7 @@ reduced: list[torch.dtype] = []
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_row_parallel_takes_the_gemv_and_reduces_its_fp32_sums(monkeypatch, gemv_launches, dtype):
-    monkeypatch.setenv(linear.GEMV_ENV, "triton")
+    monkeypatch.setattr(linear, "_gemv_mode", "triton")
     reduced.clear()
     split = RowParallelLinear(64, (0, 32), 16, False, dtype, CPU, _RecordingGroup(0, 2))
     torch.nn.init.normal_(split.weight)
@@ -145,7 +143,7 @@ def test_row_parallel_prefill_sums_fp32_partials_too(monkeypatch, gemv_launches)
 
 def test_row_parallel_can_leave_the_rounding_to_its_consumer(monkeypatch, gemv_launches):
     """In a decoder layer o_proj and down_proj hand their fp32 sums to the fused add + RMSNorm."""
-    monkeypatch.setenv(linear.GEMV_ENV, "triton")
+    monkeypatch.setattr(linear, "_gemv_mode", "triton")
     split = RowParallelLinear(64, (0, 32), 16, False, torch.bfloat16, CPU, _RecordingGroup(0, 2))
     torch.nn.init.normal_(split.weight)
     x = torch.randn(2, 32).to(torch.bfloat16)

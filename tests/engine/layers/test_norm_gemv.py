@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from engine.layers import linear
 from engine.layers.norm import RMSNorm
-from kernels import gemv_configs, gemv_norm
+from kernels import _common, gemv_configs, gemv_norm
 from kernels.gemv_configs import GemvConfig, GemvTable, TableEntry
 from kernels.rms_norm import fused_add_rms_norm, rms_norm
 
@@ -19,7 +19,7 @@ def fused_launches(monkeypatch):
     """Triton kernels on CPU tensors (interpreter), and a record of every fused launch: (rows, residual)."""
     if torch.cuda.is_available():
         pytest.skip("Triton on CPU tensors needs the interpreter, which is off where CUDA exists")
-    monkeypatch.setenv("CHASSIS_KERNELS", "triton")
+    monkeypatch.setattr(_common, "_mode", "triton")
     launches = []
     original = gemv_norm._launch
 
@@ -40,7 +40,7 @@ def make(rows, residual=True):
 
 @pytest.mark.parametrize("with_residual", [True, False])
 def test_decode_rows_take_one_fused_kernel(monkeypatch, fused_launches, with_residual):
-    monkeypatch.setenv(linear.GEMV_ENV, "triton")
+    monkeypatch.setattr(linear, "_gemv_mode", "triton")
     norm, x, residual, weight, bias = make(3, with_residual)
     y, new_residual = norm.norm_matmul(x, residual, weight, bias)
     if with_residual:
@@ -55,11 +55,11 @@ def test_decode_rows_take_one_fused_kernel(monkeypatch, fused_launches, with_res
 
 def test_prefill_rows_and_cublas_mode_keep_the_separate_norm(monkeypatch, fused_launches):
     norm, x, residual, weight, bias = make(9)
-    monkeypatch.setenv(linear.GEMV_ENV, "triton")
+    monkeypatch.setattr(linear, "_gemv_mode", "triton")
     y, new_residual = norm.norm_matmul(x, residual, weight, bias)
     normed, expected_residual = fused_add_rms_norm(x, residual, norm.weight, norm.eps)
     assert torch.equal(y, F.linear(normed, weight, bias)) and torch.equal(new_residual, expected_residual)
-    monkeypatch.setenv(linear.GEMV_ENV, "cublas")
+    monkeypatch.setattr(linear, "_gemv_mode", "cublas")
     y, _ = norm.norm_matmul(x[:2], residual[:2], weight, bias)
     normed, _ = fused_add_rms_norm(x[:2], residual[:2], norm.weight, norm.eps)
     assert torch.equal(y, F.linear(normed, weight, bias))
@@ -73,8 +73,8 @@ def test_auto_mode_fuses_where_the_table_picks_the_gemv(monkeypatch, tmp_path, f
         (2, N, H, False): TableEntry("cublas", GemvConfig(16, 32)),
     }
     GemvTable("cpu", entries).save(path)
-    monkeypatch.setenv(gemv_configs.TABLE_ENV, str(path))
-    monkeypatch.setenv(linear.GEMV_ENV, "auto")
+    monkeypatch.setattr(gemv_configs, "_table_path", str(path))
+    monkeypatch.setattr(linear, "_gemv_mode", "auto")
     gemv_configs.load_table.cache_clear()
     norm, x, residual, weight, _ = make(2)
     try:

@@ -9,7 +9,6 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from engine import LLM, SamplingParams
-from engine.layers.linear import GEMV_ENV
 from kernels import gemv, gemv_norm
 
 NEW_TOKENS = 8
@@ -21,7 +20,7 @@ def triton_gemv_everywhere(monkeypatch):
     if torch.cuda.is_available():
         pytest.skip("Triton on CPU tensors needs the interpreter, which is off where CUDA exists")
     monkeypatch.setenv("CHASSIS_KERNELS", "triton")
-    monkeypatch.setenv(GEMV_ENV, "triton")
+    monkeypatch.setenv("CHASSIS_GEMV", "triton")
     launches = []
     original = gemv._launch
 

@@ -1,6 +1,7 @@
 from rest_framework import serializers
 
 from controlplane.checkpoints.choices import CheckpointState
+from controlplane.serving.launcher import engine_option_errors
 from controlplane.serving.models import Deployment, MetricSample, Replica, ReplicaEvent
 from controlplane.serving.models.deployment import MAX_REPLICAS
 
@@ -26,12 +27,10 @@ class DeploymentSerializer(serializers.ModelSerializer):
 
     def validate_engine_options(self, value):
         if not isinstance(value, dict):
-            raise serializers.ValidationError("must be a JSON object of `chassis serve` options")
-        for key, option in value.items():
-            if not key.replace("_", "").replace("-", "").isalnum():
-                raise serializers.ValidationError(f"{key!r} is not an option name")
-            if isinstance(option, (dict, list)):
-                raise serializers.ValidationError(f"{key!r} must be a string, number or boolean")
+            raise serializers.ValidationError("must be a JSON object of `chassis serve` engine options")
+        errors = engine_option_errors(value)
+        if errors:
+            raise serializers.ValidationError(errors)
         return value
 
 

@@ -1,0 +1,27 @@
+"""The environment variables that may choose an engine setting: read here and nowhere else.
+
+Each one names an ``EngineConfig`` field. When set, it replaces that field's default; a value given
+explicitly (a ``chassis serve`` flag, an ``LLM(...)`` keyword) still wins. ``EngineConfig`` reads
+them once, when it is made; kernels and collectives then take the resolved value from the engine.
+"""
+
+from __future__ import annotations
+
+import os
+
+VARIABLES = {
+    "kernels": "CHASSIS_KERNELS",
+    "gemv": "CHASSIS_GEMV",
+    "gemv_table": "CHASSIS_GEMV_TABLE",
+    "tp_all_reduce": "CHASSIS_TP_ALL_REDUCE",
+}
+
+
+def variable_for(field: str) -> str | None:
+    """The variable that may set ``field``'s default, if there is one."""
+    return VARIABLES.get(field)
+
+
+def environment_default(field: str) -> str | None:
+    """The value the environment gives ``field``; None when its variable is unset or empty."""
+    return os.environ.get(VARIABLES[field], "").strip() or None

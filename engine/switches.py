@@ -1,0 +1,53 @@
+"""The kernel and collective switches of an engine process, set once from its ``EngineConfig``.
+
+Kernels and the all-reduce are called far below the config (a layer's forward, a process group's
+setup), so the chosen modes are process-wide state in the modules that use them; this is the one
+place that sets it. An engine applies its config's switches when it builds, and a tensor-parallel
+rank applies the ones rank 0 sends it before it joins the group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.config import EngineConfig
+
+
+@dataclass(frozen=True)
+class Switches:
+    kernels: str = "auto"
+    gemv: str = "auto"
+    gemv_table: str | None = None  # None: kernels/gemv_table.json
+    tp_all_reduce: str = "auto"
+
+    @classmethod
+    def of(cls, config: EngineConfig) -> Switches:
+        return cls(config.kernels, config.gemv, config.gemv_table, config.tp_all_reduce)
+
+    def apply(self) -> None:
+        from engine.distributed import symmetric_all_reduce
+        from engine.layers import linear
+        from kernels import _common, gemv_configs
+
+        _common.set_mode(self.kernels)
+        linear.set_gemv_mode(self.gemv)
+        gemv_configs.set_table_path(self.gemv_table)
+        symmetric_all_reduce.set_mode(self.tp_all_reduce)
+
+
+def current() -> Switches:
+    """What this process runs with now (what a tensor-parallel rank must run with too)."""
+    from engine.distributed import symmetric_all_reduce
+    from engine.layers import linear
+    from kernels import _common, gemv_configs
+
+    return Switches(
+        _common.kernels_mode(),
+        linear.gemv_mode(),
+        gemv_configs.table_path(),
+        symmetric_all_reduce.all_reduce_mode(),
+    )
+
+
+def apply_switches(config: EngineConfig) -> None:
+    Switches.of(config).apply()
