@@ -6,12 +6,15 @@ On CPU the steps do not overlap in time, but the same code path runs: placeholde
 scheduler, pending tokens fed from the previous step's device tensor, outputs one step late."""
 
 import random
+import time
 
 import pytest
 
 from engine import LLM, SamplingParams
 from engine.config import EngineConfig
+from engine.core.drive_loop import CommandQueue, drive
 from engine.core.engine_core import EngineCore
+from engine.core.messages import AbortRequest, AddRequest
 
 
 def _prompts(n, seed=3, low=3, high=60):
@@ -112,15 +115,19 @@ def test_preemption_matches(tiny_llama):
 
 
 def _stream(core, prompts, params, abort_at=None):
+    """Stream every request through the drive loop; abort r1 after turn ``abort_at``."""
+    commands = CommandQueue(waits=False)
     for i, prompt in enumerate(prompts):
-        core.add_request(prompt, params, request_id=f"r{i}")
+        commands.put(AddRequest(f"r{i}", prompt, params, None, time.monotonic()))
     got = {f"r{i}": {"ids": [], "text": "", "final": None} for i in range(len(prompts))}
-    steps = 0
-    while core.has_unfinished():
-        outs = core.step()
-        steps += 1
-        if steps == abort_at:
-            outs.append(core.abort("r1"))
+    turns = 0
+
+    def sink(outs, refusals):
+        nonlocal turns
+        assert refusals == []
+        turns += 1
+        if turns == abort_at:
+            commands.put(AbortRequest("r1"))  # applied before the next turn's step
         for out in outs:
             g = got[out.request_id]
             assert g["final"] is None, "no output after the final one"
@@ -128,6 +135,8 @@ def _stream(core, prompts, params, abort_at=None):
             g["text"] += out.new_text
             if out.finished:
                 g["final"] = (out.token_ids, out.text, out.finish_reason)
+
+    drive(core, commands, sink)
     return got
 
 
