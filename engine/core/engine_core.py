@@ -35,6 +35,7 @@ from engine.scheduler.output import SchedulerOutput
 from engine.scheduler.request import Request, RequestStatus
 from engine.scheduler.scheduler import Scheduler
 from engine.switches import apply_switches
+from engine.testing import step_gate
 from engine.tokenizer.detokenizer import IncrementalDetokenizer
 from engine.tokenizer.tokenizer import Tokenizer
 from kernels._common import kernels_mode
@@ -176,6 +177,7 @@ class EngineCore:
         return self.scheduler.num_unfinished > 0 or self._pending is not None
 
     def step(self) -> list[RequestOutput]:
+        step_gate.hold(state.request for state in self._states.values())  # no-op unless a test gates
         if self.async_scheduling:
             return self._step_overlapped()
         out = self.scheduler.schedule()
