@@ -121,7 +121,7 @@ class Admission:
 
     def fail_all(self, error: EngineDeadError) -> None:
         """End every open stream with ``error``."""
-        for tracked in self._open.values():
+        for tracked in list(self._open.values()):  # a stream collected on another thread may leave
             tracked.queue.put_nowait(error)
 
     def take_final(self, request_id: str) -> RequestOutput:

@@ -27,6 +27,7 @@ class InlineEngineClient(LocalCoreClient):
         self._core = core
         self._commands = CommandQueue(waits=False)
         self._admission = Admission(self._send, self._prompt_limits())
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None  # set when a command arrives for the driver task
         self._driver: asyncio.Task | None = None
         self._batch_ids = itertools.count(1)
@@ -48,6 +49,7 @@ class InlineEngineClient(LocalCoreClient):
     async def start(self) -> None:
         if self._driver is not None:
             return
+        self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         self._driver = asyncio.create_task(self._drive(), name="chassis-inline-engine")
         self._admission.open()
@@ -64,8 +66,11 @@ class InlineEngineClient(LocalCoreClient):
 
     def _send(self, command: Command) -> None:
         self._commands.put(command)
-        if self._wake is not None:
-            self._wake.set()
+        if self._driver is not None and not self._driver.done():
+            try:  # a stream dropped unread is released from whichever thread collects it
+                self._loop.call_soon_threadsafe(self._wake.set)
+            except RuntimeError:  # that event loop is closed: only run_batch drives the core now
+                pass
 
     async def _drive(self) -> None:
         try:

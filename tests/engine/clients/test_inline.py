@@ -58,3 +58,15 @@ def test_a_crash_in_the_loop_ends_streams_and_refuses_new_requests(tiny_qwen3):
             await client.shutdown()
 
     _run(main())
+
+
+def test_the_batch_api_works_after_the_async_api_s_event_loop_has_closed(tiny_qwen3):
+    llm = LLM(tiny_qwen3)
+
+    async def stream():
+        await llm.client.start()
+        return [o async for o in llm.client.generate("again", GREEDY)]
+
+    streamed = asyncio.run(stream())  # left without shutdown(): the loop closes under the client
+    (batch,) = llm.generate(["again"], GREEDY)
+    assert batch.token_ids == streamed[-1].token_ids
