@@ -121,7 +121,7 @@ class Admission:
 
     def fail_all(self, error: EngineDeadError) -> None:
         """End every open stream with ``error``."""
-        for tracked in list(self._open.values()):  # a stream collected on another thread may leave
+        for tracked in list(self._open.values()):  # a copy: another thread may release one meanwhile
             tracked.queue.put_nowait(error)
 
     def take_final(self, request_id: str) -> RequestOutput:

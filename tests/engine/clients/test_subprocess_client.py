@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
+import signal
 
 import psutil
 import pytest
@@ -46,23 +48,43 @@ def test_the_core_is_a_child_process_that_ends_at_shutdown(tiny_qwen3):
     _run(main())
 
 
-def test_a_killed_core_fails_open_streams_and_reports_why(tiny_qwen3):
+def _kill(engine: SubprocessEngineClient) -> None:
+    os.kill(engine.pid, signal.SIGKILL)
+
+
+def _crash_its_loop(engine: SubprocessEngineClient) -> None:
+    engine._send("not a command")  # the core's loop raises on it, like any bug in a step would
+
+
+@pytest.mark.parametrize(
+    "end_the_core, reason",
+    [
+        (_kill, r"the engine core process \(pid \d+\) was killed by SIGKILL"),
+        (
+            _crash_its_loop,
+            "the engine core's loop crashed: RuntimeError: unknown command from the front end: 'not a command'",
+        ),
+    ],
+    ids=["sigkill", "loop-crash"],
+)
+def test_a_dead_core_fails_open_streams_and_reports_why(tiny_qwen3, end_the_core, reason):
     async def main():
         deaths: list[str] = []
         engine = await _started(tiny_qwen3, on_death=deaths.append)
         try:
             stream = engine.generate([5] * 8, SamplingParams(max_tokens=900, ignore_eos=True))
             await stream.__anext__()
-            os.kill(engine.pid, 9)
-            with pytest.raises(EngineDeadError, match="SIGKILL"):
+            end_the_core(engine)
+            with pytest.raises(EngineDeadError, match=f"the engine core died: {reason}"):
                 async for _ in stream:
                     pass
-            assert deaths == [f"the engine core process (pid {engine.pid}) was killed by SIGKILL"]
+            assert len(deaths) == 1 and re.fullmatch(reason, deaths[0])
             assert not engine.ready
-            with pytest.raises(EngineDeadError, match="SIGKILL"):
+            with pytest.raises(EngineDeadError, match=f"not running \\({reason}\\)"):
                 engine.generate([5], SamplingParams())
         finally:
             await engine.shutdown()
+        assert not psutil.pid_exists(engine.pid)  # exited, and reaped by shutdown
 
     _run(main())
 
@@ -77,24 +99,5 @@ def test_a_core_that_cannot_load_raises_its_error(tiny_qwen3):
         assert (
             not psutil.pid_exists(engine.pid) or psutil.Process(engine.pid).status() == psutil.STATUS_ZOMBIE
         )
-
-    _run(main())
-
-
-def test_a_crash_in_the_core_loop_reaches_streams_with_its_reason(tiny_qwen3):
-    async def main():
-        deaths: list[str] = []
-        engine = await _started(tiny_qwen3, on_death=deaths.append)
-        try:
-            stream = engine.generate([5] * 8, SamplingParams(max_tokens=900, ignore_eos=True))
-            await stream.__anext__()
-            engine._send("not a command")  # the core's loop raises on it, like any bug in a step would
-            with pytest.raises(EngineDeadError, match="loop crashed: RuntimeError: unknown command"):
-                async for _ in stream:
-                    pass
-            assert len(deaths) == 1 and "unknown command from the front end" in deaths[0]
-        finally:
-            await engine.shutdown()
-        assert not psutil.pid_exists(engine.pid)  # it exited on its own; shutdown reaped it
 
     _run(main())
