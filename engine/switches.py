@@ -24,6 +24,12 @@ class Switches:
     def of(cls, config: EngineConfig) -> Switches:
         return cls(config.kernels, config.gemv, config.gemv_table, config.tp_all_reduce)
 
+    @classmethod
+    def from_environment(cls) -> Switches:
+        """What an engine given no explicit choice would run with (``engine/env.py``): for scripts
+        that drive layers or process groups without building an engine."""
+        return cls.of(EngineConfig(model_dir="."))
+
     def apply(self) -> None:
         from engine.distributed import symmetric_all_reduce
         from engine.layers import linear

@@ -2,7 +2,8 @@
 """Tensor-parallel all-reduce on this host's GPUs: symmetric memory against NCCL.
 
 One process per GPU joins a group the way the engine's ranks do (``engine.distributed.process_group``,
-which sets up the symmetric-memory all-reduce unless ``CHASSIS_TP_ALL_REDUCE=nccl``). For decode-sized
+which sets up the symmetric-memory all-reduce unless ``CHASSIS_TP_ALL_REDUCE=nccl``, taken as an engine
+takes it). For decode-sized
 inputs (one to 32 hidden rows of 4096, fp32 as the row-parallel layers send them) it checks that both
 paths give the exact sum on every rank, then times ``--calls`` back-to-back all-reduces captured in
 one CUDA graph, as decode replays them. Exit 1 on a wrong sum; 2 if the symmetric path is unavailable.
@@ -32,7 +33,9 @@ def _rank(rank: int, world: int, port: int, calls: int, results) -> None:
     from engine.distributed import group as tp_group
     from engine.distributed import process_group as pg
     from engine.graph_timing import time_in_graph
+    from engine.switches import Switches
 
+    Switches.from_environment().apply()
     device = pg.rank_device("cuda", rank)
     store = pg.join_store(port, world)
     pg.init_process_group(store, device, rank, world)

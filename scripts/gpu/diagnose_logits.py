@@ -27,12 +27,13 @@ def patch_per_op(worst: dict[str, float]) -> None:
     import engine.layers.mlp as mlp
     import engine.layers.norm as norm
     import engine.layers.rotary as rotary
+    from kernels._common import set_mode
 
     def both(name, fn):
         def wrapped(*args, **kwargs):
-            os.environ["CHASSIS_KERNELS"] = "torch"
+            set_mode("torch")
             ref = fn(*args, **kwargs)
-            os.environ["CHASSIS_KERNELS"] = "triton"
+            set_mode("triton")
             out = fn(*args, **kwargs)
             pairs = zip(out, ref, strict=True) if isinstance(out, tuple) else [(out, ref)]
             for a, b in pairs:

@@ -80,3 +80,12 @@ def test_llm_takes_the_engine_config_defaults(tiny_qwen3):
     assert llm.engine.dtype == torch.float32
     assert _common.kernels_mode() == "torch" and linear.gemv_mode() == "cublas"
     assert current() == Switches.of(llm.config)
+
+
+def test_scripts_without_an_engine_take_the_switches_from_the_environment(monkeypatch):
+    from engine.switches import Switches
+
+    for variable in ("CHASSIS_KERNELS", "CHASSIS_GEMV_TABLE", "CHASSIS_TP_ALL_REDUCE"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("CHASSIS_GEMV", "cublas")
+    assert Switches.from_environment() == Switches(gemv="cublas")

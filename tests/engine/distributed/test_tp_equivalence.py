@@ -31,7 +31,7 @@ def one_kv_head_qwen3(tmp_path_factory):
 
 def _run(model_dir, tp: int):
     # A small token budget forces chunked prefill and mixed prefill/decode steps.
-    with LLM(model_dir, tensor_parallel_size=tp, max_num_batched_tokens=32) as llm:
+    with LLM(model_dir, device="cpu", tensor_parallel_size=tp, max_num_batched_tokens=32) as llm:
         llm.engine.runner.keep_logits = True
         outs = llm.generate(PROMPTS + [PROMPTS[0]], [GREEDY] * len(PROMPTS) + [SEEDED])
         logits = {rid: torch.stack(v) for rid, v in llm.engine.recorded_logits.items()}
@@ -74,7 +74,9 @@ def test_tp2_matches_tp1_through_the_triton_gemv(tiny_models, monkeypatch):
     outputs = []
     for tp in (1, 2):
         # Rank 0 sends its kernel modes to the other ranks (engine/switches.py).
-        with LLM(tiny_models["llama"], tensor_parallel_size=tp, kernels="triton", gemv="triton") as llm:
+        with LLM(
+            tiny_models["llama"], device="cpu", tensor_parallel_size=tp, kernels="triton", gemv="triton"
+        ) as llm:
             outputs.append([o.token_ids for o in llm.generate(PROMPTS[:2], params)])
     assert outputs[0] == outputs[1]
     assert True in wide_outputs and False in wide_outputs  # down+SwiGLU and o_proj, fp32 partials
@@ -85,7 +87,7 @@ def test_tp2_matches_tp1_with_fewer_kv_heads_than_ranks(one_kv_head_qwen3):
 
 
 def test_shutdown_leaves_no_rank_process(tiny_qwen3):
-    llm = LLM(tiny_qwen3, tensor_parallel_size=2)
+    llm = LLM(tiny_qwen3, device="cpu", tensor_parallel_size=2)
     pids = list(llm.engine.runner.rank_pids.values())
     assert pids and all(psutil.pid_exists(p) for p in pids)
     llm.shutdown()
@@ -96,7 +98,7 @@ def test_shutdown_leaves_no_rank_process(tiny_qwen3):
 def test_heads_that_do_not_split_are_refused_before_any_process_starts(tiny_qwen3):
     before = set(psutil.Process().children())
     with pytest.raises(ValueError, match="num_attention_heads=4 is not divisible by 3"):
-        LLM(tiny_qwen3, tensor_parallel_size=3)
+        LLM(tiny_qwen3, device="cpu", tensor_parallel_size=3)
     assert set(psutil.Process().children()) == before
 
 
@@ -108,6 +110,6 @@ def test_tp2_matches_tp1_in_bfloat16(tmp_path):
     params = SamplingParams(max_tokens=16, temperature=0.0, ignore_eos=True)
     results = []
     for tp in (1, 2):
-        with LLM(model_dir, dtype="bfloat16", tensor_parallel_size=tp) as llm:
+        with LLM(model_dir, device="cpu", dtype="bfloat16", tensor_parallel_size=tp) as llm:
             results.append([o.token_ids for o in llm.generate(prompts, params)])
     assert results[0] == results[1]

@@ -127,7 +127,7 @@ def test_sigterm_stops_every_rank_cleanly(serve_tp2):
 
 
 def test_offline_engine_raises_rank_failure_after_a_rank_dies(tiny_qwen3):
-    with LLM(tiny_qwen3, tensor_parallel_size=2) as llm:
+    with LLM(tiny_qwen3, device="cpu", tensor_parallel_size=2) as llm:
         [pid] = llm.engine.runner.rank_pids.values()
         os.kill(pid, signal.SIGKILL)
         started = time.monotonic()

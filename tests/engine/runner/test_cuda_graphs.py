@@ -28,9 +28,11 @@ def test_capture_sizes_cover_every_batch_up_to_the_max():
 def test_graph_path_gives_the_eager_tokens(tiny_models, arch):
     prompts = _prompts(6)
     params = [SamplingParams(max_tokens=12 + 3 * i, temperature=0.0, ignore_eos=True) for i in range(6)]
-    expected = [o.token_ids for o in LLM(tiny_models[arch], max_num_seqs=6).generate(prompts, params)]
+    expected = [
+        o.token_ids for o in LLM(tiny_models[arch], device="cpu", max_num_seqs=6).generate(prompts, params)
+    ]
 
-    llm = LLM(tiny_models[arch], max_num_seqs=6)
+    llm = LLM(tiny_models[arch], device="cpu", max_num_seqs=6)
     runner = llm.engine.runner
     runner.capture_decode_graphs(5, eager=True)  # 6 running requests exceed it: eager fallback too
     calls = []
@@ -45,13 +47,13 @@ def test_graph_path_gives_the_eager_tokens(tiny_models, arch):
 def test_sampled_requests_still_use_the_full_sampler(tiny_llama):
     prompts = _prompts(3, seed=9)
     params = SamplingParams(max_tokens=10, temperature=0.8, top_k=20, seed=7, ignore_eos=True)
-    expected = [o.token_ids for o in LLM(tiny_llama).generate(prompts, params)]
-    llm = LLM(tiny_llama)
+    expected = [o.token_ids for o in LLM(tiny_llama, device="cpu").generate(prompts, params)]
+    llm = LLM(tiny_llama, device="cpu")
     llm.engine.runner.capture_decode_graphs(4, eager=True)
     assert [o.token_ids for o in llm.generate(prompts, params)] == expected
 
 
 def test_graphs_need_cuda_unless_eager(tiny_llama):
-    llm = LLM(tiny_llama)
+    llm = LLM(tiny_llama, device="cpu")
     with pytest.raises(ValueError, match="CUDA"):
         llm.engine.runner.capture_decode_graphs(4)
