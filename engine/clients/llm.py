@@ -11,6 +11,7 @@ Protocol, for example ``create_app``). ``llm.engine`` stays the ``EngineCore`` i
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -78,14 +79,7 @@ class LLM:
 
 
 def _generation_output(out: RequestOutput) -> GenerationOutput:
-    return GenerationOutput(
-        request_id=out.request_id,
-        prompt_token_ids=out.prompt_token_ids,
-        token_ids=out.token_ids,
-        text=out.text,
-        finish_reason=out.finish_reason,
-        stop_reason=out.stop_reason,
-        num_cached_tokens=out.num_cached_tokens,
-        logprobs=out.new_logprobs,  # a final-only output carries the whole request's
-        metrics=out.metrics,
-    )
+    """A final-only output as ``generate`` returns it: the fields both share, and its logprobs (a
+    final-only output's ``new_logprobs`` are the whole request's)."""
+    shared = {f.name: getattr(out, f.name) for f in fields(GenerationOutput) if hasattr(out, f.name)}
+    return GenerationOutput(**shared, logprobs=out.new_logprobs)
