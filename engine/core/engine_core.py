@@ -24,7 +24,7 @@ import torch
 from engine.checkpoint.model_config import load_model_config
 from engine.config import EngineConfig
 from engine.core.prompt_validation import validated_prompt_ids
-from engine.executor.tensor_parallel import runner_factory
+from engine.executor.factory import make_executor
 from engine.kv.events import KVEventLog
 from engine.kv.kv_manager import KVCacheManager
 from engine.outputs import EngineStats, RequestMetrics, RequestOutput
@@ -70,16 +70,8 @@ class EngineCore:
             )
         self.max_model_len = config.max_model_len or limit
         self.tokenizer = Tokenizer(config.model_dir, self.model_config.eos_token_ids)
-        self.runner = runner_factory(config.tensor_parallel_size)(  # ModelRunner, or rank 0 of k
-            config.model_dir,
-            self.model_config,
-            self.device,
-            self.dtype,
-            config.block_size,
-            self.max_model_len,
-            load_format=config.load_format,
-            seed=config.seed,
-        )
+        # The Executor (engine/executor/protocol.py): one device, or rank 0 of k tensor-parallel ranks.
+        self.runner = make_executor(config, self.model_config, self.device, self.dtype, self.max_model_len)
         num_blocks = num_kv_blocks(config, self.model_config, self.max_model_len, self.device, self.dtype)
         self.runner.allocate_kv_cache(num_blocks)
         # The torch reference kernels read sizes back to the host, which a graph cannot capture.
@@ -266,9 +258,7 @@ class EngineCore:
 
     def shutdown(self) -> None:
         """Release what outlives the object: the other tensor-parallel ranks' processes."""
-        shutdown = getattr(self.runner, "shutdown", None)
-        if shutdown is not None:
-            shutdown()
+        self.runner.shutdown()
 
     def stats(self) -> EngineStats:
         pool = self.kv.pool

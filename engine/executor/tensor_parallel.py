@@ -1,5 +1,5 @@
 """Rank 0 of a tensor-parallel replica: spawns ranks 1..k-1, sends each step to them, runs its own
-shard alongside, and samples. Stands in for ``ModelRunner`` inside ``EngineCore``.
+shard alongside, and samples. The ``Executor`` ``EngineCore`` drives when ``tensor_parallel_size > 1``.
 
 One OS process per rank (``multiprocessing`` spawn); step inputs travel over a pipe per rank,
 activations through ``torch.distributed`` (gloo / NCCL / HCCL). A watchdog thread waits on every
@@ -10,14 +10,11 @@ offline use, as a ``RankFailure`` from the next or current step.
 
 from __future__ import annotations
 
-import atexit
 import logging
 import multiprocessing
 import os
-import signal
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
@@ -26,7 +23,10 @@ from engine import switches
 from engine.distributed.group import TPGroup
 from engine.distributed.sharding import check_tp_support
 from engine.executor import tp_messages as m
+from engine.executor.supervision import describe_exit, release_at_exit, stop_at_exit
 from engine.executor.tp_worker import worker_main
+from engine.runner.model_runner import ModelRunner, StepResult
+from engine.scheduler.output import SchedulerOutput
 
 log = logging.getLogger("chassis.tp")
 
@@ -36,8 +36,6 @@ DESTROY_TIMEOUT_S = 10.0  # rank 0 leaving the process group; NCCL's teardown ma
 STUCK_STEP_S = 10.0  # a step still blocked this long after a rank died will never return (NCCL)
 
 _failure_handler: Callable[[str], None] | None = None
-_live: weakref.WeakSet = weakref.WeakSet()
-_atexit_registered = False
 
 
 class RankFailure(RuntimeError):
@@ -60,24 +58,12 @@ class _Rank:
     error: str | None = None
 
 
-def runner_factory(tp_size: int) -> Callable:
-    """``ModelRunner`` at size 1, else a callable taking ModelRunner's own arguments."""
-    from engine.runner.model_runner import ModelRunner
-
-    if tp_size == 1:
-        return ModelRunner
-    return lambda *args, **kwargs: TensorParallelRunner(tp_size, *args, **kwargs)
-
-
-class TensorParallelRunner:
-    def __init__(self, tp_size: int, *args, **kwargs) -> None:
-        """``args``/``kwargs``: ModelRunner's; every rank builds its ModelRunner from them."""
-        import inspect
-
+class TensorParallelExecutor:
+    def __init__(self, tp_size: int, runner_kwargs: dict) -> None:
+        """``runner_kwargs``: ``ModelRunner``'s (``factory.runner_kwargs``); every rank builds its
+        runner from them, on its own device."""
         from engine.distributed import process_group as pg
-        from engine.runner.model_runner import ModelRunner
 
-        runner_kwargs = dict(inspect.signature(ModelRunner).bind(*args, **kwargs).arguments)
         device = runner_kwargs["device"]
         check_tp_support(runner_kwargs["cfg"], tp_size)
         pg.backend_for(device.type)
@@ -96,7 +82,7 @@ class TensorParallelRunner:
         self._closed = False
         self._joined_group = False
         self._wake_r, self._wake_w = multiprocessing.Pipe(duplex=False)
-        self.local = None
+        self.local: ModelRunner | None = None
         self._store = None
         try:
             self._store = pg.create_store(tp_size)
@@ -109,11 +95,10 @@ class TensorParallelRunner:
         except BaseException:
             self.shutdown()
             raise
-        _live.add(self)
-        _register_atexit()
+        stop_at_exit(self, TensorParallelExecutor.shutdown)
         threading.Thread(target=self._watch, name="chassis-tp-watchdog", daemon=True).start()
 
-    # -- the ModelRunner interface EngineCore uses --------------------------------------------
+    # -- the Executor interface ----------------------------------------------------------------
     def allocate_kv_cache(self, num_blocks: int) -> None:
         self._everywhere((m.ALLOCATE, num_blocks), lambda: self.local.allocate_kv_cache(num_blocks))
 
@@ -122,10 +107,10 @@ class TensorParallelRunner:
             (m.CAPTURE, max_batch, eager), lambda: self.local.capture_decode_graphs(max_batch, eager=eager)
         )
 
-    def execute(self, out):
+    def execute(self, out: SchedulerOutput) -> StepResult:
         return self.launch(out, share_samples=False).result()
 
-    def launch(self, out, share_samples: bool = True) -> _RankedStep:
+    def launch(self, out: SchedulerOutput, share_samples: bool = True) -> _RankedStep:
         """Send the step to ranks > 0 and queue rank 0's part; ``result()`` waits for its samples.
         ``share_samples``: see ``ModelRunner.launch`` (async scheduling feeds them to the next step)."""
         dropped, self._dropped = self._dropped, []
@@ -135,7 +120,7 @@ class TensorParallelRunner:
         )
         return _RankedStep(self, launched)
 
-    def can_overlap(self, out) -> bool:
+    def can_overlap(self, out: SchedulerOutput) -> bool:
         return self.local.can_overlap(out)
 
     def add_generator(self, request_id: str, seed: int) -> None:
@@ -161,10 +146,9 @@ class TensorParallelRunner:
     def step_events(self, value) -> None:
         self.local.step_events = value
 
-    def __getattr__(self, name: str):
-        if name == "local":  # not constructed yet
-            raise AttributeError(name)
-        return getattr(self.local, name)  # read-only views: model, num_blocks, graphs, ...
+    @property
+    def graphs(self):
+        return self.local.graphs  # rank 0's; every rank captured the same sizes
 
     @property
     def rank_pids(self) -> dict[int, int]:
@@ -197,7 +181,7 @@ class TensorParallelRunner:
                 )
             self._joined_group = False
         self._store = None  # its server thread must stop now, not during interpreter teardown
-        _live.discard(self)
+        release_at_exit(self)
 
     # -- internals -----------------------------------------------------------------------------
     def _spawn(self, tp_size: int, device_type: str, port: int, runner_kwargs: dict) -> None:
@@ -229,7 +213,7 @@ class TensorParallelRunner:
                 raise RuntimeError(f"tensor-parallel rank {r.rank} failed to {what}:\n{reply[1]}")
             r.process.join(1.0)
             raise RuntimeError(
-                f"tensor-parallel rank {r.rank} (pid {r.process.pid}) {_describe(r.process.exitcode)} "
+                f"tensor-parallel rank {r.rank} (pid {r.process.pid}) {describe_exit(r.process.exitcode)} "
                 f"before it could {what}"
             )
 
@@ -293,7 +277,7 @@ class TensorParallelRunner:
         reason = f": {r.error.strip().splitlines()[-1]}" if r.error else ""
         message = (
             f"tensor-parallel rank {r.rank} of {self.world_size} (pid {r.process.pid}) "
-            f"{_describe(r.process.exitcode)}{reason}; the replica cannot continue"
+            f"{describe_exit(r.process.exitcode)}{reason}; the replica cannot continue"
         )
         self._failure = message
         log.error(message)
@@ -320,7 +304,7 @@ class _RankedStep:
     """Rank 0's launched step; reading its samples waits on the collectives of every rank, so it is
     guarded like the launch (a dead rank surfaces as RankFailure, not as a hang or NCCL error)."""
 
-    def __init__(self, runner: TensorParallelRunner, launched) -> None:
+    def __init__(self, runner: TensorParallelExecutor, launched) -> None:
         self._runner = runner
         self._launched = launched
         self.request_ids = launched.request_ids
@@ -334,23 +318,3 @@ def _recv(conn: Connection) -> tuple | None:
         return conn.recv()
     except (EOFError, OSError):
         return None
-
-
-def _describe(exitcode: int | None) -> str:
-    if exitcode is None:
-        return "stopped responding"
-    if exitcode < 0:
-        try:
-            return f"was killed by {signal.Signals(-exitcode).name}"
-        except ValueError:
-            return f"was killed by signal {-exitcode}"
-    return f"exited with code {exitcode}"
-
-
-def _register_atexit() -> None:
-    # Registered after multiprocessing's own exit hook, so it runs first (atexit is LIFO): that hook
-    # joins child processes, which would wait forever on ranks that ignore SIGTERM.
-    global _atexit_registered
-    if not _atexit_registered:
-        atexit.register(lambda: [runner.shutdown() for runner in list(_live)])
-        _atexit_registered = True

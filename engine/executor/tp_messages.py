@@ -22,7 +22,15 @@ FAILED = "failed"  # (traceback text,): rank > 0 is exiting because of this erro
 def pack_step(out: SchedulerOutput) -> tuple:
     return (
         [
-            (s.request.request_id, s.start, s.num_tokens, s.block_ids, s.token_ids, s.samples)
+            (
+                s.request.request_id,
+                s.start,
+                s.num_tokens,
+                s.block_ids,
+                s.token_ids,
+                s.samples,
+                s.pending_token,
+            )
             for s in out.scheduled
         ],
         out.preempted_ids,
@@ -40,8 +48,9 @@ def unpack_step(packed: tuple) -> SchedulerOutput:
                 block_ids=block_ids,
                 token_ids=token_ids,
                 samples=samples,
+                pending_token=pending,  # fed from rank 0's samples, broadcast on the devices
             )
-            for rid, start, num_tokens, block_ids, token_ids, samples in scheduled
+            for rid, start, num_tokens, block_ids, token_ids, samples, pending in scheduled
         ],
         preempted_ids=list(preempted),
     )

@@ -10,21 +10,11 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import threading
-import time
 import traceback
 
 from engine.executor import tp_messages as _m
+from engine.executor.supervision import ORPHAN_EXIT_CODE, exit_when_orphaned
 from engine.switches import Switches
-
-PARENT_POLL_S = 0.5
-
-
-def _exit_when_orphaned(parent_pid: int) -> None:
-    while True:
-        time.sleep(PARENT_POLL_S)
-        if os.getppid() != parent_pid:
-            os._exit(3)  # rank 0 is gone; nobody will ever send the next step
 
 
 def worker_main(
@@ -39,12 +29,12 @@ def worker_main(
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
+    exit_when_orphaned()  # once rank 0 is gone, nobody will ever send the next step
     try:
         switches.apply()  # rank 0's kernel and all-reduce modes, before the group's setup reads them
         _serve(rank, world_size, device_type, store_port, runner_kwargs, commands, replies)
     except EOFError:
-        os._exit(3)  # rank 0 closed its end without saying stop: it died
+        os._exit(ORPHAN_EXIT_CODE)  # rank 0 closed its end without saying stop: it died
     except BaseException:
         text = traceback.format_exc()
         print(f"tensor-parallel rank {rank} failed:\n{text}", file=sys.stderr, flush=True)

@@ -46,11 +46,12 @@ def _decode(model_dir: Path, vocab: int, group: TPGroup | None, args) -> dict[st
     from engine import LLM
     from engine.bench.workloads import decode_bs1
     from engine.core import engine_core as core_module
-    from engine.runner.model_runner import ModelRunner
+    from engine.executor.factory import runner_kwargs
+    from engine.executor.single_device import SingleDeviceExecutor
 
-    original = core_module.runner_factory
+    original = core_module.make_executor
     if group is not None:
-        core_module.runner_factory = lambda tp: lambda *a, **k: ModelRunner(*a, **k, tp_group=group)
+        core_module.make_executor = lambda *a: SingleDeviceExecutor(**runner_kwargs(*a), tp_group=group)
     try:
         llm = LLM(
             model_dir,
@@ -62,7 +63,7 @@ def _decode(model_dir: Path, vocab: int, group: TPGroup | None, args) -> dict[st
             max_model_len=8192,
         )
     finally:
-        core_module.runner_factory = original
+        core_module.make_executor = original
     figures = decode_bs1(llm, vocab, prompt_len=args.prompt_len, output_len=args.output_len).figures
     llm.shutdown()
     del llm
