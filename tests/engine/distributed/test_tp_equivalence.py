@@ -82,6 +82,20 @@ def test_tp2_matches_tp1_through_the_triton_gemv(tiny_models, monkeypatch):
     assert True in wide_outputs and False in wide_outputs  # down+SwiGLU and o_proj, fp32 partials
 
 
+def test_tp2_with_async_scheduling_matches_tp1(tiny_llama):
+    """Async scheduling (the default on CUDA) feeds a decode's last sampled token on the device, on
+    every rank: ranks > 0 must be told which fed tokens are pending (they were fed 0 once)."""
+    prompts = PROMPTS + [PROMPTS[0]]
+    params = [GREEDY] * len(PROMPTS) + [SEEDED]
+    with LLM(tiny_llama, device="cpu", max_num_batched_tokens=32) as llm:
+        expected = [o.token_ids for o in llm.generate(prompts, params)]
+    with LLM(
+        tiny_llama, device="cpu", tensor_parallel_size=2, max_num_batched_tokens=32, async_scheduling=True
+    ) as llm:
+        assert llm.engine.async_scheduling
+        assert [o.token_ids for o in llm.generate(prompts, params)] == expected
+
+
 def test_tp2_matches_tp1_with_fewer_kv_heads_than_ranks(one_kv_head_qwen3):
     _assert_same(one_kv_head_qwen3)
 
