@@ -4,7 +4,11 @@ finds those modules itself, so adding an architecture touches nothing else.
 
 No torch here or in the architecture modules: the control plane parses and validates checkpoints
 through this registry without it. A model class is named as ``"module:Class"`` and imported only
-when a model is built.
+when a model is built; model code (torch) lives in a shared module (``SHARED_MODULES``, like the
+Llama-family ``decoder``) or in a subpackage, which discovery does not import.
+
+Adding an architecture: a module here that calls ``register(Architecture(...))`` when imported,
+and its test (as ``qwen3.py`` and tests/engine/models/test_qwen3.py).
 """
 
 from __future__ import annotations

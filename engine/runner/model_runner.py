@@ -9,7 +9,7 @@ import torch
 
 from engine.checkpoint.model_config import ModelConfig
 from engine.distributed.group import SINGLE, TPGroup
-from engine.kv.specs import KVCacheSpec
+from engine.kv.specs import KVCacheSpec, shared_block_size
 from engine.models.loader import load_model
 from engine.models.registry import kv_cache_specs
 from engine.runner.cuda_graphs import DecodeGraphs
@@ -110,6 +110,8 @@ class ModelRunner:
         layers = self.model.attention_layers()
         if len(specs) != len(layers):
             raise ValueError(f"{len(specs)} KV cache specs for {len(layers)} attention layers")
+        if shared_block_size(specs) != self.block_size:  # every layer is indexed by one block table
+            raise ValueError(f"KV specs use blocks of {specs[0].block_size} tokens, not {self.block_size}")
         for i, (attn, spec) in enumerate(zip(layers, specs, strict=True)):
             if getattr(spec, "window", None) != attn.sliding_window:
                 raise ValueError(f"layer {i}: KV spec {spec} does not match its window {attn.sliding_window}")
