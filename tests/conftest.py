@@ -12,6 +12,9 @@ import sys
 import pytest
 import torch
 
+# Session fixtures every test directory shares (tiny checkpoints), registered once for the suite.
+pytest_plugins = ["tests.support.checkpoints"]
+
 # Without a GPU, Triton kernels run in Triton's interpreter. TRITON_INTERPRET is read when
 # @triton.jit decorates a kernel, so it must be set before any test module imports kernels/
 # (engine tests do, and they are collected before tests/kernels).

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import getpass
 import grp
-import importlib.util
 import json
 import os
 import re
@@ -24,6 +23,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.support.fake_grafana import FakeGrafana
 
 REPO = Path(__file__).resolve().parents[2]
 ANSIBLE_DIR = REPO / "ansible"
@@ -39,12 +40,7 @@ GRAFANA_TOKEN = "glsa_ansible_test"
 
 
 def fake_grafana():
-    spec = importlib.util.spec_from_file_location(
-        "fake_grafana_server", REPO / "tests/dashboards/fake_grafana_server.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.FakeGrafana(GRAFANA_TOKEN).start()
+    return FakeGrafana(GRAFANA_TOKEN).start()
 
 
 def playbook(inventory: Path, tmp: Path, *extra: str) -> subprocess.CompletedProcess:

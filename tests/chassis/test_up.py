@@ -2,7 +2,6 @@
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -10,13 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.ports import free_port
+
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_up_on_embedded_defaults_is_healthy_and_worker_answers(tmp_path):
@@ -38,7 +33,7 @@ def test_up_on_embedded_defaults_is_healthy_and_worker_answers(tmp_path):
             "--no-demo",
             "--no-gateway",
             "--port",
-            str(_free_port()),
+            str(free_port()),
             "--worker-concurrency",
             "1",
         ],
@@ -64,7 +59,7 @@ def test_up_serves_the_demo_replica(tmp_path):
         if k not in {"DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND"}
     }
     env["CHASSIS_VAR_DIR"] = str(tmp_path / "var")
-    port, gateway_port = _free_port(), _free_port()
+    port, gateway_port = free_port(), free_port()
     up = subprocess.Popen(
         [
             sys.executable,

@@ -1,7 +1,7 @@
 """``chassis dashboards provision`` against a Grafana HTTP API on loopback.
 
 A real Grafana cannot run here, so a real HTTP server implementing the Grafana endpoints that
-provisioning uses (tests/dashboards/fake_grafana_server.py) stands in for it and records every call.
+provisioning uses (tests/support/fake_grafana.py) stands in for it and records every call.
 The CLI runs as a real process through grafana-client.
 """
 
@@ -11,10 +11,10 @@ import subprocess
 import sys
 
 import pytest
-from fake_grafana_server import FakeGrafana
 
 from dashboards.catalog import all_dashboards
 from dashboards.panels import DATASOURCE_UID
+from tests.support.fake_grafana import FakeGrafana
 
 TOKEN = "glsa_test_token"
 PROMETHEUS = "http://prometheus.example:9090"

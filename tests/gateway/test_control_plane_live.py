@@ -12,16 +12,16 @@ import time
 import httpx
 import pytest
 
-from gateway.bench.cluster import Process, _chassis, free_port
+from gateway.bench.cluster import Process, _chassis
+from tests.support.ports import free_port
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    from engine.testing.tiny_model import make_tiny_model
-
-    return make_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny", arch="qwen3", seed=0)
+def model_dir(tiny_checkpoint):
+    return tiny_checkpoint
 
 
 def ready_replica_rows(model_dir, port: int):
@@ -50,16 +50,6 @@ def api_token() -> str:
     out = StringIO()
     call_command("create_api_token", "gateway-bot", "--role", "viewer", stdout=out)
     return out.getvalue().strip()
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_gateway_routes_to_the_ready_replicas_the_control_plane_lists(live_server, model_dir, tmp_path):
@@ -95,7 +85,7 @@ def test_gateway_routes_to_the_ready_replicas_the_control_plane_lists(live_serve
             models = httpx.get(f"{gateway.url}/gateway/state", timeout=5).json()["models"]
             return next((m for m in models if m["model"] == "tiny" and m["replicas"]), None)
 
-        state = wait_for(listed, 20, "the gateway to list the control plane's replica")
+        state = wait_until(listed, "the gateway to list the control plane's replica")
         assert state["policy"] == "cache_aware"
         assert state["tokenizer"] == str(model_dir)  # the deployment's checkpoint path
         assert [(r["id"], r["url"]) for r in state["replicas"]] == [("chat-0", serve.url)]
@@ -114,15 +104,14 @@ def test_gateway_routes_to_the_ready_replicas_the_control_plane_lists(live_serve
         assert response.headers["x-chassis-replica"] == "chat-0"
         assert response.json()["choices"][0]["message"]["content"] is not None
         # The KV follower found the replica through the same rows: its index holds the prompt's blocks.
-        wait_for(
+        wait_until(
             lambda: httpx.get(f"{gateway.url}/gateway/kv/tiny/chat-0", timeout=5).json()["hashes"],
-            10,
             "the replica's KV events in the gateway's index",
         )
 
         # Draining in the control plane takes the replica out of the gateway's list.
         replica.transition(ReplicaState.DRAINING, "scale down", "test")
-        wait_for(lambda: listed() is None, 20, "the gateway to drop the draining replica")
+        wait_until(lambda: listed() is None, "the gateway to drop the draining replica")
         refused = httpx.post(f"{gateway.url}/v1/chat/completions", json=body, timeout=60)
         assert refused.status_code in (404, 503), refused.text
     finally:

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 
 import httpx
 import openai
 import pytest
 
+from engine.testing.step_gate import StepGate
 from gateway.bench.cluster import Cluster
 from gateway.bench.replay import replay
 from gateway.bench.workload import WorkloadShape, build_workload
 from gateway.chain import prompt_hash_chain
 from gateway.prompt import prompt_token_ids
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -28,14 +29,18 @@ GATEWAY_SETTINGS = {
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    from engine.testing.tiny_model import make_tiny_model
-
-    return make_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny", arch="qwen3", seed=0)
+def model_dir(tiny_checkpoint):
+    return tiny_checkpoint
 
 
 @pytest.fixture(scope="module")
-def cluster(model_dir, tmp_path_factory):
+def replicas_gate(tmp_path_factory) -> StepGate:
+    """One step gate for every replica of the cluster (engine/testing/step_gate.py); open by default."""
+    return StepGate(tmp_path_factory.mktemp("gate") / "step-gate")
+
+
+@pytest.fixture(scope="module")
+def cluster(model_dir, tmp_path_factory, replicas_gate):
     # 96 KV blocks of 16 tokens: a few ~600-token prompts fill a replica, so blocks get evicted.
     c = Cluster(
         model_dir,
@@ -45,7 +50,11 @@ def cluster(model_dir, tmp_path_factory):
         gateway_settings=GATEWAY_SETTINGS,
     )
     try:
-        yield c.start(3)
+        with pytest.MonkeyPatch.context() as patch:  # the replica processes inherit the gate's location
+            for name, value in replicas_gate.env.items():
+                patch.setenv(name, value)
+            c.start(3)
+        yield c
     finally:
         c.stop()
 
@@ -59,28 +68,32 @@ def chat_body(system: str, user: str = "hello", **extra) -> dict:
     return {"model": "tiny", "messages": messages, "max_tokens": 4, "temperature": 0, **extra}
 
 
-def test_openai_sdk_streams_chunk_by_chunk_through_the_gateway(cluster):
-    client = openai.OpenAI(base_url=f"{cluster.gateway.url}/v1", api_key="unused")
-    start = time.perf_counter()
-    arrivals, text = [], []
-    stream = client.chat.completions.create(
-        model="tiny",
-        messages=[{"role": "user", "content": "Count to ten."}],
-        max_tokens=24,
-        temperature=0,
-        stream=True,
-    )
-    for chunk in stream:
-        arrivals.append(time.perf_counter() - start)
-        if chunk.choices:
+def test_openai_sdk_streams_chunk_by_chunk_through_the_gateway(cluster, replicas_gate):
+    client = openai.OpenAI(base_url=f"{cluster.gateway.url}/v1", api_key="unused", timeout=60)
+    request = {
+        "model": "tiny",
+        "messages": [{"role": "user", "content": "Count to ten."}],
+        "max_tokens": 24,
+        "temperature": 0,
+        "extra_body": {"ignore_eos": True},
+    }
+    replicas_gate.hold_at(0)  # no token exists until the test lets it be generated
+    try:
+        # logprobs: every token gets a chunk of its own, even one whose text is still incomplete.
+        stream = client.chat.completions.create(**request, stream=True, logprobs=True)
+        assert next(stream).choices[0].delta.role == "assistant"  # sent before any token
+        text = []
+        for k in range(1, 25):
+            replicas_gate.hold_at(k)  # token k may be generated, token k + 1 may not
+            chunk = next(stream)  # so token k reached the SDK on its own, through the gateway
+            assert len(chunk.choices[0].logprobs.content) == 1
             text.append(chunk.choices[0].delta.content or "")
-    assert len(arrivals) >= 10  # one chunk per token or so, not one buffered blob
-    assert arrivals[-1] - arrivals[1] > 0.01  # spread out in time as the replica produced them
+        assert chunk.choices[0].finish_reason == "length" and list(stream) == []
+    finally:
+        replicas_gate.open()
     # The same request straight to a replica gives the same text (temperature 0).
-    direct = openai.OpenAI(base_url=f"{cluster.replicas[0].url}/v1", api_key="unused")
-    reply = direct.chat.completions.create(
-        model="tiny", messages=[{"role": "user", "content": "Count to ten."}], max_tokens=24, temperature=0
-    )
+    direct = openai.OpenAI(base_url=f"{cluster.replicas[0].url}/v1", api_key="unused", timeout=60)
+    reply = direct.chat.completions.create(**request)
     assert "".join(text) == reply.choices[0].message.content
 
 
@@ -104,14 +117,13 @@ def test_gateway_hashes_prompts_exactly_as_the_replica_and_its_index_matches_aft
     asyncio.run(replay(cluster.gateway.url, "tiny", sessions[1:], concurrency=4, max_tokens=2))
     evicted = False
     for i, replica in enumerate(cluster.replicas):
-        deadline = time.monotonic() + 10
-        while True:
+
+        def replica_hashes_once_the_index_matches(i=i, replica=replica):
             ours = set(httpx.get(f"{cluster.gateway.url}/gateway/kv/tiny/r{i}").json()["hashes"])
             theirs = set(httpx.get(f"{replica.url}/kv/snapshot").json()["hashes"])
-            if ours == theirs or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
-        assert ours == theirs, f"r{i}: {len(ours ^ theirs)} hashes differ"
+            return theirs if ours == theirs else None
+
+        theirs = wait_until(replica_hashes_once_the_index_matches, f"the gateway's index of r{i} to match it")
         evicted |= not {h.hex() for h in chain} <= theirs
         assert len(theirs) <= 96
     assert evicted  # the first prompt's blocks were pushed out somewhere: removals were followed
@@ -140,13 +152,12 @@ def test_killing_a_replica_mid_run_fails_no_request_that_had_not_started(cluster
     assert r1["ejections"] >= 1 and not r1["routable"]
 
     cluster.restart_replica(1)  # same port, fresh process, cold cache
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
+
+    def r1_routable():
         r1 = next(r for r in gateway_state(cluster)["replicas"] if r["id"] == "r1")
-        if r1["routable"]:
-            break
-        time.sleep(0.2)
-    assert r1["routable"] and r1["breaker"] == "closed"
+        return r1 if r1["routable"] else None
+
+    assert wait_until(r1_routable, "the gateway to readmit r1")["breaker"] == "closed"
     served = {
         httpx.post(
             f"{cluster.gateway.url}/v1/chat/completions", json=chat_body(f"fresh {i}"), timeout=60

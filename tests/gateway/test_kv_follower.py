@@ -3,12 +3,12 @@
 import asyncio
 
 import httpx
-from loopback import free_port
-from upstream_app import Upstream
 
 from engine.kv.block_hash import hash_chain
 from gateway.kv_follower import KVFollower
 from gateway.kv_index import KVIndex
+from tests.support.ports import free_port
+from tests.support.upstream import Upstream
 
 
 def blocks(start, n):

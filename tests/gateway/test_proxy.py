@@ -1,65 +1,34 @@
-"""The gateway's proxy against small real upstream apps on loopback (see upstream_app.py)."""
+"""The gateway's proxy against small real upstream apps on loopback (see tests/support/upstream.py)."""
 
+import asyncio
 import threading
-import time
 
 import httpx
 import openai
 import pytest
-from loopback import free_port
-from upstream_app import Upstream
 
-from gateway.app import build_app
-from gateway.config import parse_config
-from gateway.service import Gateway
-from gateway.sources import StaticSource
-
-
-def wait_until(condition, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return condition()
-
-
-def start_gateway(serve, replicas, policy="round_robin", **settings):
-    config = parse_config(
-        {
-            "models": {"m": {"policy": policy, "replicas": replicas}},
-            "health_interval_s": 0.2,
-            "circuit_breaker": {"failure_threshold": 2, "min_eject_s": 0.2},
-            **settings,
-        }
-    )
-    gateway = Gateway(config, StaticSource(config.models))
-    return gateway, serve(build_app(gateway))
-
-
-def chat(stream=False, max_tokens=3, model="m"):
-    return {
-        "model": model,
-        "messages": [{"role": "user", "content": "hi"}],
-        "max_tokens": max_tokens,
-        "stream": stream,
-    }
+from tests.support.gateway import chat, start_gateway
+from tests.support.ports import free_port
+from tests.support.upstream import ChunkGate, Upstream
+from tests.support.waiting import async_wait_until, wait_until
 
 
 def test_openai_sdk_streams_chunk_by_chunk_through_the_gateway(serve):
     upstream = Upstream("a")
-    upstream.chunk_delay_s = 0.15
+    upstream.gate = ChunkGate()
     up = serve(upstream.app)
     _, gw = start_gateway(serve, [{"url": up.url, "id": "a"}])
-    client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="unused")
-    start = time.perf_counter()
-    arrivals, text = [], ""
-    for chunk in client.chat.completions.create(
+    client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="unused", timeout=60)
+    upstream.gate.release()  # the gateway answers with the first chunk (it may retry until then)
+    stream = client.chat.completions.create(
         model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=5, stream=True
-    ):
-        arrivals.append(time.perf_counter() - start)
-        text += chunk.choices[0].delta.content or ""
-    assert text == "t0 t1 t2 t3 t4 "
-    # Unbuffered: the first chunk arrives long before the last was produced (~0.75 s later).
-    assert arrivals[0] < 0.35 and arrivals[-1] - arrivals[0] > 0.45
+    )
+    text = ""
+    for i in range(5):
+        text += next(stream).choices[0].delta.content or ""
+        assert text.endswith(f"t{i} ")  # chunk i reached the SDK while chunk i + 1 was held upstream
+        upstream.gate.release()
+    assert list(stream) == [] and text == "t0 t1 t2 t3 t4 "
 
 
 def test_connect_errors_are_retried_and_the_dead_replica_is_ejected(serve):
@@ -129,7 +98,8 @@ def test_a_started_stream_is_never_retried(serve):
 
 def test_client_disconnect_aborts_the_upstream_request(serve):
     upstream = Upstream("a")
-    upstream.chunk_delay_s = 0.1
+    upstream.gate = ChunkGate()
+    upstream.gate.release()  # the first chunk leaves; the stream is held before the second
     up = serve(upstream.app)
     gateway, gw = start_gateway(serve, [{"url": up.url, "id": "a"}], health_interval_s=60)
     with httpx.stream(
@@ -137,19 +107,30 @@ def test_client_disconnect_aborts_the_upstream_request(serve):
     ) as response:
         next(response.iter_raw())
     replica = gateway.pools["m"].replicas["a"]
-    assert wait_until(lambda: upstream.aborted == 1 and replica.in_flight == 0)
+    wait_until(lambda: upstream.aborted == 1 and replica.in_flight == 0, "the upstream stream's abort")
     assert upstream.completed == 0
 
 
 def test_client_disconnect_before_the_first_byte_aborts_too(serve):
     upstream = Upstream("a")
-    upstream.first_delay_s = 2.0
+    upstream.gate = ChunkGate()  # no chunk leaves until the client is gone
     up = serve(upstream.app)
     gateway, gw = start_gateway(serve, [{"url": up.url, "id": "a"}], health_interval_s=60)
-    with pytest.raises(httpx.ReadTimeout):
-        httpx.post(f"{gw.url}/v1/chat/completions", json=chat(stream=True), timeout=0.3)
+
+    async def give_up_while_the_upstream_holds_the_first_chunk():
+        async with httpx.AsyncClient(timeout=60) as client:
+            request = asyncio.ensure_future(
+                client.post(f"{gw.url}/v1/chat/completions", json=chat(stream=True))
+            )
+            await async_wait_until(lambda: upstream.gate.waiting == 1, "the upstream to hold the stream")
+            request.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await request
+
+    asyncio.run(give_up_while_the_upstream_holds_the_first_chunk())
     replica = gateway.pools["m"].replicas["a"]
-    assert wait_until(lambda: upstream.aborted == 1 and replica.in_flight == 0, timeout=3)
+    wait_until(lambda: upstream.aborted == 1 and replica.in_flight == 0, "the upstream stream's abort")
+    assert upstream.completed == 0
 
 
 def test_bad_requests_get_api_shaped_errors(serve):
@@ -171,17 +152,12 @@ def test_replica_is_ejected_by_health_checks_and_readmitted_when_back(serve):
     gateway, gw = start_gateway(serve, [{"url": server.url, "id": "a"}, {"url": spare.url, "id": "b"}])
     replica = gateway.pools["m"].replicas["a"]
     server.stop()
-    deadline = time.monotonic() + 5
-    while not replica.breaker.is_open and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert replica.breaker.is_open and not replica.routable
+    wait_until(lambda: replica.breaker.is_open, "health checks to open the breaker")
+    assert not replica.routable
     for _ in range(4):  # all served meanwhile, by the spare
         assert httpx.post(f"{gw.url}/v1/chat/completions", json=chat()).headers["x-chassis-replica"] == "b"
     serve(upstream.app, port=port)
-    deadline = time.monotonic() + 5
-    while not replica.routable and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert replica.routable
+    wait_until(lambda: replica.routable, "health checks to readmit the replica")
     state = httpx.get(f"{gw.url}/gateway/state").json()
     assert state["models"][0]["replicas"][0]["ejections"] == 1
 
@@ -209,4 +185,4 @@ def test_concurrent_streams_keep_in_flight_counts_right(serve):
         t.join()
     assert errors == [] and upstream.completed == 10
     replica = gateway.pools["m"].replicas["a"]
-    assert wait_until(lambda: replica.in_flight == 0)  # the last release lands just after the last byte
+    wait_until(lambda: replica.in_flight == 0, "no request in flight")  # released just after the last byte

@@ -1,8 +1,8 @@
 import pytest
 import torch
-from tolerances import assert_close
 
 from kernels.activation import silu_and_mul, silu_and_mul_torch
+from tests.kernels.tolerances import assert_close
 
 
 def naive_silu_and_mul(x):

@@ -1,12 +1,12 @@
 import pytest
 import torch
-from tolerances import assert_close
 
 from kernels import gemv as gemv_module
 from kernels._arrival_counters import arrival_counters
 from kernels.activation import silu_and_mul
 from kernels.gemv import gemv, gemv_silu, gemv_silu_torch, gemv_torch
 from kernels.gemv_configs import GemvConfig
+from tests.kernels.tolerances import assert_close
 
 N, K = 70, 200  # neither a multiple of any block: partial N slabs, masked K tails
 CONFIGS = {

@@ -1,11 +1,11 @@
 import pytest
 import torch
-from tolerances import assert_close
 
 from kernels.gemv import gemv
 from kernels.gemv_configs import GemvConfig
 from kernels.gemv_norm import gemv_norm, gemv_norm_torch
 from kernels.rms_norm import fused_add_rms_norm, rms_norm
+from tests.kernels.tolerances import assert_close
 
 N, K = 70, 200  # neither a multiple of any block: partial N slabs, masked K tails
 EPS = 1e-5

@@ -1,9 +1,9 @@
 import pytest
 import torch
-from paged_cases import make_cache, naive_attention
-from tolerances import assert_close
 
 from kernels.paged_attention import paged_attention, paged_attention_torch
+from tests.kernels.paged_cases import make_cache, naive_attention
+from tests.kernels.tolerances import assert_close
 
 # A fresh 7-token prefill, a 37-token cached prefix extended by 5, a decode with a partial last
 # block, a decode at exactly one full block, and a 20-token prefill spanning two blocks.

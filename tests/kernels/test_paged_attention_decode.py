@@ -1,7 +1,5 @@
 import pytest
 import torch
-from paged_cases import make_cache, naive_attention
-from tolerances import assert_close
 
 from kernels import paged_attention_decode as decode_module
 from kernels._arrival_counters import arrival_counters
@@ -10,6 +8,8 @@ from kernels.paged_attention_decode import (
     paged_attention_decode,
     paged_attention_decode_torch,
 )
+from tests.kernels.paged_cases import make_cache, naive_attention
+from tests.kernels.tolerances import assert_close
 
 # Partial last block, exactly one full block, a single token, and a context long enough to split.
 SEQ_LENS = [20, 16, 1, 150]

@@ -1,8 +1,8 @@
 import pytest
 import torch
-from tolerances import assert_close
 
 from kernels.rms_norm import fused_add_rms_norm, fused_add_rms_norm_torch, rms_norm, rms_norm_torch
+from tests.kernels.tolerances import assert_close
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 SHAPES = [(7, 131), (1, 64), (3, 1000)]

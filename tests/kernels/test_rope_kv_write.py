@@ -1,10 +1,10 @@
 import pytest
 import torch
-from tolerances import assert_close
 
 from kernels.kv_cache_write import write_kv_cache
 from kernels.rope_kv_write import rope_and_write_kv, rope_and_write_kv_torch
 from kernels.rotary import build_cos_sin_cache, rotary_embedding
+from tests.kernels.tolerances import assert_close
 
 SLOTS = [3, -1, 17, 40, 63, 0, -1]  # 4 blocks of 16: partial blocks, a block's first/last slot, skips
 LLAMA3_SCALING = {

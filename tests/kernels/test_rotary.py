@@ -1,8 +1,8 @@
 import pytest
 import torch
-from tolerances import assert_close
 
 from kernels.rotary import build_cos_sin_cache, rotary_embedding, rotary_embedding_torch
+from tests.kernels.tolerances import assert_close
 
 LLAMA3_SCALING = {
     "rope_type": "llama3",

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from locust_run import API_KEY, MODEL
 
 from gateway.bench.cluster import cpu_replica
+from tests.loadtests.locust_run import API_KEY, MODEL
 
 
 @pytest.fixture(scope="session")
-def replica(tmp_path_factory):
-    from engine.testing.tiny_model import make_tiny_model
-
+def replica(tiny_checkpoint, tmp_path_factory):
     root = tmp_path_factory.mktemp("load-replica")
-    model_dir = make_tiny_model(root / "tiny", arch="qwen3", seed=0)
-    with cpu_replica(model_dir, MODEL, root, "--api-key", API_KEY, "--num-gpu-blocks", "512") as process:
+    with cpu_replica(
+        tiny_checkpoint, MODEL, root, "--api-key", API_KEY, "--num-gpu-blocks", "512"
+    ) as process:
         yield process

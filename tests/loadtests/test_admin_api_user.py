@@ -6,7 +6,8 @@ from __future__ import annotations
 from io import StringIO
 
 import pytest
-from locust_run import run_locust
+
+from tests.loadtests.locust_run import run_locust
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import httpx
-from locust_run import API_KEY, MODEL, run_locust
+
+from tests.loadtests.locust_run import API_KEY, MODEL, run_locust
 
 
 def prefix_cache(base_url: str) -> tuple[float, float]:

@@ -20,21 +20,14 @@ import pytest
 from engine import LLM
 from engine.executor.tensor_parallel import RankFailure
 from engine.sampling.params import SamplingParams
+from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[3]
 DEATH_NOTICED_S = 10.0
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _start_serve(model_dir: Path, log_path: Path) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
+    port = free_port()
     cmd = [
         sys.executable, "-m", "chassis", "serve", str(model_dir), "--tp", "2",
         "--host", "127.0.0.1", "--port", str(port), "--device", "cpu", "--dtype", "float32",

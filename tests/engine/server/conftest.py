@@ -1,24 +1,33 @@
-"""A real ``chassis serve`` process on a tiny qwen3 checkpoint (CPU, fp32), shared by the session."""
+"""A real ``chassis serve`` process on the suite's tiny qwen3 checkpoint (CPU, fp32), shared by the
+session, with a step gate a test may close to hold its engine mid-generation."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from replica_process import API_KEY, Replica, start_replica, stop_replica
+
+from engine.testing.step_gate import StepGate
+from tests.support.replicas import API_KEY, Replica, start_replica, stop_replica
 
 
 @pytest.fixture(scope="session")
-def tiny_checkpoint(tmp_path_factory) -> Path:
-    from engine.testing.tiny_model import make_tiny_model
+def replica_gate(tmp_path_factory) -> StepGate:
+    return StepGate(tmp_path_factory.mktemp("gate") / "step-gate")
 
-    return make_tiny_model(tmp_path_factory.mktemp("ckpt") / "tiny-qwen3", arch="qwen3", seed=0)
+
+@pytest.fixture
+def gate(replica_gate) -> Iterator[StepGate]:
+    """The session replica's step gate (engine/testing/step_gate.py), open again after the test."""
+    yield replica_gate
+    replica_gate.open()
 
 
 @pytest.fixture(scope="session")
-def replica(tiny_checkpoint, tmp_path_factory) -> Iterator[Replica]:
-    running = start_replica(tiny_checkpoint, tmp_path_factory.mktemp("logs"), "--num-gpu-blocks", "512")
+def replica(tiny_checkpoint, tmp_path_factory, replica_gate) -> Iterator[Replica]:
+    running = start_replica(
+        tiny_checkpoint, tmp_path_factory.mktemp("logs"), "--num-gpu-blocks", "512", env=replica_gate.env
+    )
     yield running
     stop_replica(running)
 

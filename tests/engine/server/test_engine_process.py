@@ -14,7 +14,8 @@ import time
 
 import httpx
 import psutil
-from replica_process import API_KEY, MODEL, REPO, free_port, start_replica, stop_replica
+
+from tests.support.replicas import API_KEY, MODEL, REPO, free_port, start_replica, stop_replica
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 STREAMS = 16

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from replica_process import MODEL
+from tests.support.replicas import MODEL
 
 GREEDY = {"temperature": 0.0}  # this SDK version has no temperature argument; the API still takes it
 MESSAGES = [{"role": "user", "content": [{"type": "text", "text": "Name a colour."}]}]

@@ -6,7 +6,8 @@ import anthropic
 import httpx
 import openai
 import pytest
-from replica_process import API_KEY, MAX_MODEL_LEN, MODEL
+
+from tests.support.replicas import API_KEY, MAX_MODEL_LEN, MODEL
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 HELLO = [{"role": "user", "content": "hi"}]

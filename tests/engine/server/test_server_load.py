@@ -3,32 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import httpx
 import openai
-from prometheus_client.parser import text_string_to_metric_families
-from replica_process import API_KEY, MODEL
+import pytest
+
+from tests.support.replicas import API_KEY, MODEL, scrape
+from tests.support.waiting import wait_until
 
 
-def scrape(replica) -> dict[str, float]:
-    """Sample name (+ finished_reason label) -> value."""
-    text = httpx.get(replica.base_url + "/metrics").text
-    values = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            reason = sample.labels.get("finished_reason")
-            values[f"{sample.name}{{{reason}}}" if reason else sample.name] = sample.value
-    return values
-
-
-def wait_for(replica, condition, timeout: float = 30.0) -> dict[str, float]:
-    deadline = time.monotonic() + timeout
-    while True:
-        values = scrape(replica)
-        if condition(values) or time.monotonic() > deadline:
-            return values
-        time.sleep(0.2)
+def metrics_when(replica, condition, what: str) -> dict[str, float]:
+    """The replica's metrics once ``condition`` holds for them."""
+    return wait_until(lambda: values if condition(values := scrape(replica)) else None, what)
 
 
 def test_64_concurrent_streams_all_complete(replica):
@@ -62,10 +48,11 @@ def test_64_concurrent_streams_all_complete(replica):
     assert sum(1 for text, _ in results if text) > 0
 
 
-def test_disconnected_clients_free_their_kv_blocks(replica):
-    before = scrape(replica)
-    idle = wait_for(replica, lambda v: v["vllm:num_requests_running"] == 0)
+def test_disconnected_clients_free_their_kv_blocks(replica, gate):
+    idle = metrics_when(replica, lambda v: v["vllm:num_requests_running"] == 0, "an idle replica")
     assert idle["vllm:kv_cache_usage_perc"] == 0
+    before = idle
+    gate.hold_at(2)  # every request generates 2 tokens, then the engine holds them all
 
     async def main() -> float:
         client = openai.AsyncOpenAI(
@@ -81,51 +68,71 @@ def test_disconnected_clients_free_their_kv_blocks(replica):
                 extra_body={"ignore_eos": True},
             )
             streams.append(stream)
-        for stream in streams:  # read a little of each, so every request is generating
-            for _ in range(3):
-                await stream.__anext__()
-        usage_while_open = (await asyncio.to_thread(scrape, replica))["vllm:kv_cache_usage_perc"]
+        held = await asyncio.to_thread(
+            metrics_when, replica, lambda v: v["vllm:num_requests_running"] == 16, "16 requests held"
+        )
         for stream in streams:
             await stream.close()
         await client.close()
-        return usage_while_open
+        return held["vllm:kv_cache_usage_perc"]
 
     usage_while_open = asyncio.run(main())
     assert usage_while_open > 0
-    after = wait_for(
-        replica, lambda v: v["vllm:num_requests_running"] == 0 and v["vllm:kv_cache_usage_perc"] == 0
+    metrics_when(
+        replica,
+        lambda v: v["vllm:request_success_total{abort}"] == before["vllm:request_success_total{abort}"] + 16,
+        "the server to abort the 16 requests",
     )
-    assert after["vllm:num_requests_running"] == 0 and after["vllm:num_requests_waiting"] == 0
-    assert after["vllm:kv_cache_usage_perc"] == 0
+    gate.open()
+    after = metrics_when(
+        replica,
+        lambda v: v["vllm:num_requests_running"] == 0 and v["vllm:kv_cache_usage_perc"] == 0,
+        "the aborted requests to leave the engine",
+    )
+    assert after["vllm:num_requests_waiting"] == 0
     aborted = after["vllm:request_success_total{abort}"] - before["vllm:request_success_total{abort}"]
     assert aborted == 16
     # Nowhere near 16 x 400 tokens were generated: the aborts really stopped generation.
     assert after["vllm:generation_tokens_total"] - before["vllm:generation_tokens_total"] < 16 * 400
 
 
-def test_non_streaming_client_that_gives_up_is_aborted(replica):
-    before = scrape(replica)
+def test_non_streaming_client_that_gives_up_is_aborted(replica, gate):
+    before = metrics_when(replica, lambda v: v["vllm:num_requests_running"] == 0, "an idle replica")
     body = {
         "model": MODEL,
         "messages": [{"role": "user", "content": "a very long answer please"}],
         "max_tokens": 400,
         "ignore_eos": True,
     }
-    try:
-        httpx.post(
-            f"{replica.base_url}/v1/chat/completions",
-            json=body,
-            headers={"Authorization": f"Bearer {API_KEY}"},
-            timeout=0.5,
-        )
-    except httpx.ReadTimeout:
-        pass  # the client hung up before the answer was ready
-    after = wait_for(
+    gate.hold_at(2)  # the answer cannot be ready: the engine holds the request after 2 tokens
+
+    async def give_up_while_the_engine_holds_the_request() -> None:
+        async with httpx.AsyncClient(timeout=120) as client:
+            request = asyncio.ensure_future(
+                client.post(
+                    f"{replica.base_url}/v1/chat/completions",
+                    json=body,
+                    headers={"Authorization": f"Bearer {API_KEY}"},
+                )
+            )
+            await asyncio.to_thread(
+                metrics_when, replica, lambda v: v["vllm:num_requests_running"] == 1, "the request held"
+            )
+            request.cancel()  # the client hangs up before the answer was ready
+            with pytest.raises(asyncio.CancelledError):
+                await request
+
+    asyncio.run(give_up_while_the_engine_holds_the_request())
+    metrics_when(
         replica,
-        lambda v: (
-            v["vllm:request_success_total{abort}"] > before["vllm:request_success_total{abort}"]
-            and v["vllm:num_requests_running"] == 0
-        ),
+        lambda v: v["vllm:request_success_total{abort}"] > before["vllm:request_success_total{abort}"],
+        "the server to abort the request",
+    )
+    gate.open()
+    after = metrics_when(
+        replica,
+        lambda v: v["vllm:num_requests_running"] == 0 and v["vllm:kv_cache_usage_perc"] == 0,
+        "the aborted request to leave the engine",
     )
     assert after["vllm:request_success_total{abort}"] == before["vllm:request_success_total{abort}"] + 1
-    assert after["vllm:kv_cache_usage_perc"] == 0
+    assert after["vllm:generation_tokens_total"] - before["vllm:generation_tokens_total"] < 400

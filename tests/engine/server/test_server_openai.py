@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from replica_process import MAX_MODEL_LEN, MODEL
+from tests.support.replicas import MAX_MODEL_LEN, MODEL
 
 GREEDY = {"temperature": 0.0, "max_tokens": 12}
 HELLO = [{"role": "user", "content": "Say hello."}]

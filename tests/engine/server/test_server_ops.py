@@ -7,8 +7,8 @@ import threading
 
 import httpx
 import openai
-from replica_process import API_KEY, MODEL, start_replica, stop_replica
-from test_server_load import scrape
+
+from tests.support.replicas import API_KEY, MODEL, scrape, start_replica, stop_replica
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 VLLM_NAMES = (

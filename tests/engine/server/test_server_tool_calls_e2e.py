@@ -11,7 +11,6 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from replica_process import API_KEY, MODEL, Replica, start_replica, stop_replica
 
 from engine.testing.scripted_model import (
     GET_WEATHER_PARAMETERS,
@@ -21,6 +20,7 @@ from engine.testing.scripted_model import (
     TOOL_NAME,
     make_scripted_tool_call_model,
 )
+from tests.support.replicas import API_KEY, MODEL, Replica, start_replica, stop_replica
 
 ASK = "What is the weather in Paris?"
 CHAT = {"model": MODEL, "messages": [{"role": "user", "content": ASK}], "temperature": 0.0, "max_tokens": 32}

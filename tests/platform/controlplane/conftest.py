@@ -6,10 +6,9 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory):
-    from engine.testing.tiny_model import make_tiny_model
-
-    return make_tiny_model(tmp_path_factory.mktemp("tiny") / "qwen3-tiny", arch="qwen3", seed=0)
+def tiny_model_dir(tiny_checkpoint):
+    """The suite's served tiny qwen3 checkpoint (tests/support/checkpoints.py)."""
+    return tiny_checkpoint
 
 
 @pytest.fixture

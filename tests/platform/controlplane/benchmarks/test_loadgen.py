@@ -7,7 +7,7 @@ import pytest
 from controlplane.benchmarks.loadgen import LoadSpec, Progress, chart_samples, run_load, summarize
 from controlplane.benchmarks.prompts import build_conversations, request_count
 
-from gateway.bench.cluster import free_port
+from tests.support.ports import free_port
 
 MODEL = "tiny"
 

@@ -9,7 +9,7 @@ from controlplane.benchmarks.choices import RunState as S
 from controlplane.benchmarks.models import BenchmarkRun
 from controlplane.benchmarks.tasks import execute_run
 
-from gateway.bench.cluster import free_port
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.django_db
 

@@ -1,5 +1,6 @@
 import pytest
-from stack import Stack, database_url
+
+from tests.platform.controlplane.e2e.stack import Stack, database_url
 
 
 @pytest.fixture

@@ -5,7 +5,8 @@ import shutil
 
 import httpx
 import pytest
-from stack import wait_for
+
+from tests.platform.controlplane.e2e.stack import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(280)]
 CHROMIUM = "/usr/bin/chromium"

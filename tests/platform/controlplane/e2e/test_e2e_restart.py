@@ -4,7 +4,8 @@ agent pick the replica up again, and exactly one engine serves it."""
 import pytest
 from controlplane.serving import launcher
 from controlplane.serving.choices import ReplicaState as S
-from stack import wait_for
+
+from tests.platform.controlplane.e2e.stack import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(200)]
 

@@ -8,7 +8,8 @@ import httpx
 import pytest
 from controlplane.serving import launcher
 from controlplane.serving.choices import ReplicaState as S
-from stack import wait_for
+
+from tests.platform.controlplane.e2e.stack import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(280)]
 

@@ -1,7 +1,8 @@
 """A small real replica-like HTTP app for unit-testing the gateway's proxy and KV follower.
 
 It speaks just enough of a replica's surface (chat completions with SSE, /health, /metrics, KV
-events from the engine's real ``KVEventLog``) and lets a test switch it into failure modes. The
+events from the engine's real ``KVEventLog``) and lets a test switch it into failure modes, or
+hold its streams with a ``ChunkGate`` so a test decides when each chunk may leave. The
 end-to-end tests use real ``chassis serve`` replicas instead.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 
 from starlette.applications import Starlette
@@ -19,6 +21,26 @@ from starlette.routing import Route
 from engine.kv.events import KVEventLog
 
 
+class ChunkGate:
+    """Stream chunks leave one per ``release()``: the test's thread releases, the server's event
+    loop waits. ``waiting`` counts the streams held at the gate, so a test can wait for that."""
+
+    def __init__(self) -> None:
+        self._permits = threading.Semaphore(0)
+        self.waiting = 0
+
+    def release(self, chunks: int = 1) -> None:
+        self._permits.release(chunks)
+
+    async def wait(self) -> None:
+        self.waiting += 1
+        try:
+            while not self._permits.acquire(blocking=False):
+                await asyncio.sleep(0.005)
+        finally:
+            self.waiting -= 1
+
+
 class Upstream:
     def __init__(self, replica_id: str, block_size: int = 4, log_capacity: int = 1000) -> None:
         self.replica_id = replica_id
@@ -27,6 +49,7 @@ class Upstream:
         self.mode = "ok"  # ok | status_500 | draining | break_after_first
         self.chunk_delay_s = 0.0
         self.first_delay_s = 0.0
+        self.gate: ChunkGate | None = None  # when set, every stream chunk waits for a release
         self.received: list[dict] = []
         self.first_chunk_sent_at: list[float] = []  # time.perf_counter() as each stream's first chunk leaves
         self.completed = 0
@@ -72,6 +95,8 @@ class Upstream:
             try:
                 await asyncio.sleep(self.first_delay_s)
                 for i in range(n):
+                    if self.gate is not None:
+                        await self.gate.wait()
                     chunk = {
                         "id": "chatcmpl-1",
                         "object": "chat.completion.chunk",

@@ -1,22 +1,25 @@
-"""Start and stop a real ``chassis serve`` process on loopback (CPU, fp32), for the server tests."""
+"""Start and stop a real ``chassis serve`` process on loopback (CPU, fp32), and read its /metrics."""
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
-REPO = Path(__file__).resolve().parents[3]
+from tests.support.ports import free_port
+from tests.support.waiting import wait_until
+
+REPO = Path(__file__).resolve().parents[2]
 API_KEY = "test-key"
 MODEL = "tiny-qwen3"
 MAX_MODEL_LEN = 512
+READY_TIMEOUT_S = 120
 
 
 @dataclass
@@ -29,13 +32,7 @@ class Replica:
         return self.log_path.read_text(errors="replace")[-4000:]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_replica(checkpoint: Path, log_dir: Path, *extra: str) -> Replica:
+def start_replica(checkpoint: Path, log_dir: Path, *extra: str, env: dict[str, str] | None = None) -> Replica:
     port = free_port()
     log_path = log_dir / f"serve-{port}.log"
     cmd = [
@@ -44,22 +41,25 @@ def start_replica(checkpoint: Path, log_dir: Path, *extra: str) -> Replica:
         "--served-model-name", MODEL, "--api-key", API_KEY, "--max-model-len", str(MAX_MODEL_LEN),
         "--replica-id", "replica-test", "--log-level", "warning", *extra,
     ]  # fmt: skip
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     with log_path.open("wb") as log:
         process = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env)
     replica = Replica(f"http://127.0.0.1:{port}", process, log_path)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
+
+    def healthy() -> bool:
         if process.poll() is not None:
             raise RuntimeError(f"chassis serve exited with {process.returncode}:\n{replica.log()}")
         try:
-            if httpx.get(f"{replica.base_url}/health", timeout=2).status_code == 200:
-                return replica
+            return httpx.get(f"{replica.base_url}/health", timeout=2).status_code == 200
         except httpx.TransportError:
-            pass
-        time.sleep(0.3)
-    stop_replica(replica)
-    raise RuntimeError(f"chassis serve did not become ready in 120 s:\n{replica.log()}")
+            return False
+
+    try:
+        wait_until(healthy, "chassis serve to answer /health", timeout=READY_TIMEOUT_S, poll=0.3)
+    except AssertionError as exc:
+        stop_replica(replica)
+        raise RuntimeError(f"{exc}:\n{replica.log()}") from None
+    return replica
 
 
 def stop_replica(replica: Replica, timeout: float = 30) -> int:
@@ -71,3 +71,14 @@ def stop_replica(replica: Replica, timeout: float = 30) -> int:
             replica.process.kill()
             replica.process.wait()
     return replica.process.returncode
+
+
+def scrape(replica: Replica) -> dict[str, float]:
+    """The replica's /metrics as sample name (+ ``{finished_reason}`` label when present) -> value."""
+    text = httpx.get(replica.base_url + "/metrics").text
+    values = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            reason = sample.labels.get("finished_reason")
+            values[f"{sample.name}{{{reason}}}" if reason else sample.name] = sample.value
+    return values

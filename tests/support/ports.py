@@ -1,4 +1,4 @@
-"""A free TCP port on loopback, for the gateway tests' real servers."""
+"""A free TCP port on loopback, for tests that start real servers."""
 
 from __future__ import annotations
 

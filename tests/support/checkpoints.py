@@ -1,0 +1,39 @@
+"""Tiny checkpoints, made once per test session and shared by every test directory.
+
+Registered for the whole suite by ``tests/conftest.py`` (``pytest_plugins``), so engine, server,
+gateway, CLI and control-plane tests ask for the same fixtures instead of each building its own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.testing.tiny_model import ARCHES, make_tiny_model
+
+# Different seeds per arch so llama and mistral (same shapes) do not share weights.
+ARCH_SEEDS = {"llama": 1, "mistral": 2, "qwen2": 3, "qwen3": 4}
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory) -> dict[str, Path]:
+    """One tiny checkpoint per supported architecture."""
+    root = tmp_path_factory.mktemp("tiny-models")
+    return {arch: make_tiny_model(root / arch, arch=arch, seed=ARCH_SEEDS[arch]) for arch in ARCHES}
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen3(tiny_models) -> Path:
+    return tiny_models["qwen3"]
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tiny_models) -> Path:
+    return tiny_models["llama"]
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory) -> Path:
+    """The qwen3 checkpoint that served replicas load (seed 0): server, gateway, CLI, control plane."""
+    return make_tiny_model(tmp_path_factory.mktemp("ckpt") / "tiny-qwen3", arch="qwen3", seed=0)
