@@ -108,6 +108,9 @@ def option_errors(options: Mapping[str, Any]) -> dict[str, str]:
             errors[key] = "not an engine option of `chassis serve`"
             continue
         field_type = _value_type(EngineConfig.__dataclass_fields__[name])
+        if not isinstance(value, (str, int, float, type(None))):
+            errors[key] = "must be a string, number or boolean"
+            continue
         if value is not None and (field_type is bool) != isinstance(value, bool):
             errors[key] = "must be true or false" if field_type is bool else "must be a value, not true/false"
             continue

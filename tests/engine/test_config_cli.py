@@ -113,6 +113,7 @@ def test_option_errors_name_each_refused_option():
             "tp": 2,
             "kernels": "torch",
             "no_prefix_caching": True,
+            "gemv_table": ["/a"],
         }
     )
     assert set(errors) == {
@@ -122,12 +123,14 @@ def test_option_errors_name_each_refused_option():
         "dtype",
         "enforce_eager",
         "max_model_len",
+        "gemv_table",
     }
     assert errors["no_such_flag"] == "not an engine option of `chassis serve`"
     assert errors["max_num_seqs"] == "argument --max-num-seqs: invalid int value: 'many'"
     assert "block_size must be a positive integer" in errors["block_size"]
     assert "invalid choice: 'int4'" in errors["dtype"]
     assert errors["enforce_eager"] == "must be true or false"
+    assert errors["gemv_table"] == "must be a string, number or boolean"
 
 
 def test_parsing_only_what_was_given():
