@@ -8,7 +8,9 @@ import threading
 import httpx
 import openai
 
+from engine.testing.step_gate import StepGate
 from tests.support.replicas import API_KEY, MODEL, scrape, start_replica, stop_replica
+from tests.support.waiting import wait_until
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 VLLM_NAMES = (
@@ -75,8 +77,19 @@ def test_kv_snapshot_and_events(replica, openai_client):
     assert httpx.get(replica.base_url + "/kv/events").status_code == 401
 
 
+def _refuses_connections(replica) -> bool:
+    try:
+        httpx.get(replica.base_url + "/health", timeout=5)
+    except httpx.ConnectError:
+        return True
+    return False
+
+
 def test_drain_then_sigterm_finishes_in_flight_requests(tiny_checkpoint, tmp_path):
-    replica = start_replica(tiny_checkpoint, tmp_path, "--drain-timeout", "30", "--kv-event-capacity", "2")
+    gate = StepGate(tmp_path / "step-gate")
+    replica = start_replica(
+        tiny_checkpoint, tmp_path, "--drain-timeout", "30", "--kv-event-capacity", "2", env=gate.env
+    )
     try:
         client = openai.OpenAI(base_url=f"{replica.base_url}/v1", api_key=API_KEY, max_retries=0, timeout=60)
         for i in range(3):  # more stored-block events than the ring of 2 keeps
@@ -86,6 +99,7 @@ def test_drain_then_sigterm_finishes_in_flight_requests(tiny_checkpoint, tmp_pat
         gone = httpx.get(replica.base_url + "/kv/events", params={"after": 0}, headers=AUTH)
         assert gone.status_code == 410 and "snapshot" in gone.json()["error"]["message"]
 
+        gate.hold_at(1)  # the stream stays in flight until the test lets it finish
         stream = client.chat.completions.create(
             model=MODEL, messages=[{"role": "user", "content": "go"}], max_tokens=300, stream=True,
             extra_body={"ignore_eos": True},
@@ -111,10 +125,14 @@ def test_drain_then_sigterm_finishes_in_flight_requests(tiny_checkpoint, tmp_pat
         )  # fmt: skip
         assert refused.status_code == 503 and "draining" in refused.json()["error"]["message"]
 
-        assert reader.is_alive()  # the stream is still in flight when SIGTERM arrives
-        # SIGTERM waits for the stream in flight; uvicorn then re-raises the signal (exit -15).
-        assert stop_replica(replica, timeout=60) in (0, -signal.SIGTERM)
+        replica.process.send_signal(signal.SIGTERM)
+        wait_until(lambda: _refuses_connections(replica), "the server to stop accepting after SIGTERM")
+        # SIGTERM waits for the stream in flight ...
+        assert reader.is_alive() and replica.process.poll() is None
+        gate.open()
         reader.join(timeout=60)
         assert result.get("finish") == "length"  # all 300 tokens arrived
+        # ... and then uvicorn re-raises the signal (exit -15).
+        assert replica.process.wait(timeout=60) in (0, -signal.SIGTERM)
     finally:
         stop_replica(replica)
