@@ -4,14 +4,41 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.support.ports import free_port
+from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def _admin_token(up: subprocess.Popen, env: dict, log: Path) -> str | None:
+    assert up.poll() is None, log.read_text()[-4000:]
+    made = subprocess.run(
+        [sys.executable, "manage.py", "create_api_token", "admin", "--role", "admin"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    return made.stdout.strip().split()[-1] if made.returncode == 0 else None
+
+
+def _ready_replica(port: int, token: str) -> dict | None:
+    try:
+        response = httpx.get(
+            f"http://127.0.0.1:{port}/api/v1/replicas/",
+            params={"state": "ready"},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+    except httpx.ConnectError:  # the web server is still starting
+        return None
+    if response.status_code == 200 and response.json()["results"]:
+        return response.json()["results"][0]
+    return None
 
 
 def test_up_on_embedded_defaults_is_healthy_and_worker_answers(tmp_path):
@@ -51,8 +78,6 @@ def test_up_on_embedded_defaults_is_healthy_and_worker_answers(tmp_path):
 
 def test_up_serves_the_demo_replica(tmp_path):
     """A new user's first minute: `chassis up` alone ends with a ready replica answering chat."""
-    import httpx
-
     env = {
         k: v
         for k, v in os.environ.items()
@@ -79,34 +104,13 @@ def test_up_serves_the_demo_replica(tmp_path):
         stderr=subprocess.STDOUT,
     )
     try:
-        deadline = time.monotonic() + 180
-        token = None
-        replica = None
-        while time.monotonic() < deadline and replica is None:
-            assert up.poll() is None, (tmp_path / "up.log").read_text()[-4000:]
-            time.sleep(2)
-            if token is None:
-                made = subprocess.run(
-                    [sys.executable, "manage.py", "create_api_token", "admin", "--role", "admin"],
-                    cwd=REPO,
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                )
-                if made.returncode != 0:
-                    continue
-                token = made.stdout.strip().split()[-1]
-            try:
-                response = httpx.get(
-                    f"http://127.0.0.1:{port}/api/v1/replicas/",
-                    params={"state": "ready"},
-                    headers={"Authorization": f"Bearer {token}"},
-                )
-            except httpx.ConnectError:  # the web server is still starting
-                continue
-            if response.status_code == 200 and response.json()["results"]:
-                replica = response.json()["results"][0]
-        assert replica is not None, (tmp_path / "up.log").read_text()[-4000:]
+        log = tmp_path / "up.log"
+        token = wait_until(
+            lambda: _admin_token(up, env, log), "the control plane's database", timeout=180, poll=2
+        )
+        replica = wait_until(
+            lambda: _ready_replica(port, token), "a ready replica in the control plane", timeout=180, poll=2
+        )
         chat = httpx.post(
             f"{replica['url']}/v1/chat/completions",
             json={
@@ -122,17 +126,19 @@ def test_up_serves_the_demo_replica(tmp_path):
         from openai import OpenAI
 
         client = OpenAI(base_url=f"http://127.0.0.1:{gateway_port}/v1", api_key="unused", max_retries=0)
-        reply = None
-        while reply is None and time.monotonic() < deadline + 60:
+
+        def gateway_reply():
             try:
-                reply = client.chat.completions.create(
+                return client.chat.completions.create(
                     model=replica["served_model_name"],
                     messages=[{"role": "user", "content": "hello"}],
                     max_tokens=4,
                 )
             except Exception:  # the gateway refreshes its replica list every few seconds
-                time.sleep(1)
-        assert reply is not None and reply.choices[0].message.role == "assistant"
+                return None
+
+        reply = wait_until(gateway_reply, "the gateway to route to the replica", timeout=60, poll=1)
+        assert reply.choices[0].message.role == "assistant"
     finally:
         up.send_signal(signal.SIGTERM)
         up.wait(60)

@@ -2,7 +2,6 @@
 Replica rows point at (the Celery worker path is proven for other tasks; here the function runs)."""
 
 import threading
-import time
 
 import pytest
 from controlplane.benchmarks.choices import RunState as S
@@ -10,6 +9,7 @@ from controlplane.benchmarks.models import BenchmarkRun
 from controlplane.benchmarks.tasks import execute_run
 
 from tests.support.ports import free_port
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.django_db
 
@@ -84,9 +84,7 @@ def test_cancel_stops_a_running_benchmark_between_requests(engine_replica, ready
 
     worker = threading.Thread(target=execute)
     worker.start()
-    deadline = time.monotonic() + 60
-    while BenchmarkRun.objects.get(pk=run.pk).completed < 3 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: BenchmarkRun.objects.get(pk=run.pk).completed >= 3, "3 completed requests")
     BenchmarkRun.objects.get(pk=run.pk).cancel("test cancels")
     worker.join(60)
     run.refresh_from_db()

@@ -6,7 +6,7 @@ import shutil
 import httpx
 import pytest
 
-from tests.platform.controlplane.e2e.stack import wait_for
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(280)]
 CHROMIUM = "/usr/bin/chromium"
@@ -55,7 +55,12 @@ def test_operator_flow_and_viewer_without_buttons(stack, live_server, browser, t
     make_user("victor", "viewer")
     stack.start_all()
     try:
-        wait_for(lambda: Node.objects.filter(name=stack.node).exists(), 60, "the agent to register")
+        wait_until(
+            lambda: Node.objects.filter(name=stack.node).exists(),
+            "the agent to register",
+            timeout=60,
+            poll=0.5,
+        )
         page = log_in(browser, live_server, "olivia")
         assert page.locator(f"#node-{stack.node}").is_visible()
 

@@ -5,7 +5,7 @@ import pytest
 from controlplane.serving import launcher
 from controlplane.serving.choices import ReplicaState as S
 
-from tests.platform.controlplane.e2e.stack import wait_for
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(200)]
 
@@ -17,7 +17,12 @@ def test_restart_mid_launch_is_picked_up(stack, operator_api, tiny_model_dir):
 
     stack.start_all()
     try:
-        wait_for(lambda: Node.objects.filter(name=stack.node).exists(), 60, "the agent to register")
+        wait_until(
+            lambda: Node.objects.filter(name=stack.node).exists(),
+            "the agent to register",
+            timeout=60,
+            poll=0.5,
+        )
         checkpoint = Checkpoint.objects.create(name="tiny", path=str(tiny_model_dir))
         checkpoint.start_validation()
         checkpoint.mark_ready({})
@@ -27,20 +32,18 @@ def test_restart_mid_launch_is_picked_up(stack, operator_api, tiny_model_dir):
             format="json",
         )
         assert response.status_code == 201
-        replica = wait_for(
-            lambda: Replica.objects.filter(deployment_id=response.json()["id"], state=S.LAUNCHING).first(),
-            60, "the launch to begin",
-        )  # fmt: skip
+        replica = wait_until(lambda: Replica.objects.filter(deployment_id=response.json()["id"], state=S.LAUNCHING).first(), "the launch to begin", timeout=60, poll=0.5)  # fmt: skip
         for name in ("agent", "worker", "beat"):  # everything but the database and the broker
             stack.kill(name)
         replica.refresh_from_db()
         assert replica.state == S.LAUNCHING  # nobody is left to finish the launch
 
         stack.start_all()
-        ready = wait_for(
+        ready = wait_until(
             lambda: Replica.objects.filter(pk=replica.pk, state=S.READY).first(),
-            120,
             "the replica to be ready",
+            timeout=120,
+            poll=0.5,
         )
         engines = [e.pid for uid, e in launcher.running_engines().items() if uid == str(replica.uid)]
         assert engines == [ready.pid]

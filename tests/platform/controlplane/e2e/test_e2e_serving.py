@@ -9,7 +9,7 @@ import pytest
 from controlplane.serving import launcher
 from controlplane.serving.choices import ReplicaState as S
 
-from tests.platform.controlplane.e2e.stack import wait_for
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(280)]
 
@@ -35,8 +35,11 @@ def test_fleet_to_serving_end_to_end(stack, operator_api, tiny_model_dir):
 
     stack.start_all()
     try:
-        node = wait_for(
-            lambda: Node.objects.filter(name=stack.node, state="up").first(), 60, "the agent to register"
+        node = wait_until(
+            lambda: Node.objects.filter(name=stack.node, state="up").first(),
+            "the agent to register",
+            timeout=60,
+            poll=0.5,
         )
         assert [a.vendor for a in node.accelerators.all()] == ["cpu"]
 
@@ -45,10 +48,11 @@ def test_fleet_to_serving_end_to_end(stack, operator_api, tiny_model_dir):
         )
         assert response.status_code == 201, response.json()
         checkpoint_id = response.json()["id"]
-        wait_for(
+        wait_until(
             lambda: Checkpoint.objects.get(pk=checkpoint_id).state == "ready",
-            60,
             "the checkpoint to validate",
+            timeout=60,
+            poll=0.5,
         )
 
         response = operator_api.post(
@@ -64,27 +68,22 @@ def test_fleet_to_serving_end_to_end(stack, operator_api, tiny_model_dir):
         )
         assert response.status_code == 201, response.json()
         deployment = Deployment.objects.get(pk=response.json()["id"])
-        ready = wait_for(
-            lambda: len(r := list(Replica.objects.filter(deployment=deployment, state=S.READY))) == 2 and r,
-            150, "2 ready replicas",
-        )  # fmt: skip
+        ready = wait_until(lambda: len(r := list(Replica.objects.filter(deployment=deployment, state=S.READY))) == 2 and r, "2 ready replicas", timeout=150, poll=0.5)  # fmt: skip
         assert len({r.port for r in ready}) == 2
         for replica in ready:
             assert launcher.find_engine(str(replica.uid), replica.pid).pid == replica.pid
             assert chat(replica) is not None
-        wait_for(
-            lambda: MetricSample.objects.filter(replica__in=ready, ttft_p50_s__isnull=False).exists(),
-            30, "a scraped TTFT sample",
-        )  # fmt: skip
+        wait_until(lambda: MetricSample.objects.filter(replica__in=ready, ttft_p50_s__isnull=False).exists(), "a scraped TTFT sample", timeout=30, poll=0.5)  # fmt: skip
 
         response = operator_api.post(
             f"/api/v1/deployments/{deployment.pk}/scale/", {"replicas": 1}, format="json"
         )
         assert response.status_code == 202
-        drained = wait_for(
+        drained = wait_until(
             lambda: Replica.objects.filter(deployment=deployment, state=S.STOPPED).first(),
-            60,
             "a drained replica",
+            timeout=60,
+            poll=0.5,
         )
         assert launcher.find_engine(str(drained.uid)) is None
         assert transitions(drained)[-2:] == [(S.READY, S.DRAINING), (S.DRAINING, S.STOPPED)]
@@ -93,10 +92,7 @@ def test_fleet_to_serving_end_to_end(stack, operator_api, tiny_model_dir):
 
         old_pid = survivor.pid
         os.kill(old_pid, signal.SIGKILL)
-        relaunched = wait_for(
-            lambda: Replica.objects.filter(pk=survivor.pk, state=S.READY).exclude(pid=old_pid).first(),
-            120, "reconcile to relaunch the killed replica",
-        )  # fmt: skip
+        relaunched = wait_until(lambda: Replica.objects.filter(pk=survivor.pk, state=S.READY).exclude(pid=old_pid).first(), "reconcile to relaunch the killed replica", timeout=120, poll=0.5)  # fmt: skip
         assert chat(relaunched) is not None
         assert transitions(relaunched)[-5:] == [
             (S.READY, S.FAILED), (S.FAILED, S.PENDING), (S.PENDING, S.SCHEDULED),

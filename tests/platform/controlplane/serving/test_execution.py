@@ -11,6 +11,8 @@ from controlplane.serving.choices import ReplicaState as S
 from controlplane.serving.models import Replica
 from controlplane.serving.reconciler import reconcile_deployment
 
+from tests.support.waiting import wait_until
+
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
@@ -122,8 +124,6 @@ def test_observer_adopts_an_orphaned_launch(cpu_replica):
 def test_dead_tensor_parallel_rank_fails_the_replica(make_node, tiny_model_dir, settings, tmp_path):
     """A TP=2 CPU replica (`--tp 2`, two rank processes): SIGKILL rank 1 and the engine exits by
     itself; the agent's observer then marks the replica failed with a relaunch time."""
-    import time
-
     import psutil
     from controlplane.checkpoints.models import Checkpoint
     from controlplane.serving.models import Deployment
@@ -145,12 +145,13 @@ def test_dead_tensor_parallel_rank_fails_the_replica(make_node, tiny_model_dir, 
         ranks = [p for p in psutil.Process(replica.pid).children() if "spawn_main" in " ".join(p.cmdline())]
         assert len(ranks) == 1
         os.kill(ranks[0].pid, signal.SIGKILL)
-        deadline = time.monotonic() + 15
-        while replica.state != S.FAILED and time.monotonic() < deadline:
-            time.sleep(0.5)
+
+        def observed_failed() -> bool:
             execution.observe_node(replica.node)
             replica.refresh_from_db()
-        assert replica.state == S.FAILED
+            return replica.state == S.FAILED
+
+        wait_until(observed_failed, "the node's observation to fail the replica", poll=0.5)
         assert replica.reason == f"engine process {replica.pid} exited (code 1)"
         assert replica.next_attempt_at is not None
         assert "tensor-parallel rank 1 of 2" in launcher.log_tail(replica.log_path)
