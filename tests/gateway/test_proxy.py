@@ -164,9 +164,10 @@ def test_replica_is_ejected_by_health_checks_and_readmitted_when_back(serve):
 
 def test_concurrent_streams_keep_in_flight_counts_right(serve):
     upstream = Upstream("a")
-    upstream.chunk_delay_s = 0.02
+    upstream.gate = ChunkGate()  # every stream waits upstream until all 10 are in flight
     up = serve(upstream.app)
     gateway, gw = start_gateway(serve, [{"url": up.url, "id": "a"}], health_interval_s=60)
+    replica = gateway.pools["m"].replicas["a"]
     errors = []
 
     def worker():
@@ -181,8 +182,10 @@ def test_concurrent_streams_keep_in_flight_counts_right(serve):
     threads = [threading.Thread(target=worker) for _ in range(10)]
     for t in threads:
         t.start()
+    wait_until(lambda: upstream.gate.waiting == 10, "10 streams held upstream at once")
+    assert replica.in_flight == 10
+    upstream.gate.release(10 * 5)
     for t in threads:
         t.join()
     assert errors == [] and upstream.completed == 10
-    replica = gateway.pools["m"].replicas["a"]
     wait_until(lambda: replica.in_flight == 0, "no request in flight")  # released just after the last byte

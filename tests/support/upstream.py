@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -47,11 +46,8 @@ class Upstream:
         self.block_size = block_size
         self.kv = KVEventLog(capacity=log_capacity)
         self.mode = "ok"  # ok | status_500 | draining | break_after_first
-        self.chunk_delay_s = 0.0
-        self.first_delay_s = 0.0
         self.gate: ChunkGate | None = None  # when set, every stream chunk waits for a release
         self.received: list[dict] = []
-        self.first_chunk_sent_at: list[float] = []  # time.perf_counter() as each stream's first chunk leaves
         self.completed = 0
         self.aborted = 0
         self.waiting = 0.0
@@ -75,7 +71,6 @@ class Upstream:
             return JSONResponse({"error": {"message": "draining"}}, 503)
         n = int(body.get("max_tokens", 3))
         if not body.get("stream"):
-            await asyncio.sleep(self.first_delay_s)
             self.completed += 1
             message = {"role": "assistant", "content": "x" * n}
             return JSONResponse(
@@ -93,7 +88,6 @@ class Upstream:
         async def events():
             finished = False
             try:
-                await asyncio.sleep(self.first_delay_s)
                 for i in range(n):
                     if self.gate is not None:
                         await self.gate.wait()
@@ -104,12 +98,9 @@ class Upstream:
                         "model": body["model"],
                         "choices": [{"index": 0, "delta": {"content": f"t{i} "}, "finish_reason": None}],
                     }
-                    if i == 0:
-                        self.first_chunk_sent_at.append(time.perf_counter())
                     yield f"data: {json.dumps(chunk)}\n\n"
                     if self.mode == "break_after_first":
                         raise RuntimeError("replica crashed mid-stream")
-                    await asyncio.sleep(self.chunk_delay_s)
                 yield "data: [DONE]\n\n"
                 finished = True
                 self.completed += 1
