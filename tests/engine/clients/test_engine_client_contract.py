@@ -30,11 +30,13 @@ GREEDY = SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True, logprobs
 PROMPTS = ["def add(a, b):", [5, 6, 7, 8, 9], "x = 1 + " * 6, "hello"]
 
 
-def make_client(kind: str, model_dir, **config) -> EngineClient:
-    config = {"max_model_len": MAX_MODEL_LEN, "block_size": BLOCK_SIZE, **config}
+CONFIG = {"device": "cpu", "dtype": "float32", "max_model_len": MAX_MODEL_LEN, "block_size": BLOCK_SIZE}
+
+
+def make_client(kind: str, model_dir) -> EngineClient:
     if kind == "llm":
-        return LLM(model_dir, **config).client
-    engine_config = EngineConfig(model_dir=model_dir, device="cpu", dtype="float32", **config)
+        return LLM(model_dir, **CONFIG).client
+    engine_config = EngineConfig(model_dir=model_dir, **CONFIG)
     if kind == "in_thread":
         return InThreadEngineClient(engine_config)
     return SubprocessEngineClient(engine_config)
@@ -61,7 +63,7 @@ def client(request, runner, tiny_qwen3) -> Iterator[EngineClient]:
 @pytest.fixture(scope="module")
 def expected(tiny_qwen3) -> list:
     """The reference: ``LLM.generate``, the synchronous batch API, on the same checkpoint."""
-    llm = LLM(tiny_qwen3, max_model_len=MAX_MODEL_LEN, block_size=BLOCK_SIZE)
+    llm = LLM(tiny_qwen3, **CONFIG)
     return [(o.token_ids, o.text) for o in llm.generate(PROMPTS, GREEDY)]
 
 

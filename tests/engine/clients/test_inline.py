@@ -17,7 +17,7 @@ def _run(coro):
 
 
 def test_a_bad_prompt_in_a_batch_admits_none_of_it(tiny_qwen3):
-    llm = LLM(tiny_qwen3)
+    llm = LLM(tiny_qwen3, device="cpu", dtype="float32")
     with pytest.raises(ValueError, match="outside the vocabulary"):
         llm.generate(["fine", [10**9]], GREEDY)
     assert llm.stats().prompt_tokens == 0 and not llm.engine.has_unfinished()
@@ -27,7 +27,7 @@ def test_a_bad_prompt_in_a_batch_admits_none_of_it(tiny_qwen3):
 
 def test_the_batch_api_also_runs_the_open_streams(tiny_qwen3):
     async def main():
-        llm = LLM(tiny_qwen3)
+        llm = LLM(tiny_qwen3, device="cpu", dtype="float32")
         await llm.client.start()
         try:
             stream = llm.client.generate("streamed", GREEDY, request_id="s")
@@ -44,7 +44,7 @@ def test_the_batch_api_also_runs_the_open_streams(tiny_qwen3):
 
 def test_a_crash_in_the_loop_ends_streams_and_refuses_new_requests(tiny_qwen3):
     async def main():
-        client = LLM(tiny_qwen3).client
+        client = LLM(tiny_qwen3, device="cpu", dtype="float32").client
         await client.start()
         try:
             stream = client.generate([5] * 8, SamplingParams(max_tokens=900, ignore_eos=True))
@@ -61,7 +61,7 @@ def test_a_crash_in_the_loop_ends_streams_and_refuses_new_requests(tiny_qwen3):
 
 
 def test_the_batch_api_works_after_the_async_api_s_event_loop_has_closed(tiny_qwen3):
-    llm = LLM(tiny_qwen3)
+    llm = LLM(tiny_qwen3, device="cpu", dtype="float32")
 
     async def stream():
         await llm.client.start()
