@@ -25,7 +25,7 @@ def _prompts(n, seed=3, low=3, high=60):
 def _run(model, prompts, params, eager_graphs=False, **kwargs):
     results = {}
     for mode in (False, True):
-        llm = LLM(model, async_scheduling=mode, **kwargs)
+        llm = LLM(model, device="cpu", dtype="float32", async_scheduling=mode, **kwargs)
         assert llm.engine.async_scheduling is mode
         if eager_graphs:
             llm.engine.runner.capture_decode_graphs(8, eager=True)
@@ -78,7 +78,9 @@ def test_seeded_sampling_and_min_tokens_match(tiny_qwen3):
 
 def test_eos_stop_ids_and_stop_strings_match(tiny_qwen3):
     sampled = {"max_tokens": 40, "temperature": 1.0, "seed": 5, "ignore_eos": True}
-    (full,) = LLM(tiny_qwen3).generate(["class HelpFormatter(object):"], SamplingParams(**sampled))
+    (full,) = LLM(tiny_qwen3, device="cpu", dtype="float32").generate(
+        ["class HelpFormatter(object):"], SamplingParams(**sampled)
+    )
     stop = next(
         full.text[i : i + 3]
         for i in range(4, len(full.text) - 3)
