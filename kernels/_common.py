@@ -13,6 +13,8 @@ from types import SimpleNamespace
 
 import torch
 
+from kernels.mode_switch import ModeSwitch
+
 try:
     import triton
     import triton.language as tl
@@ -41,22 +43,18 @@ __all__ = [
 ]
 
 MODES = ("auto", "torch", "triton")
-_mode = "auto"
+_switch = ModeSwitch("kernels", MODES)
 
 
 def set_mode(mode: str) -> str:
     """Choose the dispatch rule of this process; returns the previous one. The engine sets it from
     ``EngineConfig.kernels`` when it builds (``engine/switches.py``); tests may set it directly."""
-    global _mode
-    if mode not in MODES:
-        raise ValueError(f"kernels mode {mode!r} is not one of {', '.join(MODES)}")
-    previous, _mode = _mode, mode
-    return previous
+    return _switch.set(mode)
 
 
 def kernels_mode() -> str:
     """``auto`` (default), ``torch`` (references everywhere) or ``triton``."""
-    return _mode
+    return _switch.mode
 
 
 def use_triton(*tensors: torch.Tensor) -> bool:
@@ -66,9 +64,10 @@ def use_triton(*tensors: torch.Tensor) -> bool:
     ``triton``: always (with ``TRITON_INTERPRET=1`` that runs kernels on CPU tensors, which is how
     the tests exercise them without a GPU); it fails loudly when Triton is missing.
     """
-    if _mode == "torch":
+    mode = _switch.mode
+    if mode == "torch":
         return False
-    if _mode == "triton":
+    if mode == "triton":
         if not HAS_TRITON:
             raise RuntimeError("kernels mode triton, but triton is not installed")
         return True

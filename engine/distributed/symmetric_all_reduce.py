@@ -20,27 +20,25 @@ import warnings
 
 import torch
 
+from kernels.mode_switch import ModeSwitch
+
 log = logging.getLogger("chassis.tp")
 
 MODES = ("auto", "nccl", "symmetric")
 # Larger inputs (prefill) go to NCCL, whose ring/tree algorithms win once bandwidth matters.
 MAX_BYTES = 512 << 10
 _DTYPES = (torch.float32, torch.bfloat16)
-_mode = "auto"
+_switch = ModeSwitch("tp_all_reduce", MODES)
 
 
 def set_mode(mode: str) -> str:
     """Choose the small all-reduce's path for this process; returns the previous choice. Every rank
     of a group must choose the same one (``build`` runs a collective unless it is ``nccl``)."""
-    global _mode
-    if mode not in MODES:
-        raise ValueError(f"tp_all_reduce mode {mode!r} is not one of {', '.join(MODES)}")
-    previous, _mode = _mode, mode
-    return previous
+    return _switch.set(mode)
 
 
 def all_reduce_mode() -> str:
-    return _mode
+    return _switch.mode
 
 
 class SymmetricAllReduce:

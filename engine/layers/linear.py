@@ -19,22 +19,19 @@ from torch import nn
 from kernels._common import use_triton
 from kernels.gemv import MAX_ROWS, gemv, gemv_silu
 from kernels.gemv_configs import table_entry
+from kernels.mode_switch import ModeSwitch
 
 GEMV_MODES = ("auto", "cublas", "triton")
-_gemv_mode = "auto"
+gemv_switch = ModeSwitch("gemv", GEMV_MODES)
 
 
 def set_gemv_mode(mode: str) -> str:
     """Choose where decode-sized products go in this process; returns the previous choice."""
-    global _gemv_mode
-    if mode not in GEMV_MODES:
-        raise ValueError(f"gemv mode {mode!r} is not one of {', '.join(GEMV_MODES)}")
-    previous, _gemv_mode = _gemv_mode, mode
-    return previous
+    return gemv_switch.set(mode)
 
 
 def gemv_mode() -> str:
-    return _gemv_mode
+    return gemv_switch.mode
 
 
 def takes_gemv(x: torch.Tensor, weight: torch.Tensor, gated: bool = False, normed: bool = False) -> bool:
@@ -47,7 +44,7 @@ def takes_gemv(x: torch.Tensor, weight: torch.Tensor, gated: bool = False, norme
     # GEMV only in the CPU interpreter, which is how the tests drive it end to end.
     if x.dtype not in (torch.bfloat16, torch.float16) and x.is_cuda:
         return False
-    mode = _gemv_mode
+    mode = gemv_switch.mode
     if mode == "cublas" or not use_triton(x, weight):
         return False
     if mode == "triton":

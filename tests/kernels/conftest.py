@@ -57,7 +57,7 @@ def force_triton(request, monkeypatch):
     """
     if HAS_CUDA and "device" in request.fixturenames and request.getfixturevalue("device").type == "cpu":
         pytest.skip("Triton on CPU tensors needs the interpreter, which is off where CUDA exists")
-    monkeypatch.setattr(_common, "_mode", "triton")
+    monkeypatch.setattr(_common._switch, "mode", "triton")
     launches = []
     for name in KERNEL_MODULES:
         module = importlib.import_module(name)
@@ -74,4 +74,4 @@ def force_triton(request, monkeypatch):
 
 @pytest.fixture
 def force_torch(monkeypatch):
-    monkeypatch.setattr(_common, "_mode", "torch")
+    monkeypatch.setattr(_common._switch, "mode", "torch")

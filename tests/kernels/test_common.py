@@ -18,7 +18,7 @@ def test_next_power_of_2(n, expected):
 
 def test_dispatch_modes(monkeypatch):
     cpu = torch.zeros(1)
-    monkeypatch.setattr(_common, "_mode", "auto")
+    monkeypatch.setattr(_common._switch, "mode", "auto")
     assert use_triton(cpu) is False
     assert set_mode("triton") == "auto"
     assert kernels_mode() == "triton" and use_triton(cpu) is True

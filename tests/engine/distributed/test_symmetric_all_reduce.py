@@ -15,7 +15,7 @@ from engine.distributed.group import TPGroup
 def test_mode_is_what_the_engine_set(monkeypatch):
     """EngineConfig.tp_all_reduce (or $CHASSIS_TP_ALL_REDUCE through it, tests/engine/test_engine_config.py)
     reaches this module through ``set_mode`` when the engine builds."""
-    monkeypatch.setattr(sar, "_mode", "auto")
+    monkeypatch.setattr(sar._switch, "mode", "auto")
     assert sar.all_reduce_mode() == "auto"
     assert sar.set_mode("nccl") == "auto"
     assert sar.all_reduce_mode() == "nccl"
@@ -25,7 +25,7 @@ def test_mode_is_what_the_engine_set(monkeypatch):
 
 def test_cpu_ranks_and_nccl_mode_build_nothing(monkeypatch):
     assert sar.build(torch.device("cpu"), 0, 2) is None
-    monkeypatch.setattr(sar, "_mode", "nccl")
+    monkeypatch.setattr(sar._switch, "mode", "nccl")
     assert sar.build(torch.device("cuda", 0), 0, 2) is None  # decided before touching the device
 
 

@@ -43,7 +43,7 @@ def step(decode_only: bool):
 @pytest.mark.parametrize("kernels", ["torch", "triton"])
 @pytest.mark.parametrize("decode_only", [True, False], ids=["decode", "mixed-prefill"])
 def test_forward_matches_rotary_then_write_then_attend(monkeypatch, kernels, decode_only):
-    monkeypatch.setattr(_common, "_mode", kernels)
+    monkeypatch.setattr(_common._switch, "mode", kernels)
     positions, meta = step(decode_only)
     tokens = positions.shape[0]
     qkv = torch.randn(tokens, (Q_HEADS + 2 * KV_HEADS) * HEAD_DIM)

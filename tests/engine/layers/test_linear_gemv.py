@@ -21,7 +21,7 @@ def gemv_launches(monkeypatch):
     """Triton kernels on CPU tensors (interpreter), and a record of every GEMV launch: (rows, gated)."""
     if torch.cuda.is_available():
         pytest.skip("Triton on CPU tensors needs the interpreter, which is off where CUDA exists")
-    monkeypatch.setattr(_common, "_mode", "triton")
+    monkeypatch.setattr(_common._switch, "mode", "triton")
     launches = []
     original = gemv._launch
 
@@ -42,7 +42,7 @@ def filled_linear(k, n, bias):
 
 
 def test_modes(monkeypatch):
-    monkeypatch.setattr(linear, "_gemv_mode", "auto")
+    monkeypatch.setattr(linear.gemv_switch, "mode", "auto")
     assert linear.set_gemv_mode("triton") == "auto"
     assert linear.gemv_mode() == "triton"
     with pytest.raises(ValueError, match="gemv mode 'cutlass'"):
@@ -51,7 +51,7 @@ def test_modes(monkeypatch):
 
 @pytest.mark.parametrize("rows", [1, 8, 9])
 def test_forced_gemv_takes_up_to_eight_rows(monkeypatch, gemv_launches, rows):
-    monkeypatch.setattr(linear, "_gemv_mode", "triton")
+    monkeypatch.setattr(linear.gemv_switch, "mode", "triton")
     layer = filled_linear(96, 40, bias=True)
     x = torch.randn(rows, 96)
     torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), atol=1e-5, rtol=1e-5)
@@ -61,10 +61,10 @@ def test_forced_gemv_takes_up_to_eight_rows(monkeypatch, gemv_launches, rows):
 def test_cublas_mode_and_torch_kernels_never_take_it(monkeypatch, gemv_launches):
     layer = filled_linear(96, 40, bias=False)
     x = torch.randn(2, 96)
-    monkeypatch.setattr(linear, "_gemv_mode", "cublas")
+    monkeypatch.setattr(linear.gemv_switch, "mode", "cublas")
     assert torch.equal(layer(x), F.linear(x, layer.weight))
-    monkeypatch.setattr(linear, "_gemv_mode", "triton")
-    monkeypatch.setattr(_common, "_mode", "torch")
+    monkeypatch.setattr(linear.gemv_switch, "mode", "triton")
+    monkeypatch.setattr(_common._switch, "mode", "torch")
     assert torch.equal(layer(x), F.linear(x, layer.weight))
     assert gemv_launches == []
 
@@ -80,7 +80,7 @@ def test_auto_mode_follows_the_measured_table(monkeypatch, tmp_path, gemv_launch
     )
     table.save(path)
     monkeypatch.setattr(gemv_configs, "_table_path", str(path))
-    monkeypatch.setattr(linear, "_gemv_mode", "auto")
+    monkeypatch.setattr(linear.gemv_switch, "mode", "auto")
     gemv_configs.load_table.cache_clear()
     weight = torch.randn(40, 96)
     try:
@@ -97,7 +97,7 @@ def test_mlp_folds_the_activation_into_the_down_projection(monkeypatch, gemv_lau
         torch.nn.init.normal_(p, std=0.2)
     x = torch.randn(3, 48)
     expected = F.linear(silu_and_mul(F.linear(x, mlp.gate_up_proj.weight)), mlp.down_proj.weight)
-    monkeypatch.setattr(linear, "_gemv_mode", "triton")
+    monkeypatch.setattr(linear.gemv_switch, "mode", "triton")
     torch.testing.assert_close(mlp(x), expected, atol=1e-5, rtol=1e-5)
     assert gemv_launches == [(3, False), (3, True)]
 
@@ -117,7 +117,7 @@ reduced: list[torch.dtype] = []
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_row_parallel_takes_the_gemv_and_reduces_its_fp32_sums(monkeypatch, gemv_launches, dtype):
-    monkeypatch.setattr(linear, "_gemv_mode", "triton")
+    monkeypatch.setattr(linear.gemv_switch, "mode", "triton")
     reduced.clear()
     split = RowParallelLinear(64, (0, 32), 16, False, dtype, CPU, _RecordingGroup(0, 2))
     torch.nn.init.normal_(split.weight)
@@ -143,7 +143,7 @@ def test_row_parallel_prefill_sums_fp32_partials_too(monkeypatch, gemv_launches)
 
 def test_row_parallel_can_leave_the_rounding_to_its_consumer(monkeypatch, gemv_launches):
     """In a decoder layer o_proj and down_proj hand their fp32 sums to the fused add + RMSNorm."""
-    monkeypatch.setattr(linear, "_gemv_mode", "triton")
+    monkeypatch.setattr(linear.gemv_switch, "mode", "triton")
     split = RowParallelLinear(64, (0, 32), 16, False, torch.bfloat16, CPU, _RecordingGroup(0, 2))
     torch.nn.init.normal_(split.weight)
     x = torch.randn(2, 32).to(torch.bfloat16)

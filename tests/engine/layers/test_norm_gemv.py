@@ -19,7 +19,7 @@ def fused_launches(monkeypatch):
     """Triton kernels on CPU tensors (interpreter), and a record of every fused launch: (rows, residual)."""
     if torch.cuda.is_available():
         pytest.skip("Triton on CPU tensors needs the interpreter, which is off where CUDA exists")
-    monkeypatch.setattr(_common, "_mode", "triton")
+    monkeypatch.setattr(_common._switch, "mode", "triton")
     launches = []
     original = gemv_norm._launch
 
@@ -40,7 +40,7 @@ def make(rows, residual=True):
 
 @pytest.mark.parametrize("with_residual", [True, False])
 def test_decode_rows_take_one_fused_kernel(monkeypatch, fused_launches, with_residual):
-    monkeypatch.setattr(linear, "_gemv_mode", "triton")
+    monkeypatch.setattr(linear.gemv_switch, "mode", "triton")
     norm, x, residual, weight, bias = make(3, with_residual)
     y, new_residual = norm.norm_matmul(x, residual, weight, bias)
     if with_residual:
@@ -55,11 +55,11 @@ def test_decode_rows_take_one_fused_kernel(monkeypatch, fused_launches, with_res
 
 def test_prefill_rows_and_cublas_mode_keep_the_separate_norm(monkeypatch, fused_launches):
     norm, x, residual, weight, bias = make(9)
-    monkeypatch.setattr(linear, "_gemv_mode", "triton")
+    monkeypatch.setattr(linear.gemv_switch, "mode", "triton")
     y, new_residual = norm.norm_matmul(x, residual, weight, bias)
     normed, expected_residual = fused_add_rms_norm(x, residual, norm.weight, norm.eps)
     assert torch.equal(y, F.linear(normed, weight, bias)) and torch.equal(new_residual, expected_residual)
-    monkeypatch.setattr(linear, "_gemv_mode", "cublas")
+    monkeypatch.setattr(linear.gemv_switch, "mode", "cublas")
     y, _ = norm.norm_matmul(x[:2], residual[:2], weight, bias)
     normed, _ = fused_add_rms_norm(x[:2], residual[:2], norm.weight, norm.eps)
     assert torch.equal(y, F.linear(normed, weight, bias))
@@ -74,7 +74,7 @@ def test_auto_mode_fuses_where_the_table_picks_the_gemv(monkeypatch, tmp_path, f
     }
     GemvTable("cpu", entries).save(path)
     monkeypatch.setattr(gemv_configs, "_table_path", str(path))
-    monkeypatch.setattr(linear, "_gemv_mode", "auto")
+    monkeypatch.setattr(linear.gemv_switch, "mode", "auto")
     gemv_configs.load_table.cache_clear()
     norm, x, residual, weight, _ = make(2)
     try:
