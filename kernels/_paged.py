@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from kernels._common import interpreting, tl, triton
+from kernels._common import interpreting, next_power_of_2, tl, triton
+from kernels.kv_cache_write import check_caches_contiguous
 
 LOG2E = 1.4426950408889634
 # Cap on one score tensor in the torch reference (elements), so a long CPU prefill stays in memory.
@@ -13,6 +14,18 @@ _MAX_SCORE_ELEMENTS = 1 << 26
 
 def dot_in_fp32(dtype: torch.dtype) -> bool:
     return dtype == torch.float32 or (dtype == torch.bfloat16 and interpreting())
+
+
+def head_tile(head_dim: int) -> int:
+    """BLOCK_D: the head dimension padded to a power of two, and to 16 for tl.dot."""
+    return max(next_power_of_2(head_dim), 16)
+
+
+def check_launch_layout(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor) -> None:
+    """The memory layout the kernels address: q rows contiguous in head_dim, dense caches."""
+    if q.stride(-1) != 1:
+        raise ValueError("q must be contiguous in head_dim")
+    check_caches_contiguous(k_cache, v_cache)
 
 
 def check_paged_inputs(
@@ -95,62 +108,69 @@ def attend(
 
 
 @triton.jit
-def attend_kv_tile(
+def attend_kv_range(
     q,
-    m_i,
-    l_i,
-    acc,
     k_cache_ptr,
     v_cache_ptr,
     block_table_ptr,
     kv_head,
     num_kv_heads,
     head_dim,
-    start_n,
+    kv_start,
     kv_end,
     q_positions,
     sliding_window,
     scale_log2e,
     dims,
     dim_mask,
+    BLOCK_M: tl.constexpr,
+    BLOCK_D: tl.constexpr,
     BLOCK_SIZE: tl.constexpr,
     BLOCK_N: tl.constexpr,
     USE_WINDOW: tl.constexpr,
     DOT_IN_FP32: tl.constexpr,
 ):
-    """One online-softmax step of ``q: [M, D]`` over key positions ``start_n .. start_n+BLOCK_N``.
+    """The online-softmax state ``(m, l, acc)`` of ``q: [BLOCK_M, BLOCK_D]`` over the key positions
+    ``kv_start .. kv_end``, one tile of ``BLOCK_N`` keys after another in ascending order.
 
     Keys are gathered through the block table, so a tile may span several cache blocks. ``m_i`` is
     kept in the log2 domain; rows with nothing allowed yet keep the finite sentinel -1e30 so no
     ``-inf - -inf`` NaN appears. ``DOT_IN_FP32``: exact fp32 products (fp32 inputs, or bf16 under
     the interpreter, whose bf16 ``tl.dot`` returns garbage in Triton 3.9).
     """
-    key_positions = start_n + tl.arange(0, BLOCK_N)
-    key_mask = key_positions < kv_end
-    pages = tl.load(block_table_ptr + key_positions // BLOCK_SIZE, mask=key_mask, other=0).to(tl.int64)
-    slots = pages * BLOCK_SIZE + key_positions % BLOCK_SIZE
-    offsets = slots * (num_kv_heads * head_dim) + kv_head * head_dim
-    kv_mask = key_mask[None, :] & dim_mask[:, None]
-    k = tl.load(k_cache_ptr + offsets[None, :] + dims[:, None], mask=kv_mask, other=0.0)  # [D, N]
-    if DOT_IN_FP32:
-        qk = tl.dot(q.to(tl.float32), k.to(tl.float32), input_precision="ieee")
-    else:
-        qk = tl.dot(q, k)
-    qk = qk * scale_log2e
-    allowed = key_mask[None, :] & (key_positions[None, :] <= q_positions[:, None])
-    if USE_WINDOW:
-        allowed = allowed & (key_positions[None, :] > q_positions[:, None] - sliding_window)
-    qk = tl.where(allowed, qk, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(qk, axis=1))
-    p = tl.exp2(qk - m_new[:, None])
-    alpha = tl.exp2(m_i - m_new)
-    l_i = l_i * alpha + tl.sum(p, axis=1)
-    v = tl.load(
-        v_cache_ptr + offsets[:, None] + dims[None, :], mask=key_mask[:, None] & dim_mask[None, :], other=0.0
-    )  # [N, D]
-    if DOT_IN_FP32:
-        p_rounded = p.to(v.dtype).to(tl.float32)
-        acc = acc * alpha[:, None] + tl.dot(p_rounded, v.to(tl.float32), input_precision="ieee")
-    else:
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-    return m_new, l_i, acc
+    m_i = tl.full([BLOCK_M], -1.0e30, dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    for start_n in range(kv_start, kv_end, BLOCK_N):
+        key_positions = start_n + tl.arange(0, BLOCK_N)
+        key_mask = key_positions < kv_end
+        pages = tl.load(block_table_ptr + key_positions // BLOCK_SIZE, mask=key_mask, other=0).to(tl.int64)
+        slots = pages * BLOCK_SIZE + key_positions % BLOCK_SIZE
+        offsets = slots * (num_kv_heads * head_dim) + kv_head * head_dim
+        kv_mask = key_mask[None, :] & dim_mask[:, None]
+        k = tl.load(k_cache_ptr + offsets[None, :] + dims[:, None], mask=kv_mask, other=0.0)  # [D, N]
+        if DOT_IN_FP32:
+            qk = tl.dot(q.to(tl.float32), k.to(tl.float32), input_precision="ieee")
+        else:
+            qk = tl.dot(q, k)
+        qk = qk * scale_log2e
+        allowed = key_mask[None, :] & (key_positions[None, :] <= q_positions[:, None])
+        if USE_WINDOW:
+            allowed = allowed & (key_positions[None, :] > q_positions[:, None] - sliding_window)
+        qk = tl.where(allowed, qk, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, axis=1))
+        p = tl.exp2(qk - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        v = tl.load(
+            v_cache_ptr + offsets[:, None] + dims[None, :],
+            mask=key_mask[:, None] & dim_mask[None, :],
+            other=0.0,
+        )  # [N, D]
+        if DOT_IN_FP32:
+            p_rounded = p.to(v.dtype).to(tl.float32)
+            acc = acc * alpha[:, None] + tl.dot(p_rounded, v.to(tl.float32), input_precision="ieee")
+        else:
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        m_i = m_new
+    return m_i, l_i, acc

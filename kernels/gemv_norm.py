@@ -16,9 +16,22 @@ from __future__ import annotations
 
 import torch
 
-from kernels._common import cdiv, interpreting, tl, triton, use_triton
-from kernels.gemv import _DOT_ROWS, _REDUCE_BLOCK, MAX_ROWS, _split_reduce_kernel, gemv_torch
-from kernels.gemv_configs import GemvConfig, choose_config
+from kernels._common import cdiv, tl, triton, use_triton
+from kernels.gemv import (
+    _accumulate,
+    _load_weight,
+    _slab,
+    _store_result,
+    _zero_acc,
+    check_rows,
+    gemv_torch,
+    partials_for,
+    reduce_splits,
+    resolve_config,
+    split_k,
+    tile_options,
+)
+from kernels.gemv_configs import GemvConfig
 from kernels.rms_norm import fused_add_rms_norm_torch, rms_norm_torch
 
 __all__ = ["gemv_norm", "gemv_norm_torch"]
@@ -64,15 +77,11 @@ def _gemv_norm_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
 ):
-    """Program ``(n, s)``: output columns ``n*BLOCK_N ...`` over K part ``s``, for every input row."""
-    tl.static_assert(USE_DOT or BLOCK_M == 1, "the FMA variant reads one input row")
-    pid_n = tl.program_id(0)
-    pid_s = tl.program_id(1)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_m = tl.arange(0, BLOCK_M)
-    n_mask = offs_n < n_out
-    m_mask = offs_m < rows
-    w_rows = w_ptr + offs_n.to(tl.int64)[:, None] * w_row_stride
+    """Program ``(n, s)``: the normed rows' product with N slab ``n`` over K part ``s``; program
+    ``(0, 0)`` also stores ``h``."""
+    pid_n, pid_s, offs_n, offs_m, n_mask, m_mask, w_rows = _slab(
+        w_ptr, w_row_stride, rows, n_out, USE_DOT, BLOCK_M, BLOCK_N
+    )
     row_offs = offs_m.to(tl.int64)[:, None]
     x_rows = x_ptr + row_offs * x_row_stride
     res_rows = res_ptr + row_offs * res_row_stride
@@ -107,47 +116,24 @@ def _gemv_norm_kernel(
     # Pass 2: the GEMV of kernels/gemv.py, normalising each input block as it is loaded.
     k_start = pid_s * k_per_split
     k_end = tl.minimum(k_start + k_per_split, k_in)
-    if USE_DOT:
-        acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    else:
-        acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+    acc = _zero_acc(USE_DOT, BLOCK_M, BLOCK_N, BLOCK_K)
     for k0 in range(k_start, k_end, BLOCK_K):
         offs_k = k0 + tl.arange(0, BLOCK_K)
-        if EVEN_K:
-            w_mask = n_mask[:, None]
-            k_mask = offs_k < k_in  # always true; a constant mask of the right shape
-        else:
-            k_mask = offs_k < k_end
-            w_mask = n_mask[:, None] & k_mask[None, :]
-        w = tl.load(w_rows + offs_k[None, :], mask=w_mask, other=0.0)
+        w, k_mask = _load_weight(w_rows, offs_k, n_mask, k_in, k_end, EVEN_K)
         gamma = tl.load(norm_w_ptr + offs_k, mask=k_mask, other=0.0).to(tl.float32)
         if USE_DOT:
             mask = m_mask[:, None] & k_mask[None, :]
             h = _load_sum(x_rows + offs_k[None, :], res_rows + offs_k[None, :], mask, HAS_RESIDUAL)
             normed = (h.to(tl.float32) * rstd).to(h.dtype).to(tl.float32)
             x = (normed * gamma[None, :]).to(h.dtype)
-            if DOT_IN_FP32:
-                acc += tl.dot(w.to(tl.float32), tl.trans(x.to(tl.float32)), input_precision="ieee")
-            else:
-                acc = tl.dot(w, tl.trans(x), acc)
         else:
             h = _load_sum(x_ptr + offs_k, res_ptr + offs_k, k_mask, HAS_RESIDUAL)
             normed = (h.to(tl.float32) * rstd).to(h.dtype).to(tl.float32)
             x = (normed * gamma).to(h.dtype)
-            acc += w.to(tl.float32) * x.to(tl.float32)[None, :]
-    if USE_DOT:
-        y = tl.trans(acc)
-    else:
-        y = tl.sum(acc, axis=1)[None, :]
-    mask = m_mask[:, None] & n_mask[None, :]
-    if SPLIT:
-        part = partial_ptr + (pid_s * rows + offs_m.to(tl.int64))[:, None] * n_out + offs_n[None, :]
-        tl.store(part, y, mask=mask)
-    else:
-        if HAS_BIAS:
-            y += tl.load(bias_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)[None, :]
-        out = out_ptr + offs_m.to(tl.int64)[:, None] * out_row_stride + offs_n[None, :]
-        tl.store(out, y.to(out_ptr.dtype.element_ty), mask=mask)
+        acc = _accumulate(acc, w, x, USE_DOT, DOT_IN_FP32)
+    # No FUSED_REDUCE here: a split's partials go to the separate reduce kernel (_launch).
+    _store_result(acc, bias_ptr, out_ptr, out_row_stride, partial_ptr, partial_ptr, pid_n, pid_s, offs_m,
+                  offs_n, m_mask, n_mask, rows, n_out, HAS_BIAS, SPLIT, False, USE_DOT)  # fmt: skip
 
 
 def _check(
@@ -161,8 +147,7 @@ def _check(
         raise ValueError(
             f"x must be [M, K] for weight [N, K], got {tuple(x.shape)} and {tuple(weight.shape)}"
         )
-    if not 1 <= x.shape[0] <= MAX_ROWS:
-        raise ValueError(f"the GEMV takes 1 to {MAX_ROWS} rows, got {x.shape[0]}")
+    check_rows(x)
     if residual is not None and (residual.shape != x.shape or residual.dtype != x.dtype):
         raise ValueError(f"residual must match x ({tuple(x.shape)}, {x.dtype})")
     if norm_weight.shape != (x.shape[1],) or norm_weight.dtype != x.dtype or weight.dtype != x.dtype:
@@ -184,16 +169,11 @@ def _launch(
     if any(t.stride(-1) != 1 for t in tensors):
         raise ValueError("x, residual, norm_weight and weight must be contiguous along K")
     rows, (n, k) = x.shape[0], weight.shape
-    if config is None:
-        config = choose_config(rows, n, k, False, x.device, normed=True)
-    if not config.use_dot and rows != 1:
-        raise ValueError(f"the FMA variant takes one row, got {rows}: use a tl.dot config")
+    config = resolve_config(config, rows, n, k, False, x.device, normed=True)
     out = torch.empty((rows, n), dtype=x.dtype, device=x.device)
     h = torch.empty_like(x, memory_format=torch.contiguous_format) if residual is not None else x
-    block_k = config.block_k
-    k_per_split = cdiv(cdiv(k, config.split_k), block_k) * block_k
-    splits = cdiv(k, k_per_split)
-    partial = torch.empty((splits, rows, n), dtype=torch.float32, device=x.device) if splits > 1 else out
+    k_per_split, splits = split_k(k, config)
+    partial = partials_for(out, splits)
     _gemv_norm_kernel[(cdiv(n, config.block_n), splits)](
         x,
         x.stride(0),
@@ -216,29 +196,10 @@ def _launch(
         HAS_RESIDUAL=residual is not None,
         HAS_BIAS=bias is not None,
         SPLIT=splits > 1,
-        USE_DOT=config.use_dot,
-        # The interpreter's bf16 tl.dot is wrong (Triton 3.9); fp32 products of bf16 are exact.
-        DOT_IN_FP32=x.dtype == torch.float32 or interpreting(),
-        EVEN_K=k % block_k == 0,
-        BLOCK_M=_DOT_ROWS if config.use_dot else 1,
-        BLOCK_N=config.block_n,
-        BLOCK_K=block_k,
-        num_warps=config.num_warps,
-        num_stages=config.num_stages,
+        **tile_options(config, x.dtype, k),
     )
     if splits > 1:
-        _split_reduce_kernel[(rows, cdiv(n, _REDUCE_BLOCK))](
-            partial,
-            bias if bias is not None else weight,
-            out,
-            out.stride(0),
-            rows,
-            n,
-            SPLITS=splits,
-            HAS_BIAS=bias is not None,
-            BLOCK=_REDUCE_BLOCK,
-            num_warps=4,
-        )
+        reduce_splits(partial, bias, weight, out, splits)
     return out, h
 
 

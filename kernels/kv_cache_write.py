@@ -43,6 +43,12 @@ def _write_kv_cache_kernel(
         tl.store(v_cache_ptr + cache_offsets, value.to(v_cache_ptr.dtype.element_ty), mask=mask)
 
 
+def check_caches_contiguous(k_cache: torch.Tensor, v_cache: torch.Tensor) -> None:
+    """The kernels address a cache by slot arithmetic alone, so it must be one dense block."""
+    if not (k_cache.is_contiguous() and v_cache.is_contiguous()):
+        raise ValueError("k_cache and v_cache must be contiguous")
+
+
 def _check(
     key: torch.Tensor,
     value: torch.Tensor,
@@ -62,8 +68,7 @@ def _check(
         )
     if slot_mapping.shape != (key.shape[0],) or slot_mapping.dtype not in (torch.int32, torch.int64):
         raise ValueError(f"slot_mapping must be int [T={key.shape[0]}], got {tuple(slot_mapping.shape)}")
-    if not (k_cache.is_contiguous() and v_cache.is_contiguous()):
-        raise ValueError("k_cache and v_cache must be contiguous")
+    check_caches_contiguous(k_cache, v_cache)
 
 
 def _launch(

@@ -14,10 +14,12 @@ from kernels._common import next_power_of_2, tl, triton, use_triton
 from kernels._paged import (
     LOG2E,
     attend,
-    attend_kv_tile,
+    attend_kv_range,
+    check_launch_layout,
     check_paged_inputs,
     dot_in_fp32,
     gather_context,
+    head_tile,
 )
 from kernels.paged_attention_decode import paged_attention_decode, paged_attention_decode_torch
 
@@ -106,16 +108,12 @@ def _paged_attention_kernel(
     kv_start = 0
     if USE_WINDOW:
         kv_start = tl.maximum(prefix_len + q_offset - sliding_window + 1, 0) // BLOCK_N * BLOCK_N
-    m_i = tl.full([BLOCK_M], -1.0e30, dtype=tl.float32)  # finite 'no key yet', see attend_kv_tile
-    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     block_table_ptr = block_tables_ptr + seq.to(tl.int64) * block_tables_stride
-    for start_n in range(kv_start, kv_end, BLOCK_N):
-        m_i, l_i, acc = attend_kv_tile(
-            q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, block_table_ptr, kv_head, num_kv_heads, head_dim,
-            start_n, kv_end, q_positions, sliding_window, scale_log2e, dims, dim_mask,
-            BLOCK_SIZE, BLOCK_N, USE_WINDOW, DOT_IN_FP32,
-        )  # fmt: skip
+    m_i, l_i, acc = attend_kv_range(
+        q, k_cache_ptr, v_cache_ptr, block_table_ptr, kv_head, num_kv_heads, head_dim, kv_start, kv_end,
+        q_positions, sliding_window, scale_log2e, dims, dim_mask,
+        BLOCK_M, BLOCK_D, BLOCK_SIZE, BLOCK_N, USE_WINDOW, DOT_IN_FP32,
+    )  # fmt: skip
     out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
     out_offsets = (
         tokens[:, None] * (num_kv_heads * GROUP * head_dim) + heads[:, None] * head_dim + dims[None, :]
@@ -141,10 +139,7 @@ def _launch(
     scale: float,
     sliding_window: int | None,
 ) -> torch.Tensor:
-    if q.stride(-1) != 1:
-        raise ValueError("q must be contiguous in head_dim")
-    if not (k_cache.is_contiguous() and v_cache.is_contiguous()):
-        raise ValueError("k_cache and v_cache must be contiguous")
+    check_launch_layout(q, k_cache, v_cache)
     num_tokens, num_q_heads, head_dim = q.shape
     num_kv_heads, block_size = k_cache.shape[2], k_cache.shape[1]
     num_seqs = block_tables.shape[0]
@@ -175,7 +170,7 @@ def _launch(
         BLOCK_Q=block_q,
         BLOCK_M=block_m,
         BLOCK_N=64,
-        BLOCK_D=max(next_power_of_2(head_dim), 16),
+        BLOCK_D=head_tile(head_dim),
         USE_WINDOW=sliding_window is not None,
         DOT_IN_FP32=dot_in_fp32(q.dtype),
         num_warps=8 if block_m >= 128 else 4,

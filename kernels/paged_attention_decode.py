@@ -16,10 +16,12 @@ from kernels._common import cdiv, next_power_of_2, num_compute_units, tl, triton
 from kernels._paged import (
     LOG2E,
     attend,
-    attend_kv_tile,
+    attend_kv_range,
+    check_launch_layout,
     check_paged_inputs,
     dot_in_fp32,
     gather_context,
+    head_tile,
 )
 
 __all__ = ["paged_attention_decode", "paged_attention_decode_torch"]
@@ -130,16 +132,12 @@ def _decode_split_kernel(
     )
     q_positions = tl.zeros([BLOCK_G], dtype=tl.int32) + (seq_len - 1)
 
-    m_i = tl.full([BLOCK_G], -1.0e30, dtype=tl.float32)  # finite 'no key yet', see attend_kv_tile
-    l_i = tl.zeros([BLOCK_G], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_G, BLOCK_D], dtype=tl.float32)
     block_table_ptr = block_tables_ptr + seq * block_tables_stride
-    for start_n in range(split_start, split_end, BLOCK_N):
-        m_i, l_i, acc = attend_kv_tile(
-            q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, block_table_ptr, kv_head, num_kv_heads, head_dim,
-            start_n, split_end, q_positions, sliding_window, scale_log2e, dims, dim_mask,
-            BLOCK_SIZE, BLOCK_N, USE_WINDOW, DOT_IN_FP32,
-        )  # fmt: skip
+    m_i, l_i, acc = attend_kv_range(
+        q, k_cache_ptr, v_cache_ptr, block_table_ptr, kv_head, num_kv_heads, head_dim, split_start, split_end,
+        q_positions, sliding_window, scale_log2e, dims, dim_mask,
+        BLOCK_G, BLOCK_D, BLOCK_SIZE, BLOCK_N, USE_WINDOW, DOT_IN_FP32,
+    )  # fmt: skip
 
     num_q_heads = num_kv_heads * GROUP
     if SINGLE_SPLIT:
@@ -217,10 +215,7 @@ def _launch(
     num_splits: int | None,
     fused_reduce: bool | None = None,
 ) -> torch.Tensor:
-    if q.stride(-1) != 1:
-        raise ValueError("q must be contiguous in head_dim")
-    if not (k_cache.is_contiguous() and v_cache.is_contiguous()):
-        raise ValueError("k_cache and v_cache must be contiguous")
+    check_launch_layout(q, k_cache, v_cache)
     batch, num_q_heads, head_dim = q.shape
     block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
     group = num_q_heads // num_kv_heads
@@ -230,7 +225,7 @@ def _launch(
     if num_splits is None:
         capacity = block_tables.shape[1] * block_size
         num_splits = choose_num_splits(batch, num_kv_heads, capacity, q.device, sliding_window)
-    block_d = max(next_power_of_2(head_dim), 16)
+    block_d = head_tile(head_dim)
     fused = num_splits > 1 and (FUSED_REDUCE if fused_reduce is None else fused_reduce)
     counters = arrival_counters(q.device, batch * num_kv_heads) if fused else seq_lens
     if num_splits > 1:

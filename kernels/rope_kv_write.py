@@ -1,7 +1,7 @@
 """Rotary embedding and the paged KV-cache write in one pass over this step's q/k/v.
 
 Replaces three launches per layer (``rotary_embedding``, ``v.contiguous()``, ``write_kv_cache``):
-q and k are read once, rotated (arithmetic identical to ``kernels/rotary.py``, so the results are
+q and k are read once, rotated (by ``kernels/rotary.py``'s own jit helpers, so the results are
 bit for bit the same), q goes to a new ``[T, Hq, D]`` tensor, rotated k and raw v go straight into
 the cache. q/k/v may be strided views of the fused QKV projection output (``head_dim`` contiguous).
 Cache layout and slot rule as in ``kernels/kv_cache_write.py``: slot ``-1`` skips the write.
@@ -11,27 +11,15 @@ from __future__ import annotations
 
 import torch
 
-from kernels._common import cdiv, next_power_of_2, tl, triton, use_triton
-from kernels.kv_cache_write import write_kv_cache_torch
-from kernels.rotary import rotary_embedding_torch
+from kernels._common import cdiv, check_last_dim_contiguous, next_power_of_2, tl, triton, use_triton
+from kernels.kv_cache_write import check_caches_contiguous, write_kv_cache_torch
+from kernels.rotary import rotary_embedding_torch, rotate_pairs, token_rotation
 
 __all__ = ["rope_and_write_kv", "rope_and_write_kv_torch"]
 
 # Below this many tokens every program rotates one head: a decode step then spreads over
 # T * (Hq + Hk) programs instead of T, which is what keeps this launch short inside a graph.
 _ONE_HEAD_PER_PROGRAM_TOKENS = 128
-
-
-@triton.jit
-def _rotate_pairs(src_ptr, heads, head_stride, offs_1, offs_2, mask, cos, sin):
-    """Load the two halves of each pair and rotate them as ``kernels/rotary.py`` does."""
-    x1 = tl.load(src_ptr + heads[:, None] * head_stride + offs_1[None, :], mask=mask, other=0.0)
-    x2 = tl.load(src_ptr + heads[:, None] * head_stride + offs_2[None, :], mask=mask, other=0.0)
-    x1f = x1.to(tl.float32)
-    x2f = x2.to(tl.float32)
-    out_1 = x1f * cos[None, :] - x2f * sin[None, :]
-    out_2 = x2f * cos[None, :] + x1f * sin[None, :]
-    return out_1.to(x1.dtype), out_2.to(x1.dtype)
 
 
 @triton.jit
@@ -67,33 +55,27 @@ def _rope_kv_write_kernel(
     heads, the rest KV heads (whose k is rotated and whose v is copied)."""
     token = tl.program_id(0).to(tl.int64)
     block = tl.program_id(1)
-    position = tl.load(positions_ptr + token).to(tl.int64)
-    pairs = tl.arange(0, BLOCK_HALF)
-    pair_mask = pairs < half_dim
-    cos = tl.load(cos_sin_ptr + position * cos_sin_row_stride + pairs, mask=pair_mask, other=0.0)
-    sin = tl.load(cos_sin_ptr + position * cos_sin_row_stride + half_dim + pairs, mask=pair_mask, other=0.0)
-    if IS_NEOX:
-        offs_1 = pairs
-        offs_2 = pairs + half_dim
-    else:
-        offs_1 = 2 * pairs
-        offs_2 = 2 * pairs + 1
+    cos, sin, offs_1, offs_2, pair_mask = token_rotation(
+        positions_ptr, token, cos_sin_ptr, cos_sin_row_stride, half_dim, IS_NEOX, BLOCK_HALF
+    )
     head_dim = 2 * half_dim
     if block < num_q_blocks:
         heads = block * BLOCK_H + tl.arange(0, BLOCK_H)
         mask = (heads < num_q_heads)[:, None] & pair_mask[None, :]
-        q_1, q_2 = _rotate_pairs(
+        q_1, q_2 = rotate_pairs(
             q_ptr + token * q_token_stride, heads, q_head_stride, offs_1, offs_2, mask, cos, sin
         )
+        q_1, q_2 = q_1.to(q_ptr.dtype.element_ty), q_2.to(q_ptr.dtype.element_ty)
         q_row = q_out_ptr + token * num_q_heads * head_dim + heads[:, None] * head_dim
         tl.store(q_row + offs_1[None, :], q_1, mask=mask)
         tl.store(q_row + offs_2[None, :], q_2, mask=mask)
     else:
         heads = (block - num_q_blocks) * BLOCK_H + tl.arange(0, BLOCK_H)
         mask = (heads < num_kv_heads)[:, None] & pair_mask[None, :]
-        k_1, k_2 = _rotate_pairs(
+        k_1, k_2 = rotate_pairs(
             k_ptr + token * k_token_stride, heads, k_head_stride, offs_1, offs_2, mask, cos, sin
         )
+        k_1, k_2 = k_1.to(k_ptr.dtype.element_ty), k_2.to(k_ptr.dtype.element_ty)
         v_row = v_ptr + token * v_token_stride + heads[:, None] * v_head_stride
         v_1 = tl.load(v_row + offs_1[None, :], mask=mask, other=0.0)
         v_2 = tl.load(v_row + offs_2[None, :], mask=mask, other=0.0)
@@ -133,14 +115,12 @@ def _check(positions, q, k, v, cos_sin_cache, k_cache, v_cache, slot_mapping) ->
             f"caches must both be [blocks, block_size, {k.shape[1]}, {head_dim}], "
             f"got {tuple(k_cache.shape)} / {tuple(v_cache.shape)}"
         )
-    if not (k_cache.is_contiguous() and v_cache.is_contiguous()):
-        raise ValueError("k_cache and v_cache must be contiguous")
+    check_caches_contiguous(k_cache, v_cache)
 
 
 def _launch(positions, q, k, v, cos_sin_cache, k_cache, v_cache, slot_mapping, is_neox, return_kv):
     for name, t in (("q", q), ("k", k), ("v", v), ("cos_sin_cache", cos_sin_cache)):
-        if t.stride(-1) != 1:
-            raise ValueError(f"{name} must be contiguous in its last dimension")
+        check_last_dim_contiguous(name, t)
     tokens, num_q_heads, head_dim = q.shape
     num_kv_heads = k.shape[1]
     q_out = torch.empty((tokens, num_q_heads, head_dim), dtype=q.dtype, device=q.device)

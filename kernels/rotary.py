@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from kernels._common import next_power_of_2, tl, triton, use_triton
+from kernels._common import check_last_dim_contiguous, next_power_of_2, tl, triton, use_triton
 
 __all__ = ["build_cos_sin_cache", "rotary_embedding", "rotary_embedding_torch"]
 
@@ -68,6 +68,44 @@ def build_cos_sin_cache(
 
 
 @triton.jit
+def token_rotation(
+    positions_ptr,
+    token,
+    cos_sin_ptr,
+    cos_sin_row_stride,
+    half_dim,
+    IS_NEOX: tl.constexpr,
+    BLOCK_HALF: tl.constexpr,
+):
+    """cos and sin at ``token``'s position, the offsets of each rotated pair's two elements in a
+    head (first half against second half, or even against odd), and the mask of valid pairs."""
+    position = tl.load(positions_ptr + token).to(tl.int64)
+    pairs = tl.arange(0, BLOCK_HALF)
+    pair_mask = pairs < half_dim
+    cos = tl.load(cos_sin_ptr + position * cos_sin_row_stride + pairs, mask=pair_mask, other=0.0)
+    sin = tl.load(cos_sin_ptr + position * cos_sin_row_stride + half_dim + pairs, mask=pair_mask, other=0.0)
+    if IS_NEOX:
+        offs_1 = pairs
+        offs_2 = pairs + half_dim
+    else:
+        offs_1 = 2 * pairs
+        offs_2 = 2 * pairs + 1
+    return cos, sin, offs_1, offs_2, pair_mask
+
+
+@triton.jit
+def rotate_pairs(src_ptr, heads, head_stride, offs_1, offs_2, mask, cos, sin):
+    """Load the two elements of each pair of ``heads`` and rotate them, in fp32 (not yet rounded)."""
+    x1 = tl.load(src_ptr + heads[:, None] * head_stride + offs_1[None, :], mask=mask, other=0.0)
+    x2 = tl.load(src_ptr + heads[:, None] * head_stride + offs_2[None, :], mask=mask, other=0.0)
+    x1f = x1.to(tl.float32)
+    x2f = x2.to(tl.float32)
+    out_1 = x1f * cos[None, :] - x2f * sin[None, :]
+    out_2 = x2f * cos[None, :] + x1f * sin[None, :]
+    return out_1, out_2
+
+
+@triton.jit
 def _rotate_heads(
     src_ptr,
     src_head_stride,
@@ -81,16 +119,12 @@ def _rotate_heads(
     pair_mask,
     BLOCK_H: tl.constexpr,
 ):
-    heads = tl.arange(0, BLOCK_H)[:, None]
-    mask = (heads < num_heads) & pair_mask[None, :]
-    x1 = tl.load(src_ptr + heads * src_head_stride + offs_1[None, :], mask=mask, other=0.0)
-    x2 = tl.load(src_ptr + heads * src_head_stride + offs_2[None, :], mask=mask, other=0.0)
-    x1f = x1.to(tl.float32)
-    x2f = x2.to(tl.float32)
-    out_1 = x1f * cos[None, :] - x2f * sin[None, :]
-    out_2 = x2f * cos[None, :] + x1f * sin[None, :]
-    tl.store(dst_ptr + heads * dst_head_stride + offs_1[None, :], out_1.to(x1.dtype), mask=mask)
-    tl.store(dst_ptr + heads * dst_head_stride + offs_2[None, :], out_2.to(x1.dtype), mask=mask)
+    heads = tl.arange(0, BLOCK_H)
+    mask = (heads[:, None] < num_heads) & pair_mask[None, :]
+    out_1, out_2 = rotate_pairs(src_ptr, heads, src_head_stride, offs_1, offs_2, mask, cos, sin)
+    dtype = src_ptr.dtype.element_ty
+    tl.store(dst_ptr + heads[:, None] * dst_head_stride + offs_1[None, :], out_1.to(dtype), mask=mask)
+    tl.store(dst_ptr + heads[:, None] * dst_head_stride + offs_2[None, :], out_2.to(dtype), mask=mask)
 
 
 @triton.jit
@@ -115,17 +149,9 @@ def _rotary_kernel(
     BLOCK_HALF: tl.constexpr,
 ):
     token = tl.program_id(0).to(tl.int64)
-    position = tl.load(positions_ptr + token).to(tl.int64)
-    pairs = tl.arange(0, BLOCK_HALF)
-    pair_mask = pairs < half_dim
-    cos = tl.load(cos_sin_ptr + position * cos_sin_row_stride + pairs, mask=pair_mask, other=0.0)
-    sin = tl.load(cos_sin_ptr + position * cos_sin_row_stride + half_dim + pairs, mask=pair_mask, other=0.0)
-    if IS_NEOX:
-        offs_1 = pairs
-        offs_2 = pairs + half_dim
-    else:
-        offs_1 = 2 * pairs
-        offs_2 = 2 * pairs + 1
+    cos, sin, offs_1, offs_2, pair_mask = token_rotation(
+        positions_ptr, token, cos_sin_ptr, cos_sin_row_stride, half_dim, IS_NEOX, BLOCK_HALF
+    )
     head_dim = 2 * half_dim
     _rotate_heads(
         q_ptr + token * q_token_stride,
@@ -159,8 +185,7 @@ def _launch(
     positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin_cache: torch.Tensor, is_neox: bool
 ) -> tuple[torch.Tensor, torch.Tensor]:
     for name, t in (("q", q), ("k", k), ("cos_sin_cache", cos_sin_cache)):
-        if t.stride(-1) != 1:
-            raise ValueError(f"{name} must be contiguous in its last dimension")
+        check_last_dim_contiguous(name, t)
     tokens, num_q_heads, head_dim = q.shape
     num_k_heads = k.shape[1]
     q_out = torch.empty((tokens, num_q_heads, head_dim), dtype=q.dtype, device=q.device)
