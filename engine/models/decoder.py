@@ -91,15 +91,14 @@ class DecoderLayer(nn.Module):
     def __init__(
         self,
         cfg: ModelConfig,
-        layer: int,
-        rotary: RotaryEmbedding,
+        attention: DecoderAttention,
         dtype: torch.dtype,
         device: torch.device,
-        tp: TPGroup = SINGLE,
+        tp: TPGroup,
     ) -> None:
         super().__init__()
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype, device)
-        self.self_attn = DecoderAttention(cfg, layer, rotary, dtype, device, tp)
+        self.self_attn = attention
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype, device)
         self.mlp = GatedMLP(cfg.hidden_size, cfg.intermediate_size, dtype, device, tp)
         # Both row-parallel outputs go only into the next fused add + RMSNorm (this layer's, the next
@@ -145,7 +144,8 @@ class CausalLM(nn.Module):
         rotary = RotaryEmbedding(cfg.head_dim, max_position, cfg.rope_theta, cfg.rope_scaling, device)
         self.embed_tokens = Embedding(cfg.vocab_size, cfg.hidden_size, dtype, device, tp)
         self.layers = nn.ModuleList(
-            DecoderLayer(cfg, i, rotary, dtype, device, tp) for i in range(cfg.num_layers)
+            DecoderLayer(cfg, DecoderAttention(cfg, i, rotary, dtype, device, tp), dtype, device, tp)
+            for i in range(cfg.num_layers)
         )
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype, device)
         self.lm_head = LMHead(cfg.vocab_size, cfg.hidden_size, dtype, device, tp)

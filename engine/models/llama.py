@@ -4,6 +4,9 @@ family's other architecture modules (Mistral, Qwen2, Qwen3), as is the decoder t
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
+
 from engine.checkpoint.model_config import ModelConfig, checkpoint_dtype, positive_int
 from engine.kv.specs import FullAttentionSpec, KVCacheSpec, SlidingWindowSpec
 from engine.models.registry import Architecture, register
@@ -73,11 +76,20 @@ def attention_kv_specs(cfg: ModelConfig, block_size: int, dtype: str, tp: int = 
     ]
 
 
-LLAMA = register(
-    Architecture(
-        names=("LlamaForCausalLM",),
-        parse_config=parse_llama_config,
-        kv_cache_specs=attention_kv_specs,
-        model_class=DECODER,
+def windowed_llama_config(raw: dict, architecture: str, **changes) -> ModelConfig:
+    """A Llama-family config whose layers may use a sliding window (``sliding_windows``), with the
+    architecture's own ``changes`` on top (Mistral, Qwen2, Qwen3)."""
+    cfg = parse_llama_config(raw, architecture)
+    return replace(cfg, sliding_windows=sliding_windows(raw, cfg.num_layers), **changes)
+
+
+def register_llama_family(name: str, parse_config: Callable[[dict, str], ModelConfig]) -> Architecture:
+    """Register an architecture that builds the Llama decoder with attention KV specs on every layer."""
+    return register(
+        Architecture(
+            names=(name,), parse_config=parse_config, kv_cache_specs=attention_kv_specs, model_class=DECODER
+        )
     )
-)
+
+
+LLAMA = register_llama_family("LlamaForCausalLM", parse_llama_config)

@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from engine.checkpoint.model_config import ModelConfig
-from engine.models.llama import DECODER, attention_kv_specs, parse_llama_config, sliding_windows
-from engine.models.registry import Architecture, register
+from engine.models.llama import register_llama_family, windowed_llama_config
 
 
 def parse_qwen2_config(raw: dict, architecture: str) -> ModelConfig:
-    cfg = parse_llama_config(raw, architecture)
-    return replace(cfg, qkv_bias=True, sliding_windows=sliding_windows(raw, cfg.num_layers))
+    return windowed_llama_config(raw, architecture, qkv_bias=True)
 
 
-QWEN2 = register(
-    Architecture(
-        names=("Qwen2ForCausalLM",),
-        parse_config=parse_qwen2_config,
-        kv_cache_specs=attention_kv_specs,
-        model_class=DECODER,
-    )
-)
+QWEN2 = register_llama_family("Qwen2ForCausalLM", parse_qwen2_config)
