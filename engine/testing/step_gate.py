@@ -10,9 +10,10 @@ engine with ``CHASSIS_TEST_STEP_GATE=<file>`` in its environment and write a num
   tokens. N = 1 lets each request produce its first token, N + 1 one more, and so on;
 - the file removed: the engine goes on.
 
-While held the engine's loop waits inside ``EngineCore.step`` (the one seam, a call to ``hold``);
-commands that arrive meanwhile (an abort) are applied right after the step the gate let go.
-Only tests and demos set the variable; unset, ``hold`` returns at once.
+While held, ``EngineCore.step`` (the one seam: it asks ``holds``) takes no step and returns no
+outputs after a short pause, so the loop around it keeps applying commands: requests that arrive are
+admitted (and generate up to N before the engine holds again), aborts land at once. Only tests and
+demos set the variable; unset, ``holds`` answers False at once.
 """
 
 from __future__ import annotations
@@ -33,21 +34,20 @@ class _Generating(Protocol):
     output_token_ids: list[int]
 
 
-def hold(unfinished: Iterable[_Generating]) -> None:
-    """Return when the gate (if any) lets the engine take its next step."""
+def holds(unfinished: Iterable[_Generating]) -> bool:
+    """Whether the gate keeps the engine from taking this step (True after a pause of ``POLL_S``,
+    so a loop that keeps asking does not spin)."""
     if _gate_file is None:
-        return
-    requests = list(unfinished)  # the engine's thread is the one waiting here: they cannot change
-    while _held(_gate_file, requests):
-        time.sleep(POLL_S)
-
-
-def _held(path: str, requests: list[_Generating]) -> bool:
+        return False
     try:
-        limit = int(Path(path).read_text())
+        limit = int(Path(_gate_file).read_text())
     except FileNotFoundError:
         return False
-    return bool(requests) and min(len(r.output_token_ids) for r in requests) >= limit
+    lengths = [len(r.output_token_ids) for r in unfinished]
+    if not lengths or min(lengths) < limit:
+        return False
+    time.sleep(POLL_S)
+    return True
 
 
 class StepGate:
