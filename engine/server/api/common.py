@@ -28,6 +28,26 @@ def openai_usage(usage: Usage) -> dict[str, Any]:
     }
 
 
+def openai_answer(id_prefix: str, kind: str, model: str, choices: list[dict[str, Any]], usage: Usage) -> dict:
+    """A whole (not streamed) Chat Completions or Completions answer around its choices."""
+    return {
+        "id": new_id(id_prefix),
+        "object": kind,
+        "created": now(),
+        "model": model,
+        "choices": choices,
+        "usage": openai_usage(usage),
+        "system_fingerprint": None,
+    }
+
+
+def openai_stream_head(req: Any, id_prefix: str, kind: str, model: str) -> tuple[bool, dict[str, Any]]:
+    """Whether a Chat Completions or Completions stream ends with a usage chunk, and the fields
+    every chunk of it starts with."""
+    include_usage = bool(req.stream_options and req.stream_options.include_usage)
+    return include_usage, {"id": new_id(id_prefix), "object": kind, "created": now(), "model": model}
+
+
 def check_model(requested: str, served: list[str]) -> str:
     if requested not in served:
         raise APIError(404, f"The model `{requested}` does not exist.", param="model", code="model_not_found")

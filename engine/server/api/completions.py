@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from engine.server.api.common import TokenText, new_id, now, openai_usage
+from engine.server.api.common import TokenText, openai_answer, openai_stream_head, openai_usage
 from engine.server.api.sampling import openai_params, refuse_unsupported_openai, resolve_max_tokens
 from engine.server.conversation import ChoiceResult, TokenLogprob, Usage
 from engine.server.errors import as_api_error, bad_request, openai_body, unsupported
@@ -59,33 +59,25 @@ def completion_logprobs(logprobs: list[TokenLogprob], token_text: TokenText, top
 def build_response(
     req: CompletionRequest, model: str, choices: list[ChoiceResult], usage: Usage, token_text: TokenText
 ) -> dict[str, Any]:
-    return {
-        "id": new_id("cmpl-"),
-        "object": "text_completion",
-        "created": now(),
-        "model": model,
-        "choices": [
-            {
-                "index": c.index,
-                "text": c.text,
-                "logprobs": None
-                if req.logprobs is None
-                else completion_logprobs(c.logprobs, token_text, req.logprobs, 0),
-                "finish_reason": c.finish_reason,
-                "stop_reason": c.stop_reason,
-            }
-            for c in choices
-        ],
-        "usage": openai_usage(usage),
-        "system_fingerprint": None,
-    }
+    choices_json = [
+        {
+            "index": c.index,
+            "text": c.text,
+            "logprobs": None
+            if req.logprobs is None
+            else completion_logprobs(c.logprobs, token_text, req.logprobs, 0),
+            "finish_reason": c.finish_reason,
+            "stop_reason": c.stop_reason,
+        }
+        for c in choices
+    ]
+    return openai_answer("cmpl-", "text_completion", model, choices_json, usage)
 
 
 async def stream_response(
     req: CompletionRequest, model: str, events: AsyncIterator[ChoiceEvent], token_text: TokenText
 ) -> AsyncIterator[str]:
-    include_usage = bool(req.stream_options and req.stream_options.include_usage)
-    base = {"id": new_id("cmpl-"), "object": "text_completion", "created": now(), "model": model}
+    include_usage, base = openai_stream_head(req, "cmpl-", "text_completion", model)
     usage = Usage()
     offsets = [0] * req.n
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from engine.server.api.common import TokenText, new_id, now, openai_usage
+from engine.server.api.common import TokenText, openai_answer, openai_stream_head, openai_usage
 from engine.server.api.sampling import openai_params, refuse_unsupported_openai, resolve_max_tokens
 from engine.server.conversation import ChoiceResult, Conversation, Message, TokenLogprob, ToolSpec, Usage
 from engine.server.errors import as_api_error, bad_request, openai_body, unsupported
@@ -126,22 +126,13 @@ def build_response(
                 "stop_reason": choice.stop_reason,
             }
         )
-    return {
-        "id": new_id("chatcmpl-"),
-        "object": "chat.completion",
-        "created": now(),
-        "model": model,
-        "choices": out_choices,
-        "usage": openai_usage(usage),
-        "system_fingerprint": None,
-    }
+    return openai_answer("chatcmpl-", "chat.completion", model, out_choices, usage)
 
 
 async def stream_response(
     req: ChatCompletionRequest, model: str, events: AsyncIterator[ChoiceEvent], token_text: TokenText
 ) -> AsyncIterator[str]:
-    include_usage = bool(req.stream_options and req.stream_options.include_usage)
-    base = {"id": new_id("chatcmpl-"), "object": "chat.completion.chunk", "created": now(), "model": model}
+    include_usage, base = openai_stream_head(req, "chatcmpl-", "chat.completion.chunk", model)
 
     def chunk(index: int, delta: dict, finish: str | None = None, logprobs: Any = None) -> str:
         payload = {

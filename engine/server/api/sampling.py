@@ -65,24 +65,26 @@ def build_params(n: int, seed: int | None, **fields: Any) -> list[Any]:
     return params
 
 
+# The OpenAI sampling fields that SamplingParams takes under the same name, as they are.
+_OPENAI_PASSED_THROUGH = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "repetition_penalty",
+    "frequency_penalty",
+    "presence_penalty",
+    "stop_token_ids",
+    "ignore_eos",
+    "min_tokens",
+    "skip_special_tokens",
+    "include_stop_str_in_output",
+)
+
+
 def openai_params(req: Any, max_tokens: int, logprobs: int | None) -> list[Any]:
     """SamplingParams for an OpenAI completions or chat request (their sampling fields are the same)."""
+    passed = {name: getattr(req, name) for name in _OPENAI_PASSED_THROUGH}
     return build_params(
-        req.n,
-        req.seed,
-        max_tokens=max_tokens,
-        temperature=req.temperature,
-        top_p=req.top_p,
-        top_k=req.top_k,
-        min_p=req.min_p,
-        repetition_penalty=req.repetition_penalty,
-        frequency_penalty=req.frequency_penalty,
-        presence_penalty=req.presence_penalty,
-        stop=stop_list(req.stop),
-        stop_token_ids=req.stop_token_ids,
-        ignore_eos=req.ignore_eos,
-        min_tokens=req.min_tokens,
-        logprobs=logprobs,
-        skip_special_tokens=req.skip_special_tokens,
-        include_stop_str_in_output=req.include_stop_str_in_output,
+        req.n, req.seed, max_tokens=max_tokens, stop=stop_list(req.stop), logprobs=logprobs, **passed
     )

@@ -1,0 +1,132 @@
+"""What each generating API (Chat Completions, Completions, Messages, Responses) adds to the one
+path its route takes (``engine/server/routes_v1.py``): its request body, its prompt and sampling,
+and the shape of its answer, streamed or whole."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from types import ModuleType
+from typing import Any
+
+from fastapi.responses import JSONResponse
+
+from engine.clients.protocol import EngineClient
+from engine.server.api import anthropic_messages, completions, openai_chat, responses
+from engine.server.conversation import ChoiceResult, Message, Usage
+from engine.server.generation import ChoiceEvent
+from engine.server.protocol.anthropic import MessagesRequest
+from engine.server.protocol.openai import ChatCompletionRequest, CompletionRequest
+from engine.server.protocol.responses import ResponsesRequest
+from engine.server.state import ServerState
+
+
+class Exchange:
+    """One generating request on its way from parse to answer; a subclass per API."""
+
+    request_type: type
+    id_prefix: str
+
+    def __init__(self, req: Any, model: str, state: ServerState) -> None:
+        self.req, self.model, self.state = req, model, state
+
+    def prompt(self, engine: EngineClient) -> tuple[list[int], bool]:
+        """The prompt's token ids, and whether tool calls are parsed out of the generated text."""
+        raise NotImplementedError
+
+    def sampling(self, prompt_len: int, max_model_len: int) -> list[Any]:
+        raise NotImplementedError
+
+    @property
+    def n(self) -> int:
+        return 1
+
+    @property
+    def cache_salt(self) -> str | None:
+        return None
+
+    def stream(self, events: AsyncIterator[ChoiceEvent]) -> AsyncIterator[str]:
+        raise NotImplementedError
+
+    def respond(self, choices: list[ChoiceResult], usage: Usage) -> Any:
+        raise NotImplementedError
+
+
+class OpenAIExchange(Exchange):
+    """Chat Completions and Completions: ``n`` choices, a cache salt, the answer by ``api``'s module."""
+
+    api: ModuleType
+
+    @property
+    def n(self) -> int:
+        return self.req.n
+
+    @property
+    def cache_salt(self) -> str | None:
+        return self.req.cache_salt
+
+    def sampling(self, prompt_len: int, max_model_len: int) -> list[Any]:
+        return self.api.sampling(self.req, prompt_len, max_model_len)
+
+    def stream(self, events: AsyncIterator[ChoiceEvent]) -> AsyncIterator[str]:
+        return self.api.stream_response(self.req, self.model, events, self.state.token_text)
+
+    def respond(self, choices: list[ChoiceResult], usage: Usage) -> Any:
+        return self.api.build_response(self.req, self.model, choices, usage, self.state.token_text)
+
+
+class ChatExchange(OpenAIExchange):
+    request_type, id_prefix, api = ChatCompletionRequest, "chat-", openai_chat
+
+    def prompt(self, engine: EngineClient) -> tuple[list[int], bool]:
+        conversation, use_tools = openai_chat.to_conversation(self.req)
+        return self.state.render(conversation, "messages"), use_tools
+
+
+class CompletionExchange(OpenAIExchange):
+    request_type, id_prefix, api = CompletionRequest, "cmpl-", completions
+
+    def prompt(self, engine: EngineClient) -> tuple[list[int], bool]:
+        return completions.prompt_ids(self.req, engine.tokenizer), False
+
+
+class MessageExchange(Exchange):
+    request_type, id_prefix = MessagesRequest, "msg-"
+
+    def prompt(self, engine: EngineClient) -> tuple[list[int], bool]:
+        conversation, use_tools = anthropic_messages.to_conversation(self.req)
+        return self.state.render(conversation, "messages"), use_tools
+
+    def sampling(self, prompt_len: int, max_model_len: int) -> list[Any]:
+        return anthropic_messages.sampling(self.req, prompt_len, max_model_len)
+
+    def stream(self, events: AsyncIterator[ChoiceEvent]) -> AsyncIterator[str]:
+        return anthropic_messages.stream_response(self.model, events)
+
+    def respond(self, choices: list[ChoiceResult], usage: Usage) -> Any:
+        return anthropic_messages.build_response(self.model, choices[0], usage)
+
+
+class ResponseExchange(Exchange):
+    """The Responses API: continues a stored response's history and stores its own."""
+
+    request_type, id_prefix = ResponsesRequest, "resp-"
+
+    def __init__(self, req: ResponsesRequest, model: str, state: ServerState) -> None:
+        super().__init__(req, model, state)
+        self.builder = responses.ResponseBuilder(req, model)
+        self.history: list[Message] = []  # the earlier turns, known once the prompt is made
+
+    def prompt(self, engine: EngineClient) -> tuple[list[int], bool]:
+        conversation, self.history, use_tools = responses.to_conversation(self.req, self.state.responses)
+        return self.state.render(conversation, "input"), use_tools
+
+    def sampling(self, prompt_len: int, max_model_len: int) -> list[Any]:
+        return responses.sampling(self.req, prompt_len, max_model_len)
+
+    def stream(self, events: AsyncIterator[ChoiceEvent]) -> AsyncIterator[str]:
+        return self.builder.stream(events, self.state.responses, self.history)
+
+    def respond(self, choices: list[ChoiceResult], usage: Usage) -> Any:
+        body = self.builder.final(choices[0], usage)
+        self.builder.remember(self.state.responses, self.history, choices[0], body)
+        return JSONResponse(body)
