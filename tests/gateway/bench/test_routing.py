@@ -12,7 +12,7 @@ from gateway.bench.workload import WorkloadShape
 pytestmark = pytest.mark.slow
 
 
-def test_cache_aware_doubles_the_hit_rate_and_cuts_ttft_p50_without_a_hot_replica(tmp_path):
+def test_cache_aware_doubles_the_hit_rate_and_serves_mostly_from_cache_without_a_hot_replica(tmp_path):
     model_dir = bench_model(tmp_path)
     reports = {
         policy: run_policy(
@@ -33,8 +33,8 @@ def test_cache_aware_doubles_the_hit_rate_and_cuts_ttft_p50_without_a_hot_replic
     assert rr.failed == 0 and ca.failed == 0, (rr.errors, ca.errors)
     assert ca.prefix_cache_hit_rate >= 2 * rr.prefix_cache_hit_rate, (rr, ca)
     # Most cache_aware requests are served mostly from cache, most round_robin ones are not, so the
-    # two medians sit on opposite sides of a cold ~1.5k-token prefill (see docs/performance.md).
+    # two TTFT medians sit on opposite sides of a cold ~1.5k-token prefill. The medians themselves
+    # are wall-clock figures: `chassis bench routing` reports them (docs/performance.md), not a test.
     assert ca.mostly_cached_share > 0.5 > rr.mostly_cached_share, (rr, ca)
-    assert ca.ttft_p50_ms < rr.ttft_p50_ms, (rr, ca)
     assert max(ca.replica_share.values()) <= 0.40, ca.replica_share
     assert len(ca.replica_share) == 4
