@@ -2,7 +2,7 @@ from django import forms
 
 from controlplane.checkpoints.choices import CheckpointState
 from controlplane.checkpoints.models import Checkpoint
-from controlplane.serving.launcher import engine_option_errors
+from controlplane.serving.launcher import checked_engine_options
 from controlplane.serving.models import Deployment
 from controlplane.serving.models.deployment import MAX_REPLICAS
 
@@ -28,13 +28,7 @@ class DeploymentForm(forms.ModelForm):
         self.fields["engine_options"].required = False
 
     def clean_engine_options(self):
-        value = self.cleaned_data.get("engine_options") or {}
-        if not isinstance(value, dict):
-            raise forms.ValidationError("must be a JSON object of `chassis serve` engine options")
-        errors = engine_option_errors(value)
-        if errors:
-            raise forms.ValidationError(errors)
-        return value
+        return checked_engine_options(self.cleaned_data.get("engine_options") or {}, forms.ValidationError)
 
 
 class ScaleForm(forms.Form):

@@ -38,16 +38,27 @@ def engine_flags(options: dict) -> list[str]:
     return option_flags(options)
 
 
-def engine_option_errors(options: dict) -> list[str]:
+def engine_option_errors(options: object) -> list[str]:
     """Why ``chassis serve`` would refuse these engine options, one message per refused option, each
-    starting with its name; empty when they are all fine. Checked with the engine's own parser, so a
-    deployment fails here instead of at launch."""
+    starting with its name (or one message when they are not a JSON object); empty when they are all
+    fine. Checked with the engine's own parser, so a deployment fails here instead of at launch."""
+    if not isinstance(options, dict):
+        return ["must be a JSON object of `chassis serve` engine options"]
     errors = option_errors(options)
     for key in options:
         owner = SET_BY_DEPLOYMENT.get(field_of(key) or key)
         if owner is not None:
             errors[key] = f"set from the deployment's {owner}, not an engine option"
     return [f"{key}: {message}" for key, message in errors.items()]
+
+
+def checked_engine_options(options: object, error: type[Exception]) -> dict:
+    """``options`` if ``chassis serve`` takes them, else ``error`` (a form's or a serializer's
+    ValidationError) with every reason."""
+    errors = engine_option_errors(options)
+    if errors:
+        raise error(errors)
+    return options
 
 
 def build_command(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import asdict, fields
 from datetime import timedelta
 
 import httpx
@@ -17,13 +18,8 @@ log = logging.getLogger(__name__)
 
 
 def _counters(sample: MetricSample) -> EngineCounters:
-    return EngineCounters(
-        generation_tokens_total=sample.generation_tokens_total,
-        prompt_tokens_total=sample.prompt_tokens_total,
-        prefix_cache_queries_total=sample.prefix_cache_queries_total,
-        prefix_cache_hits_total=sample.prefix_cache_hits_total,
-        ttft_buckets=sample.ttft_buckets,
-    )
+    """What a sample stored: a MetricSample keeps every EngineCounters field under its name."""
+    return EngineCounters(**{f.name: getattr(sample, f.name) for f in fields(EngineCounters)})
 
 
 def scrape_replica(replica: Replica, client: httpx.Client) -> MetricSample | None:
@@ -44,20 +40,7 @@ def scrape_replica(replica: Replica, client: httpx.Client) -> MetricSample | Non
         current,
         (now - previous.at).total_seconds() if previous else None,
     )
-    return MetricSample.objects.create(
-        replica=replica,
-        at=now,
-        generation_tokens_total=current.generation_tokens_total,
-        prompt_tokens_total=current.prompt_tokens_total,
-        prefix_cache_queries_total=current.prefix_cache_queries_total,
-        prefix_cache_hits_total=current.prefix_cache_hits_total,
-        ttft_buckets=current.ttft_buckets,
-        requests_running=current.requests_running,
-        kv_cache_usage=current.kv_cache_usage,
-        ttft_p50_s=rates.ttft_p50_s,
-        tokens_per_s=rates.tokens_per_s,
-        prefix_cache_hit_rate=rates.prefix_cache_hit_rate,
-    )
+    return MetricSample.objects.create(replica=replica, at=now, **asdict(current), **asdict(rates))
 
 
 def scrape_all() -> int:

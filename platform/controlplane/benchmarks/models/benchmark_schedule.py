@@ -8,14 +8,14 @@ from django.db import models
 from django.utils import timezone
 
 from controlplane.benchmarks.models.parameters import LoadParameters
+from controlplane.named_resource import NamedResource
 
 MAX_INTERVAL_MINUTES = 7 * 24 * 60
 
 
-class BenchmarkSchedule(LoadParameters):
+class BenchmarkSchedule(NamedResource, LoadParameters):
     """Reproduce the same benchmark every ``interval_minutes`` so a regression shows up as a trend."""
 
-    name = models.SlugField(max_length=64, unique=True)
     deployment = models.ForeignKey(
         "serving.Deployment", on_delete=models.CASCADE, related_name="benchmark_schedules"
     )
@@ -27,14 +27,6 @@ class BenchmarkSchedule(LoadParameters):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    created = models.DateTimeField(auto_now_add=True)
-    updated = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
 
     def slot_at(self, now: datetime) -> datetime | None:
         """The latest slot not after ``now`` (None before the first one)."""

@@ -1,7 +1,7 @@
 from rest_framework import serializers
 
 from controlplane.checkpoints.choices import CheckpointState
-from controlplane.serving.launcher import engine_option_errors
+from controlplane.serving.launcher import checked_engine_options
 from controlplane.serving.models import Deployment, MetricSample, Replica, ReplicaEvent
 from controlplane.serving.models.deployment import MAX_REPLICAS
 
@@ -26,12 +26,7 @@ class DeploymentSerializer(serializers.ModelSerializer):
         return checkpoint
 
     def validate_engine_options(self, value):
-        if not isinstance(value, dict):
-            raise serializers.ValidationError("must be a JSON object of `chassis serve` engine options")
-        errors = engine_option_errors(value)
-        if errors:
-            raise serializers.ValidationError(errors)
-        return value
+        return checked_engine_options(value, serializers.ValidationError)
 
 
 class ScaleSerializer(serializers.Serializer):

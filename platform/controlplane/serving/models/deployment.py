@@ -5,15 +5,15 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from controlplane.fleet.choices import Vendor
+from controlplane.named_resource import NamedResource
 from controlplane.serving.choices import PlacementStatus, Role, RoutingPolicy
 
 MAX_REPLICAS = 256
 
 
-class Deployment(models.Model):
+class Deployment(NamedResource):
     """Desired state: N replicas of a checkpoint with engine options, on accelerators of one vendor."""
 
-    name = models.SlugField(max_length=64, unique=True)
     served_model_name = models.CharField(
         max_length=128, blank=True, help_text="Defaults to the deployment name."
     )
@@ -36,14 +36,6 @@ class Deployment(models.Model):
         max_length=16, choices=PlacementStatus.choices, default=PlacementStatus.OK
     )
     placement_reason = models.CharField(max_length=300, blank=True)
-    created = models.DateTimeField(auto_now_add=True)
-    updated = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
 
     def save(self, *args, **kwargs):
         if not self.served_model_name:
