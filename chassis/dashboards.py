@@ -10,11 +10,12 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
+
+from chassis.arguments import add_token_argument
 
 HELP = "Grafana dashboards (export, provision into a Grafana) and Prometheus targets from the control plane."
 
@@ -31,11 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     provision.add_argument(
         "--grafana", required=True, metavar="URL", help="Grafana base URL, e.g. http://127.0.0.1:3000"
     )
-    provision.add_argument(
-        "--token",
-        default=os.environ.get("GRAFANA_TOKEN"),
-        help="Grafana service-account token (default: $GRAFANA_TOKEN)",
-    )
+    add_token_argument(provision, "GRAFANA_TOKEN", "Grafana service-account token")
     provision.add_argument(
         "--prometheus-url",
         default="http://127.0.0.1:9090",
@@ -49,11 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "targets", help="write Prometheus file_sd target files from the control plane"
     )
     targets.add_argument("--control-plane", required=True, metavar="URL", help="e.g. http://127.0.0.1:8000")
-    targets.add_argument(
-        "--token",
-        default=os.environ.get("CHASSIS_API_TOKEN"),
-        help="control plane API token, viewer role is enough (default: $CHASSIS_API_TOKEN)",
-    )
+    add_token_argument(targets, "CHASSIS_API_TOKEN", "control plane API token, viewer role is enough")
     targets.add_argument(
         "--out", required=True, type=Path, metavar="DIR", help="directory of the file_sd JSON files"
     )

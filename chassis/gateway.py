@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
+
+from chassis.arguments import add_token_argument
 
 HELP = "Route OpenAI/Anthropic API requests across engine replicas (cache-aware, least-load, round-robin, session)."
 
@@ -20,11 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument(
         "--control-plane", metavar="URL", help="control plane base URL, e.g. http://127.0.0.1:8000"
     )
-    parser.add_argument(
-        "--token",
-        default=os.environ.get("CHASSIS_API_TOKEN"),
-        help="bearer token for the control plane API (default: $CHASSIS_API_TOKEN)",
-    )
+    add_token_argument(parser, "CHASSIS_API_TOKEN", "bearer token for the control plane API")
     parser.add_argument(
         "--settings",
         metavar="FILE",
