@@ -25,16 +25,19 @@ class Exchange:
 
     request_type: type
     id_prefix: str
+    api: ModuleType  # the API's converters (engine/server/api/<api>.py)
 
     def __init__(self, req: Any, model: str, state: ServerState) -> None:
         self.req, self.model, self.state = req, model, state
 
     def prompt(self, engine: EngineClient) -> tuple[list[int], bool]:
-        """The prompt's token ids, and whether tool calls are parsed out of the generated text."""
-        raise NotImplementedError
+        """The prompt's token ids, and whether tool calls are parsed out of the generated text; by
+        default the request's conversation rendered through the chat template."""
+        conversation, use_tools = self.api.to_conversation(self.req)
+        return self.state.render(conversation, "messages"), use_tools
 
     def sampling(self, prompt_len: int, max_model_len: int) -> list[Any]:
-        raise NotImplementedError
+        return self.api.sampling(self.req, prompt_len, max_model_len)
 
     @property
     def n(self) -> int:
@@ -52,9 +55,7 @@ class Exchange:
 
 
 class OpenAIExchange(Exchange):
-    """Chat Completions and Completions: ``n`` choices, a cache salt, the answer by ``api``'s module."""
-
-    api: ModuleType
+    """Chat Completions and Completions: ``n`` choices, a cache salt, the same answer builders."""
 
     @property
     def n(self) -> int:
@@ -63,9 +64,6 @@ class OpenAIExchange(Exchange):
     @property
     def cache_salt(self) -> str | None:
         return self.req.cache_salt
-
-    def sampling(self, prompt_len: int, max_model_len: int) -> list[Any]:
-        return self.api.sampling(self.req, prompt_len, max_model_len)
 
     def stream(self, events: AsyncIterator[ChoiceEvent]) -> AsyncIterator[str]:
         return self.api.stream_response(self.req, self.model, events, self.state.token_text)
@@ -77,10 +75,6 @@ class OpenAIExchange(Exchange):
 class ChatExchange(OpenAIExchange):
     request_type, id_prefix, api = ChatCompletionRequest, "chat-", openai_chat
 
-    def prompt(self, engine: EngineClient) -> tuple[list[int], bool]:
-        conversation, use_tools = openai_chat.to_conversation(self.req)
-        return self.state.render(conversation, "messages"), use_tools
-
 
 class CompletionExchange(OpenAIExchange):
     request_type, id_prefix, api = CompletionRequest, "cmpl-", completions
@@ -90,14 +84,7 @@ class CompletionExchange(OpenAIExchange):
 
 
 class MessageExchange(Exchange):
-    request_type, id_prefix = MessagesRequest, "msg-"
-
-    def prompt(self, engine: EngineClient) -> tuple[list[int], bool]:
-        conversation, use_tools = anthropic_messages.to_conversation(self.req)
-        return self.state.render(conversation, "messages"), use_tools
-
-    def sampling(self, prompt_len: int, max_model_len: int) -> list[Any]:
-        return anthropic_messages.sampling(self.req, prompt_len, max_model_len)
+    request_type, id_prefix, api = MessagesRequest, "msg-", anthropic_messages
 
     def stream(self, events: AsyncIterator[ChoiceEvent]) -> AsyncIterator[str]:
         return anthropic_messages.stream_response(self.model, events)
@@ -109,7 +96,7 @@ class MessageExchange(Exchange):
 class ResponseExchange(Exchange):
     """The Responses API: continues a stored response's history and stores its own."""
 
-    request_type, id_prefix = ResponsesRequest, "resp-"
+    request_type, id_prefix, api = ResponsesRequest, "resp-", responses
 
     def __init__(self, req: ResponsesRequest, model: str, state: ServerState) -> None:
         super().__init__(req, model, state)
@@ -119,9 +106,6 @@ class ResponseExchange(Exchange):
     def prompt(self, engine: EngineClient) -> tuple[list[int], bool]:
         conversation, self.history, use_tools = responses.to_conversation(self.req, self.state.responses)
         return self.state.render(conversation, "input"), use_tools
-
-    def sampling(self, prompt_len: int, max_model_len: int) -> list[Any]:
-        return responses.sampling(self.req, prompt_len, max_model_len)
 
     def stream(self, events: AsyncIterator[ChoiceEvent]) -> AsyncIterator[str]:
         return self.builder.stream(events, self.state.responses, self.history)
