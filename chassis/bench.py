@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from engine.config_cli import add_engine_arguments
+
 HELP = "Run benchmarks: 'routing' (gateway policies over real replicas)."
 
 
@@ -59,11 +61,9 @@ def add_routing_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--load-margin", type=float, default=4.0, help="cache_aware load margin (default: %(default)s)"
     )
-    parser.add_argument(
-        "--max-num-seqs", type=_positive, default=16, help="replica batch size (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--num-gpu-blocks", type=int, default=None, help="KV blocks per replica (default: engine's)"
+    # The replicas' engine settings, as `chassis serve` declares them.
+    add_engine_arguments(
+        parser, model_dir=False, only=("max_num_seqs", "num_gpu_blocks"), default_overrides={"max_num_seqs": 16}
     )
     parser.add_argument("--model", default=None, help="checkpoint dir (default: a freshly made tiny model)")
     parser.add_argument("--workdir", default=None, help="where logs and configs go (default: a temp dir)")

@@ -13,7 +13,7 @@ import argparse
 import dataclasses
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from engine import env
@@ -38,17 +38,29 @@ def engine_fields() -> list[dataclasses.Field]:
 
 
 def add_engine_arguments(
-    parser: argparse.ArgumentParser, *, model_dir: bool = True, defaults: bool = True
+    parser: argparse.ArgumentParser,
+    *,
+    model_dir: bool = True,
+    defaults: bool = True,
+    only: Collection[str] | None = None,
+    default_overrides: Mapping[str, Any] | None = None,
 ) -> None:
     """One argument per ``EngineConfig`` field. ``model_dir=False`` leaves the positional out;
-    ``defaults=False`` leaves unset flags out of the parsed namespace (only what was given)."""
+    ``defaults=False`` leaves unset flags out of the parsed namespace (only what was given).
+    A tool that sets a few engine fields (a benchmark) takes ``only`` those, with its own defaults."""
+    overrides = dict(default_overrides or {})
+    unknown = (set(only or ()) | set(overrides)) - {f.name for f in engine_fields()}
+    if unknown:
+        raise ValueError(f"not EngineConfig fields: {', '.join(sorted(unknown))}")
     for f in engine_fields():
         meta = f.metadata
+        if only is not None and f.name not in only:
+            continue
         if meta.get("positional"):
             if model_dir:
                 parser.add_argument(f.name, metavar=f.name.upper(), help=meta["help"])
             continue
-        default = f.default if defaults else argparse.SUPPRESS
+        default = overrides.get(f.name, f.default) if defaults else argparse.SUPPRESS
         kind = _value_type(f)
         help_text = _help(f, kind)
         names = [*meta["aliases"], flag_for(f.name)]

@@ -11,7 +11,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from engine.config_cli import add_engine_arguments
+
 WORKLOADS = ("decode-bs1", "prefill", "offline", "batch128", "serve")
+# Sized for throughput workloads on one large GPU, not for a replica's defaults.
+BENCH_ENGINE_DEFAULTS = {"gpu_memory_utilization": 0.85, "max_num_seqs": 256, "max_num_batched_tokens": 8192}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,18 +46,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=1.0,
         help="serve: multiply the offline prompt/output length ranges by this (default: %(default)s)",
     )
-    parser.add_argument("--gpu-memory-utilization", type=float, default=0.85)
-    parser.add_argument(
-        "--max-num-seqs", type=int, default=256, help="most sequences in one step (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--max-num-batched-tokens",
-        type=int,
-        default=8192,
-        help="token budget of one step (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--tp", type=int, default=1, help="tensor-parallel ranks (one GPU each) (default: %(default)s)"
+    add_engine_arguments(
+        parser,
+        model_dir=False,
+        only=("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "tensor_parallel_size"),
+        default_overrides=BENCH_ENGINE_DEFAULTS,
     )
     parser.add_argument(
         "--async-scheduling",
@@ -172,7 +169,7 @@ def _run_in_process(workloads, model_dir, config, args, num_params, ceilings, re
         max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens,
         gpu_memory_utilization=args.gpu_memory_utilization,
-        tensor_parallel_size=args.tp,
+        tensor_parallel_size=args.tensor_parallel_size,
         async_scheduling={"auto": None, "on": True, "off": False, "ab": True}[args.async_scheduling],
     )
     report["async_scheduling"] = llm.engine.async_scheduling
@@ -225,7 +222,7 @@ def _serve_options(args):
         dtype=args.dtype,
         load_format="dummy" if args.random_arch else "auto",
         # The in-process engine's step budget, so the step times of the other workloads compare.
-        extra_args=["--max-num-batched-tokens", str(args.max_num_batched_tokens), "--tp", str(args.tp)],
+        extra_args=["--max-num-batched-tokens", str(args.max_num_batched_tokens), "--tp", str(args.tensor_parallel_size)],
     )
 
 
@@ -253,7 +250,7 @@ def run(args: argparse.Namespace) -> int:
         "command": " ".join(sys.argv),
         "device": args.device,
         "dtype": args.dtype,
-        "tensor_parallel_size": args.tp,
+        "tensor_parallel_size": args.tensor_parallel_size,
         "max_num_seqs": args.max_num_seqs,
         "max_num_batched_tokens": args.max_num_batched_tokens,
         "figures": {},

@@ -2,16 +2,12 @@
 
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
-from rest_framework.routers import SimpleRouter
 
+from controlplane.api.routing import router_urls
 from controlplane.api.views import AuditEntryViewSet, UserViewSet
 
-router = SimpleRouter()
-router.register("users", UserViewSet)
-router.register("audit-entries", AuditEntryViewSet)
-
 urlpatterns = [
-    path("v1/", include(router.urls)),
+    path("v1/", include(router_urls({"users": UserViewSet, "audit-entries": AuditEntryViewSet}))),
     path("v1/", include("controlplane.fleet.api.urls")),
     path("v1/", include("controlplane.checkpoints.api.urls")),
     path("v1/", include("controlplane.serving.api.urls")),

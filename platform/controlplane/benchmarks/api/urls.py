@@ -1,8 +1,9 @@
-from rest_framework.routers import SimpleRouter
-
+from controlplane.api.routing import router_urls
 from controlplane.benchmarks.api import views
 
-router = SimpleRouter()
-router.register("benchmark-runs", views.BenchmarkRunViewSet)
-router.register("benchmark-schedules", views.BenchmarkScheduleViewSet)
-urlpatterns = router.urls
+urlpatterns = router_urls(
+    {
+        "benchmark-runs": views.BenchmarkRunViewSet,
+        "benchmark-schedules": views.BenchmarkScheduleViewSet,
+    }
+)

@@ -1,7 +1,4 @@
-from rest_framework.routers import SimpleRouter
-
+from controlplane.api.routing import router_urls
 from controlplane.checkpoints.api.views import CheckpointViewSet
 
-router = SimpleRouter()
-router.register("checkpoints", CheckpointViewSet)
-urlpatterns = router.urls
+urlpatterns = router_urls({"checkpoints": CheckpointViewSet})

@@ -1,10 +1,11 @@
-from rest_framework.routers import SimpleRouter
-
+from controlplane.api.routing import router_urls
 from controlplane.fleet.api import views
 
-router = SimpleRouter()
-router.register("clusters", views.ClusterViewSet)
-router.register("scale-up-domains", views.ScaleUpDomainViewSet)
-router.register("nodes", views.NodeViewSet)
-router.register("accelerators", views.AcceleratorViewSet)
-urlpatterns = router.urls
+urlpatterns = router_urls(
+    {
+        "clusters": views.ClusterViewSet,
+        "scale-up-domains": views.ScaleUpDomainViewSet,
+        "nodes": views.NodeViewSet,
+        "accelerators": views.AcceleratorViewSet,
+    }
+)

@@ -1,10 +1,11 @@
-from rest_framework.routers import SimpleRouter
-
+from controlplane.api.routing import router_urls
 from controlplane.serving.api import views
 
-router = SimpleRouter()
-router.register("deployments", views.DeploymentViewSet)
-router.register("replicas", views.ReplicaViewSet)
-router.register("replica-events", views.ReplicaEventViewSet)
-router.register("metric-samples", views.MetricSampleViewSet)
-urlpatterns = router.urls
+urlpatterns = router_urls(
+    {
+        "deployments": views.DeploymentViewSet,
+        "replicas": views.ReplicaViewSet,
+        "replica-events": views.ReplicaEventViewSet,
+        "metric-samples": views.MetricSampleViewSet,
+    }
+)
