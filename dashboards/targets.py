@@ -14,6 +14,7 @@ changes. When the control plane cannot be read, the last good ``replicas.json`` 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import tempfile
@@ -21,6 +22,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
+
+from gateway.sources import ControlPlaneSource, SourceError
 
 REPLICAS_FILE = "replicas.json"
 GATEWAYS_FILE = "gateways.json"
@@ -31,29 +34,19 @@ class TargetsError(Exception):
     """The control plane could not be read; the message says why."""
 
 
-def fetch_ready_replicas(control_plane: str, token: str | None, client: httpx.Client) -> list[dict]:
-    """All pages of ``/api/v1/replicas/?state=ready``."""
-    url: str | None = f"{control_plane.rstrip('/')}/api/v1/replicas/"
-    params: dict | None = {"state": "ready"}
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    replicas: list[dict] = []
-    while url:
-        try:
-            response = client.get(url, params=params, headers=headers)
-        except httpx.HTTPError as exc:
-            raise TargetsError(f"control plane unreachable at {control_plane}: {exc}") from exc
-        if response.status_code in (401, 403):
-            raise TargetsError(
-                f"control plane refused the token ({response.status_code}): {response.text[:200]}"
+def fetch_ready_replicas(control_plane: str, token: str | None, timeout: float = 10.0) -> list[dict]:
+    """All pages of ``/api/v1/replicas/?state=ready``, read as the gateway reads the control plane."""
+
+    async def fetch() -> list[dict]:
+        async with httpx.AsyncClient(timeout=timeout) as client:
+            return await ControlPlaneSource(control_plane, token, client).get_all(
+                "/api/v1/replicas/", {"state": "ready"}
             )
-        if response.status_code != 200:
-            raise TargetsError(f"GET {url} answered {response.status_code}: {response.text[:200]}")
-        data = response.json()
-        if isinstance(data, list):
-            return replicas + data
-        replicas.extend(data.get("results", []))
-        url, params = data.get("next"), None
-    return replicas
+
+    try:
+        return asyncio.run(fetch())
+    except SourceError as exc:
+        raise TargetsError(str(exc)) from exc
 
 
 def replica_groups(replicas: list[dict]) -> list[dict]:
@@ -106,7 +99,6 @@ def write_targets(
     control plane cannot be read (the gateway and control-plane files are still written)."""
     write_atomically(out_dir / GATEWAYS_FILE, gateway_groups(gateways))
     write_atomically(out_dir / CONTROL_PLANE_FILE, control_plane_groups(control_plane))
-    with httpx.Client(timeout=timeout) as client:
-        replicas = replica_groups(fetch_ready_replicas(control_plane, token, client))
+    replicas = replica_groups(fetch_ready_replicas(control_plane, token, timeout))
     write_atomically(out_dir / REPLICAS_FILE, replicas)
     return {REPLICAS_FILE: len(replicas), GATEWAYS_FILE: len(set(gateways)), CONTROL_PLANE_FILE: 1}

@@ -35,7 +35,8 @@ class ControlPlaneSource:
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.client = client
 
-    async def _get_all(self, path: str, params: dict | None = None) -> list[dict]:
+    async def get_all(self, path: str, params: dict | None = None) -> list[dict]:
+        """Every item of a (paginated) list endpoint; SourceError says why it could not be read."""
         url: str | None = f"{self.base_url}{path}"
         items: list[dict] = []
         while url:
@@ -43,6 +44,10 @@ class ControlPlaneSource:
                 response = await self.client.get(url, params=params, headers=self.headers)
             except httpx.HTTPError as exc:
                 raise SourceError(f"control plane unreachable at {self.base_url}: {exc!r}") from exc
+            if response.status_code in (401, 403):
+                raise SourceError(
+                    f"control plane refused the token ({response.status_code}): {response.text[:200]}"
+                )
             if response.status_code != 200:
                 raise SourceError(f"GET {url} answered {response.status_code}: {response.text[:200]}")
             data = response.json()
@@ -53,10 +58,10 @@ class ControlPlaneSource:
         return items
 
     async def fetch(self) -> dict[str, ModelRoute]:
-        deployments = await self._get_all("/api/v1/deployments/")
-        replicas = await self._get_all("/api/v1/replicas/", {"state": "ready"})
+        deployments = await self.get_all("/api/v1/deployments/")
+        replicas = await self.get_all("/api/v1/replicas/", {"state": "ready"})
         try:  # checkpoint paths give the tokenizer; routing still works by load without them
-            checkpoints = await self._get_all("/api/v1/checkpoints/")
+            checkpoints = await self.get_all("/api/v1/checkpoints/")
         except SourceError:
             checkpoints = []
         return routes_from_api(deployments, replicas, checkpoints)
