@@ -155,7 +155,9 @@ def corpus_lines() -> list[str]:
 def _write_tokenizer(out: Path, flavor: _Flavor, dims: _Dims = _Dims()):
     from transformers import PreTrainedTokenizerFast
 
-    template = resources.files("engine.testing.tiny_templates").joinpath(flavor.template).read_text(encoding="utf-8")
+    template = (
+        resources.files("engine.testing.tiny_templates").joinpath(flavor.template).read_text(encoding="utf-8")
+    )
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=_train_bpe(flavor),
         bos_token=flavor.bos,
