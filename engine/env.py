@@ -25,3 +25,12 @@ def variable_for(field: str) -> str | None:
 def environment_default(field: str) -> str | None:
     """The value the environment gives ``field``; None when its variable is unset or empty."""
     return os.environ.get(VARIABLES[field], "").strip() or None
+
+
+# Not a setting: a test holds the engine between steps with it (engine/testing/step_gate.py).
+TEST_STEP_GATE = "CHASSIS_TEST_STEP_GATE"
+
+
+def test_step_gate_file() -> str | None:
+    """The gate file a test set for this process; None outside such tests."""
+    return os.environ.get(TEST_STEP_GATE, "").strip() or None

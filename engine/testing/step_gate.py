@@ -24,10 +24,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
-ENV_VAR = "CHASSIS_TEST_STEP_GATE"
+from engine import env
+
+ENV_VAR = env.TEST_STEP_GATE
 POLL_S = 0.005
 
-_gate_file = os.environ.get(ENV_VAR) or None
+_gate_file = env.test_step_gate_file()
 
 
 class _Generating(Protocol):
