@@ -19,6 +19,14 @@ class ConfigError(ValueError):
     """Raised for any invalid gateway configuration, with a message naming the bad field."""
 
 
+def _require_at_least(config, section: str, minimums: dict[str, float], strictly: bool = False) -> None:
+    """ConfigError naming the first field of ``config`` below its minimum (or at it, ``strictly``)."""
+    for name, low in minimums.items():
+        value = getattr(config, name)
+        if value < low or (strictly and value == low):
+            raise ConfigError(f"{section}.{name} must be {'>' if strictly else '>='} {low}, got {value}")
+
+
 @dataclass(frozen=True)
 class ReplicaSpec:
     url: str
@@ -45,10 +53,7 @@ class PolicyConfig:
     def __post_init__(self) -> None:
         if self.name not in POLICIES:
             raise ConfigError(f"unknown policy {self.name!r}; choose one of {', '.join(POLICIES)}")
-        if self.load_margin < 0:
-            raise ConfigError(f"load_margin must be >= 0, got {self.load_margin}")
-        if self.kv_usage_weight < 0:
-            raise ConfigError(f"kv_usage_weight must be >= 0, got {self.kv_usage_weight}")
+        _require_at_least(self, "policy", {"load_margin": 0, "kv_usage_weight": 0})
 
 
 @dataclass(frozen=True)
@@ -68,9 +73,7 @@ class Timeouts:
     write_s: float = 10.0
 
     def __post_init__(self) -> None:
-        for name in ("connect_s", "read_s", "write_s"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"timeouts.{name} must be > 0")
+        _require_at_least(self, "timeouts", dict.fromkeys(("connect_s", "read_s", "write_s"), 0), strictly=True)
 
 
 @dataclass(frozen=True)
@@ -83,8 +86,9 @@ class BreakerConfig:
     min_eject_s: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.failure_threshold < 1 or self.recovery_checks < 1 or self.min_eject_s < 0:
-            raise ConfigError("circuit_breaker: failure_threshold and recovery_checks must be >= 1")
+        _require_at_least(
+            self, "circuit_breaker", {"failure_threshold": 1, "recovery_checks": 1, "min_eject_s": 0}
+        )
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,14 @@ circuit_breaker: {failure_threshold: 2}
             "load_margin must be a number",
         ),
         ({"models": {"m": {"replicas": []}}, "retries": -1}, "retries"),
+        (
+            {"models": {"m": {"replicas": []}}, "circuit_breaker": {"min_eject_s": -1}},
+            r"circuit_breaker.min_eject_s must be >= 0, got -1",
+        ),
+        (
+            {"models": {"m": {"policy": {"name": "cache_aware", "kv_usage_weight": -0.5}}}},
+            r"policy.kv_usage_weight must be >= 0, got -0.5",
+        ),
     ],
 )
 def test_bad_config_gives_a_clear_error(data, message):
