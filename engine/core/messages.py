@@ -5,7 +5,7 @@ the same Python program, so ``SamplingParams``, ``Logprob``, ``EngineStats`` and
 as they are, with no schema to keep in step (pyzmq + msgpack would need an encoder for each); there
 is one reader and one writer per direction, so a socket pair is all the routing needed; and a peer's
 death is an EOF on the pipe the moment it happens, which is how each side notices the other die.
-``tp_executor`` talks to tensor-parallel ranks the same way.
+``engine.executor.tensor_parallel`` talks to its ranks the same way.
 
 Outputs cross as deltas: the front end knows each prompt and accumulates the generated ids and
 text itself, so a step's message does not grow with the length of the sequences.
