@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import httpx
 
@@ -23,25 +25,17 @@ class ResyncNeeded(Exception):
     pass
 
 
+@dataclass(eq=False)
 class KVFollower:
-    def __init__(
-        self,
-        replica_id: str,
-        url: str,
-        index: KVIndex,
-        client: httpx.AsyncClient,
-        metrics: GatewayMetrics | None = None,
-        on_block_size=None,
-    ) -> None:
-        self.replica_id = replica_id
-        self.url = url
-        self.index = index
-        self.client = client
-        self.metrics = metrics
-        self.on_block_size = on_block_size
-        self.seq: int | None = None  # None: next poll is a snapshot
-        self.remote_id: str | None = None
-        self.resyncs = 0
+    replica_id: str
+    url: str
+    index: KVIndex
+    client: httpx.AsyncClient
+    metrics: GatewayMetrics | None = None
+    on_block_size: Callable[[int], object] | None = None  # told the replica's KV block size
+    seq: int | None = field(default=None, init=False)  # None: next poll is a snapshot
+    remote_id: str | None = field(default=None, init=False)
+    resyncs: int = field(default=0, init=False)
 
     async def poll_once(self) -> int:
         """One poll (or resync); returns the number of events applied."""
