@@ -51,8 +51,8 @@ def gguf_configs(path: Path) -> tuple[dict, dict]:
         "num_key_value_heads": key("attention.head_count_kv", field(reader, f"{arch}.attention.head_count")),
         "head_dim": field(reader, f"{arch}.attention.key_length"),
         "max_position_embeddings": key("context_length"),
-        "rms_norm_eps": key("attention.layer_norm_rms_epsilon"),
-        "rope_theta": key("rope.freq_base", 10000.0),
+        "rms_norm_eps": _shortest(key("attention.layer_norm_rms_epsilon")),
+        "rope_theta": _shortest(key("rope.freq_base", 10000.0)),
         "rope_scaling": _rope_scaling(reader, arch, path),
         "tie_word_embeddings": "output.weight" not in tensor_names,
         "attention_bias": "blk.0.attn_q.bias" in tensor_names,
@@ -71,3 +71,10 @@ def _rope_scaling(reader, arch: str, path: Path) -> dict | None:
     if kind == "linear":
         return {"rope_type": "linear", "factor": float(field(reader, f"{arch}.rope.scaling.factor", 1.0))}
     raise CheckpointError(path, f"RoPE scaling {kind!r} is not supported (only linear)")
+
+
+def _shortest(value: float) -> float:
+    """A float32 metadata value as the shortest decimal that reads back to it (1e-05, not 9.99...e-06)."""
+    import numpy as np
+
+    return float(str(np.float32(value)))

@@ -30,6 +30,7 @@ BLOCK_NAMES = {
     "ffn_norm": "post_attention_layernorm",
 }
 PERMUTED_ROTARY_ARCHS = frozenset({"llama"})
+ROTARY_PERMUTED = ("q_proj.weight", "q_proj.bias", "k_proj.weight", "k_proj.bias")
 _BLOCK_RE = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
 _GLOBAL_RE = re.compile(r"(\w+)\.(weight|bias)")
 
@@ -61,9 +62,9 @@ def iter_gguf_weights(path: Path) -> Iterator[tuple[str, object]]:
             array = dequantize(tensor.data, tensor.tensor_type)
         except NotImplementedError as exc:
             raise CheckpointError(path, f"tensor {tensor.name!r}: cannot dequantize ({exc})") from exc
-        if arch in PERMUTED_ROTARY_ARCHS and name.endswith(("q_proj.weight", "k_proj.weight")):
+        if arch in PERMUTED_ROTARY_ARCHS and name.endswith(ROTARY_PERMUTED):
             array = unpermute_rotary_rows(array, heads if "q_proj" in name else kv_heads)
-        yield name, torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32))
+        yield name, torch.from_numpy(np.array(array, dtype=np.float32))  # a copy: the file is read-only
 
 
 def unpermute_rotary_rows(weight, num_heads: int):
