@@ -102,15 +102,22 @@ def test_inspection_counts_the_same_parameters_as_safetensors(twins):
     assert ours.size_bytes == gguf_file.stat().st_size
 
 
-def test_unsupported_architecture_is_refused_by_name(tmp_path):
-    path = tmp_path / "phi.gguf"
-    writer = gguf.GGUFWriter(path, "phi2")
-    writer.add_tensor("token_embd.weight", np.zeros((8, 4), dtype=np.float32))
+@pytest.mark.parametrize(
+    ("arch", "tensor", "problem"),
+    [
+        ("phi2", "token_embd.weight", "unsupported GGUF architecture 'phi2'; supported: llama, qwen2, qwen3"),
+        ("llama", "rope_freqs.weight", "RoPE frequency factors \\(rope_freqs\\) are not supported"),
+    ],
+)
+def test_unsupported_files_are_refused_naming_why(tmp_path, arch, tensor, problem):
+    path = tmp_path / "model.gguf"
+    writer = gguf.GGUFWriter(path, arch)
+    writer.add_tensor(tensor, np.zeros((8, 4), dtype=np.float32))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    with pytest.raises(CheckpointError, match="unsupported GGUF architecture 'phi2'; supported: llama"):
+    with pytest.raises(CheckpointError, match=problem):
         load_model_config(path)
 
 

@@ -31,7 +31,9 @@ class Command(BaseCommand):
         parser.add_argument("--password", default="admin", help="only used when the user is created")
         parser.add_argument("--model", choices=sorted(DEMO_MODELS), default="smollm2")
         parser.add_argument(
-            "--model-dir", default=None, help="with --model tiny: its directory (default: VAR_DIR/models/tiny)"
+            "--model-dir",
+            default=None,
+            help="with --model tiny: its directory (default: VAR_DIR/models/tiny)",
         )
         parser.add_argument("--deployment", default=None, help="default: smollm2-chat or tiny-chat")
 
