@@ -3,10 +3,10 @@
 from io import StringIO
 
 import pytest
-from django.core.management import call_command
-
 from controlplane.checkpoints.models import Checkpoint
 from controlplane.serving.models import Deployment
+from django.core.management import call_command
+
 from engine.testing.smollm2 import smollm2_path
 
 pytestmark = pytest.mark.django_db
