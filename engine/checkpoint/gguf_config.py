@@ -36,11 +36,8 @@ def gguf_configs(path: Path) -> tuple[dict, dict]:
         return value
 
     tokens = field(reader, "tokenizer.ggml.tokens")
-    eos_ids = [
-        field(reader, f"tokenizer.ggml.{name}_token_id")
-        for name in ("eos", "eot")
-        if field(reader, f"tokenizer.ggml.{name}_token_id") is not None
-    ]
+    stop_ids = (field(reader, f"tokenizer.ggml.{name}_token_id") for name in ("eos", "eot"))
+    eos_ids = [i for i in stop_ids if i is not None]
     config = {
         "architectures": [ARCHITECTURES[arch]],
         "vocab_size": len(tokens) if tokens else key("vocab_size"),
