@@ -117,5 +117,5 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _default_model_name(checkpoint: Path) -> str:
-    """The directory's name, or a GGUF file's name without ``.gguf``."""
+    """A GGUF file's name without ``.gguf`` (also when a directory holds it), else the directory's."""
     return checkpoint.resolve().name.removesuffix(".gguf")
