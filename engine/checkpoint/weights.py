@@ -1,4 +1,5 @@
-"""Locating and reading safetensors weights, single-file or sharded through the index."""
+"""Locating and reading weights: safetensors, single-file or sharded through the index, or a GGUF file
+(``engine.checkpoint.gguf_weights``)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from engine.checkpoint.errors import CheckpointError
+from engine.checkpoint.gguf_file import find_gguf
+from engine.checkpoint.gguf_weights import gguf_tensor_shapes, iter_gguf_weights
 from engine.checkpoint.model_config import read_json
 
 INDEX_NAME = "model.safetensors.index.json"
 
 
 def weight_files(model_dir: str | Path) -> list[Path]:
+    gguf_path = find_gguf(model_dir)
+    if gguf_path is not None:
+        return [gguf_path]
     model_dir = Path(model_dir)
     index_path = model_dir / INDEX_NAME
     if index_path.exists():
@@ -37,6 +43,10 @@ def weight_files(model_dir: str | Path) -> list[Path]:
 
 def iter_weights(model_dir: str | Path) -> Iterator[tuple[str, object]]:
     """(name, torch tensor) for every tensor of every weight file, one file open at a time."""
+    gguf_path = find_gguf(model_dir)
+    if gguf_path is not None:
+        yield from iter_gguf_weights(gguf_path)
+        return
     from safetensors import safe_open
 
     for path in weight_files(model_dir):
@@ -51,7 +61,10 @@ def iter_weights(model_dir: str | Path) -> Iterator[tuple[str, object]]:
 
 
 def tensor_shapes(model_dir: str | Path) -> dict[str, tuple[list[int], str]]:
-    """name -> (shape, safetensors dtype) from the file headers only; no tensor data is read."""
+    """name -> (shape, safetensors dtype or GGML type) from the file headers only; no tensor data is read."""
+    gguf_path = find_gguf(model_dir)
+    if gguf_path is not None:
+        return gguf_tensor_shapes(gguf_path)
     from safetensors import safe_open
 
     shapes = {}

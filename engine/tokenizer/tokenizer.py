@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.checkpoint.errors import CheckpointError
+from engine.checkpoint.gguf_file import find_gguf
 
 
 class Tokenizer:
@@ -24,17 +25,21 @@ class Tokenizer:
         from transformers import AutoTokenizer
 
         model_dir = Path(model_dir)
+        gguf_path = find_gguf(model_dir)
+        source = gguf_path or model_dir / "tokenizer.json"
         if (
-            not (model_dir / "tokenizer.json").is_file()
+            gguf_path is None
+            and not (model_dir / "tokenizer.json").is_file()
             and not (model_dir / "tokenizer_config.json").is_file()
         ):
-            raise CheckpointError(
-                model_dir / "tokenizer.json", "file is missing (no tokenizer in the checkpoint)"
-            )
+            raise CheckpointError(source, "file is missing (no tokenizer in the checkpoint)")
         try:
-            self.hf = AutoTokenizer.from_pretrained(str(model_dir))
+            if gguf_path is None:
+                self.hf = AutoTokenizer.from_pretrained(str(model_dir))
+            else:  # transformers builds a fast tokenizer (and the chat template) from the metadata
+                self.hf = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
         except Exception as exc:  # transformers raises many types for a broken tokenizer
-            raise CheckpointError(model_dir / "tokenizer.json", f"cannot load tokenizer ({exc})") from exc
+            raise CheckpointError(source, f"cannot load tokenizer ({exc})") from exc
         ids = list(eos_token_ids or [])
         if self.hf.eos_token_id is not None and self.hf.eos_token_id not in ids:
             ids.append(self.hf.eos_token_id)

@@ -13,6 +13,7 @@ from tests.support.ports import free_port
 from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
+QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 
 
 def _admin_token(up: subprocess.Popen, env: dict, log: Path) -> str | None:
@@ -77,7 +78,8 @@ def test_up_on_embedded_defaults_is_healthy_and_worker_answers(tmp_path):
 
 
 def test_up_serves_the_demo_replica(tmp_path):
-    """A new user's first minute: `chassis up` alone ends with a ready replica answering chat."""
+    """A new user's first minutes: `chassis up` alone ends with a ready SmolLM2 replica that knows the
+    capital of France, directly and through the gateway (the README's curl)."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -115,13 +117,15 @@ def test_up_serves_the_demo_replica(tmp_path):
             f"{replica['url']}/v1/chat/completions",
             json={
                 "model": replica["served_model_name"],
-                "messages": [{"role": "user", "content": "hello"}],
-                "max_tokens": 4,
+                "messages": QUESTION,
+                "max_tokens": 24,
+                "temperature": 0,
             },
             timeout=60,
         )
         assert chat.status_code == 200, chat.text
-        assert chat.json()["choices"][0]["message"]["role"] == "assistant"
+        assert replica["served_model_name"] == "smollm2-chat"
+        assert "Paris" in chat.json()["choices"][0]["message"]["content"]
         # The same model through the gateway, which learns the replica from the control plane.
         from openai import OpenAI
 
@@ -131,14 +135,15 @@ def test_up_serves_the_demo_replica(tmp_path):
             try:
                 return client.chat.completions.create(
                     model=replica["served_model_name"],
-                    messages=[{"role": "user", "content": "hello"}],
-                    max_tokens=4,
+                    messages=QUESTION,
+                    max_tokens=24,
+                    temperature=0,
                 )
             except Exception:  # the gateway refreshes its replica list every few seconds
                 return None
 
         reply = wait_until(gateway_reply, "the gateway to route to the replica", timeout=60, poll=1)
-        assert reply.choices[0].message.role == "assistant"
+        assert "Paris" in reply.choices[0].message.content
     finally:
         up.send_signal(signal.SIGTERM)
         up.wait(60)

@@ -1,4 +1,5 @@
-"""What validating a checkpoint finds out; no torch: headers and JSON only, plus a digest."""
+"""What validating a checkpoint (a Hugging Face directory or a GGUF file) finds out; no torch: headers,
+JSON and GGUF metadata only, plus a digest."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import hashlib
 from pathlib import Path
 
 from engine.checkpoint.errors import CheckpointError
+from engine.checkpoint.gguf_file import find_gguf
 from engine.checkpoint.inspect import inspect_checkpoint
 from engine.checkpoint.weights import weight_files
 
@@ -27,8 +29,10 @@ def inspect(path: str) -> dict:
     model_dir = Path(path)
     if not model_dir.is_absolute():
         raise CheckpointError(path, "path must be absolute")
-    if not model_dir.is_dir():
+    if not model_dir.exists():
         raise CheckpointError(path, "no such directory")
+    if not model_dir.is_dir() and find_gguf(model_dir) is None:
+        raise CheckpointError(path, "neither a directory nor a .gguf file")
     info = inspect_checkpoint(model_dir)
     files = weight_files(model_dir)
     return {

@@ -12,7 +12,11 @@ class Checkpoint(models.Model):
 
     name = models.SlugField(max_length=100)
     revision = models.CharField(max_length=100, default="main")
-    path = models.CharField(max_length=1000, help_text="Directory with config.json and safetensors weights.")
+    path = models.CharField(
+        max_length=1000,
+        help_text="A Hugging Face directory (config.json, safetensors weights, tokenizer), "
+        "or a GGUF file (or a directory holding one).",
+    )
     state = models.CharField(
         max_length=16, choices=CheckpointState.choices, default=CheckpointState.REGISTERED
     )

@@ -48,3 +48,39 @@ def test_missing_directory_is_invalid(tmp_path):
     validate_checkpoint(checkpoint.pk)
     checkpoint.refresh_from_db()
     assert checkpoint.state == "invalid" and checkpoint.reason.endswith("no such directory")
+
+
+def test_gguf_file_validates_like_its_safetensors_twin(tiny_model_dir, tmp_path):
+    from engine.testing.tiny_gguf import write_gguf
+
+    twin = Checkpoint.objects.create(name="tiny", path=str(tiny_model_dir))
+    gguf_file = write_gguf(tiny_model_dir, tmp_path / "tiny.gguf")
+    checkpoint = Checkpoint.objects.create(name="tiny-gguf", path=str(gguf_file))
+    assert validate_checkpoint(twin.pk) == validate_checkpoint(checkpoint.pk) == "ready"
+    twin.refresh_from_db()
+    checkpoint.refresh_from_db()
+    assert checkpoint.architecture == twin.architecture == "Qwen3ForCausalLM"
+    assert checkpoint.parameter_count == twin.parameter_count and checkpoint.dtype == "float32"
+    assert checkpoint.kv_bytes_per_token == twin.kv_bytes_per_token
+    assert checkpoint.size_bytes == gguf_file.stat().st_size
+    assert checkpoint.details["has_chat_template"] and checkpoint.details["has_tokenizer"]
+
+
+def test_smollm2_gguf_validates_to_ready():
+    from engine.testing.smollm2 import smollm2_path
+
+    checkpoint = Checkpoint.objects.create(name="smollm2", path=str(smollm2_path().parent))
+    assert validate_checkpoint(checkpoint.pk) == "ready"
+    checkpoint.refresh_from_db()
+    assert (checkpoint.architecture, checkpoint.dtype) == ("LlamaForCausalLM", "float32")
+    assert 130_000_000 < checkpoint.parameter_count < 140_000_000
+    assert checkpoint.max_context == 8192
+
+
+def test_a_file_that_is_not_gguf_is_invalid(tmp_path):
+    path = tmp_path / "weights.bin"
+    path.write_bytes(b"\0" * 16)
+    checkpoint = Checkpoint.objects.create(name="bin", path=str(path))
+    assert validate_checkpoint(checkpoint.pk) == "invalid"
+    checkpoint.refresh_from_db()
+    assert checkpoint.reason.endswith("neither a directory nor a .gguf file")

@@ -1,0 +1,89 @@
+"""A GGUF file's tensors under the Hugging Face names the engine's loader takes, dequantized.
+
+llama.cpp's converter permutes the rows of a Llama ``attn_q``/``attn_k`` weight so that its rotary
+kernel rotates adjacent pairs; the engine (like transformers) rotates the two halves of each head,
+so those rows are permuted back here (as transformers' GGUF loader does). Qwen files keep the
+Hugging Face layout: llama.cpp rotates them NeoX-style.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from engine.checkpoint.errors import CheckpointError
+from engine.checkpoint.gguf_file import architecture, field, open_gguf
+
+GLOBAL_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
+BLOCK_NAMES = {
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "attn_q_norm": "self_attn.q_norm",
+    "attn_k_norm": "self_attn.k_norm",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+    "attn_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+}
+PERMUTED_ROTARY_ARCHS = frozenset({"llama"})
+ROTARY_PERMUTED = ("q_proj.weight", "q_proj.bias", "k_proj.weight", "k_proj.bias")
+_BLOCK_RE = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
+_GLOBAL_RE = re.compile(r"(\w+)\.(weight|bias)")
+
+
+def hf_name(gguf_name: str) -> str | None:
+    """``blk.3.attn_q.weight`` -> ``model.layers.3.self_attn.q_proj.weight``; None if not a known tensor."""
+    if m := _BLOCK_RE.fullmatch(gguf_name):
+        block, part, kind = m.groups()
+        return f"model.layers.{block}.{BLOCK_NAMES[part]}.{kind}" if part in BLOCK_NAMES else None
+    if m := _GLOBAL_RE.fullmatch(gguf_name):
+        part, kind = m.groups()
+        return f"{GLOBAL_NAMES[part]}.{kind}" if part in GLOBAL_NAMES else None
+    return None
+
+
+def iter_gguf_weights(path: Path) -> Iterator[tuple[str, object]]:
+    """(HF name, float32 torch tensor) for every tensor of the file, one tensor in memory at a time."""
+    import numpy as np
+    import torch
+    from gguf.quants import dequantize
+
+    reader = open_gguf(path)
+    arch = architecture(reader, path)
+    heads = field(reader, f"{arch}.attention.head_count")
+    kv_heads = field(reader, f"{arch}.attention.head_count_kv", heads)
+    for tensor in reader.tensors:
+        name = _hf_name_or_raise(path, tensor.name)
+        try:
+            array = dequantize(tensor.data, tensor.tensor_type)
+        except NotImplementedError as exc:
+            raise CheckpointError(path, f"tensor {tensor.name!r}: cannot dequantize ({exc})") from exc
+        if arch in PERMUTED_ROTARY_ARCHS and name.endswith(ROTARY_PERMUTED):
+            array = unpermute_rotary_rows(array, heads if "q_proj" in name else kv_heads)
+        yield name, torch.from_numpy(np.array(array, dtype=np.float32))  # a copy: the file is read-only
+
+
+def unpermute_rotary_rows(weight, num_heads: int):
+    """Undo llama.cpp's ``permute``: per head, rows (pair, 2) -> (2, pair)."""
+    half = weight.shape[0] // num_heads // 2
+    return weight.reshape(num_heads, half, 2, *weight.shape[1:]).swapaxes(1, 2).reshape(weight.shape)
+
+
+def gguf_tensor_shapes(path: Path) -> dict[str, tuple[list[int], str]]:
+    """HF name -> (shape, GGML type name) from the file's tensor infos; no tensor data is read."""
+    reader = open_gguf(path)
+    return {
+        _hf_name_or_raise(path, t.name): ([int(d) for d in reversed(t.shape)], t.tensor_type.name)
+        for t in reader.tensors
+    }
+
+
+def _hf_name_or_raise(path: Path, gguf_name: str) -> str:
+    name = hf_name(gguf_name)
+    if name is None:
+        raise CheckpointError(path, f"unexpected tensor {gguf_name!r} (not a Llama-family decoder tensor)")
+    return name
