@@ -11,21 +11,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from engine.checkpoint.gguf_weights import BLOCK_NAMES, GLOBAL_NAMES
+
 GGUF_ARCHES = {"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3"}
-HF_TO_GGUF_BLOCK = {
-    "self_attn.q_proj": "attn_q",
-    "self_attn.k_proj": "attn_k",
-    "self_attn.v_proj": "attn_v",
-    "self_attn.o_proj": "attn_output",
-    "self_attn.q_norm": "attn_q_norm",
-    "self_attn.k_norm": "attn_k_norm",
-    "mlp.gate_proj": "ffn_gate",
-    "mlp.up_proj": "ffn_up",
-    "mlp.down_proj": "ffn_down",
-    "input_layernorm": "attn_norm",
-    "post_attention_layernorm": "ffn_norm",
-}
-HF_TO_GGUF_GLOBAL = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
+# The reader's GGUF -> Hugging Face names, the other way round.
+HF_TO_GGUF_BLOCK = {hf: gguf_name for gguf_name, hf in BLOCK_NAMES.items()}
+HF_TO_GGUF_GLOBAL = {hf: gguf_name for gguf_name, hf in GLOBAL_NAMES.items()}
 CONTROL, NORMAL = 3, 1  # gguf.TokenType values
 
 
