@@ -12,6 +12,10 @@ from typing import Any
 from engine.sampling.params import SamplingParams
 
 
+class OutOfVocabulary(ValueError):
+    """A prompt token id the model has no embedding for."""
+
+
 def validated_prompt_ids(
     prompt: str | list[int], params: Any, tokenizer: Any, vocab_size: int, max_model_len: int
 ) -> list[int]:
@@ -24,7 +28,7 @@ def validated_prompt_ids(
         prompt_ids = list(prompt)
         bad = [t for t in prompt_ids if not 0 <= t < vocab_size]
         if bad:
-            raise ValueError(f"token id {bad[0]} is outside the vocabulary [0, {vocab_size})")
+            raise OutOfVocabulary(f"token id {bad[0]} is outside the vocabulary [0, {vocab_size})")
     else:
         raise ValueError("prompt must be a string or a list of token ids")
     if not prompt_ids:

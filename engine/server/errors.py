@@ -10,6 +10,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from engine.core.prompt_validation import OutOfVocabulary
+
 _OPENAI_TYPES = {
     400: "invalid_request_error",
     401: "invalid_request_error",
@@ -37,6 +39,8 @@ def as_api_error(exc: Exception) -> APIError:
     """Any failure during generation, in API form (engine errors become 500s with their message)."""
     if isinstance(exc, APIError):
         return exc
+    if isinstance(exc, OutOfVocabulary):
+        return APIError(400, str(exc), param="prompt")
     if isinstance(exc, ValueError):
         return APIError(400, str(exc))
     return APIError(500, f"Internal error: {type(exc).__name__}: {exc}")

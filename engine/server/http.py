@@ -49,6 +49,14 @@ def require_api_key(request: Request) -> None:
 async def parse_body(request: Request, model: type[M]) -> M:
     raw = await request.body()
     try:
+        return _validated(raw, model)
+    except RecursionError as exc:
+        # json.loads and pydantic both recurse once per nesting level.
+        raise bad_request("The request body is nested too deeply.") from exc
+
+
+def _validated(raw: bytes, model: type[M]) -> M:
+    try:
         data = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise bad_request(f"The request body is not valid JSON: {exc}") from exc

@@ -13,9 +13,9 @@ from engine.server.api.exchanges import (
     MessageExchange,
     ResponseExchange,
 )
-from engine.server.errors import APIError
+from engine.server.errors import APIError, as_api_error
 from engine.server.generation import collect, generate_choices
-from engine.server.http import parse_body, require_api_key, server_state, sse, unless_disconnected
+from engine.server.http import ClientGone, parse_body, require_api_key, server_state, sse, unless_disconnected
 from engine.server.protocol.anthropic import CountTokensRequest
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_api_key)])
@@ -54,7 +54,12 @@ async def _generate(request: Request, kind: type[Exchange]):
     events = generate_choices(engine, prompt, params, request_id, state.metrics, parser, exchange.cache_salt)
     if req.stream:
         return sse(exchange.stream(events))
-    choices, usage = await unless_disconnected(request, collect(events, exchange.n))
+    try:
+        choices, usage = await unless_disconnected(request, collect(events, exchange.n))
+    except ClientGone:
+        raise
+    except Exception as exc:
+        raise as_api_error(exc) from exc
     return exchange.respond(choices, usage)
 
 

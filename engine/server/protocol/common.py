@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
+
+# The int64 range, as vLLM takes it; torch.Generator.manual_seed overflows past 2**64.
+Seed = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
 
 
 class Strict(BaseModel):

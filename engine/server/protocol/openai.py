@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from engine.server.protocol.common import FunctionDef, Loose, Strict
+from engine.server.protocol.common import FunctionDef, Loose, Seed, Strict
 
 
 class ContentPart(Loose):
@@ -56,7 +56,7 @@ class SamplingFields(Strict):
     top_p: float | None = Field(None, gt=0.0, le=1.0)
     top_k: int | None = None
     min_p: float | None = Field(None, ge=0.0, le=1.0)
-    seed: int | None = None
+    seed: Seed | None = None
     stop: str | list[str] | None = None
     stop_token_ids: list[int] | None = None
     frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)

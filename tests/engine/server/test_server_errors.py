@@ -56,6 +56,32 @@ def test_invalid_or_unsupported_parameters_are_named(replica, extra, param):
     )
 
 
+@pytest.mark.parametrize("seed", [2**64, 2**63, -(2**63) - 1, 10**30])
+def test_seed_out_of_range_is_named(replica, seed):
+    body = {"model": MODEL, "messages": HELLO, "max_tokens": 2, "seed": seed}
+    assert_openai_error(post(replica, "/v1/chat/completions", body), 400, "seed")
+    body = {"model": MODEL, "prompt": "hi", "max_tokens": 2, "seed": seed}
+    assert_openai_error(post(replica, "/v1/completions", body), 400, "seed")
+
+
+@pytest.mark.parametrize("bad_id", [-1, 10**9, 2**63, 2**64 + 1, -(2**70)])
+@pytest.mark.parametrize("nested", [False, True])
+def test_prompt_token_ids_outside_the_vocabulary_are_named(replica, bad_id, nested):
+    prompt = [1, 2, bad_id]
+    body = {"model": MODEL, "prompt": [prompt] if nested else prompt, "max_tokens": 2}
+    error = assert_openai_error(post(replica, "/v1/completions", body), 400, "prompt")
+    assert str(bad_id) in error["message"]
+
+
+def test_deeply_nested_json_is_400(replica):
+    depth = 100_000
+    body = '{"model": "x", "messages": ' + "[" * depth + "]" * depth + "}"
+    error = assert_openai_error(post(replica, "/v1/chat/completions", body), 400)
+    assert "nested" in error["message"]
+    response = post(replica, "/v1/messages", body, headers={"x-api-key": API_KEY})
+    assert response.status_code == 400 and response.json()["error"]["type"] == "invalid_request_error"
+
+
 def test_unknown_model_is_404(openai_client):
     with pytest.raises(openai.NotFoundError) as info:
         openai_client.chat.completions.create(model="no-such-model", messages=HELLO)
