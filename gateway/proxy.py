@@ -4,7 +4,8 @@ Until the first byte of the replica's body arrives nothing has reached the clien
 error, a 5xx (a draining replica answers 503), a timeout or a dropped connection is retried on
 another replica. Once the first byte is sent the request is committed: a failure after that ends
 the client's response, never replays it. A client that disconnects cancels the whole exchange,
-which closes the upstream connection so the replica aborts the request too.
+which closes the upstream connection so the replica aborts the request too. A 4xx is the replica's
+answer to a bad request, not a replica failure: it is relayed with its status and body unchanged.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.gateway import chat, start_gateway
 from tests.support.ports import free_port
-from tests.support.upstream import ChunkGate, Upstream
+from tests.support.upstream import ChunkGate, Upstream, client_error_body
 from tests.support.waiting import async_wait_until, wait_until
 
 
@@ -189,3 +189,21 @@ def test_concurrent_streams_keep_in_flight_counts_right(serve):
         t.join()
     assert errors == [] and upstream.completed == 10
     wait_until(lambda: replica.in_flight == 0, "no request in flight")  # released just after the last byte
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages"])
+def test_client_errors_are_relayed_unchanged_and_never_count_against_the_replica(serve, path):
+    picky, spare = Upstream("p"), Upstream("s")
+    picky.mode = spare.mode = "status_400"
+    urls = [{"url": serve(u.app).url, "id": u.replica_id} for u in (picky, spare)]
+    gateway, gw = start_gateway(serve, urls, health_interval_s=60)
+    for _ in range(6):  # three times the breaker's failure threshold on each replica
+        response = httpx.post(f"{gw.url}{path}", json=chat())
+        assert response.status_code == 400
+        assert response.json() == client_error_body(path)
+    assert len(picky.received) + len(spare.received) == 6  # answered, so never retried elsewhere
+    for replica in gateway.pools["m"].replicas.values():
+        assert not replica.breaker.is_open and replica.breaker.consecutive_failures == 0
+    assert "chassis_gateway_upstream_errors_total{" not in httpx.get(f"{gw.url}/metrics").text
+    picky.mode = spare.mode = "ok"
+    assert httpx.post(f"{gw.url}{path}", json=chat()).status_code == 200

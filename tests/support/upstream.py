@@ -40,12 +40,20 @@ class ChunkGate:
             self.waiting -= 1
 
 
+def client_error_body(path: str) -> dict:
+    """What a replica answers to a request with a bad field, in the API's own error shape."""
+    message = "Invalid value for 'seed': must be at most 2**63 - 1"
+    if path == "/v1/messages":
+        return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+    return {"error": {"message": message, "type": "invalid_request_error", "param": "seed", "code": None}}
+
+
 class Upstream:
     def __init__(self, replica_id: str, block_size: int = 4, log_capacity: int = 1000) -> None:
         self.replica_id = replica_id
         self.block_size = block_size
         self.kv = KVEventLog(capacity=log_capacity)
-        self.mode = "ok"  # ok | status_500 | draining | break_after_first
+        self.mode = "ok"  # ok | status_400 | status_500 | draining | break_after_first
         self.gate: ChunkGate | None = None  # when set, every stream chunk waits for a release
         self.received: list[dict] = []
         self.completed = 0
@@ -65,6 +73,8 @@ class Upstream:
     async def chat(self, request: Request) -> Response:
         body = await request.json()
         self.received.append(body)
+        if self.mode == "status_400":
+            return JSONResponse(client_error_body(request.url.path), 400)
         if self.mode == "status_500":
             return JSONResponse({"error": {"message": "boom"}}, 500)
         if self.mode == "draining":
