@@ -1,9 +1,10 @@
 """Eject a replica after consecutive failures; re-admit it once health checks pass again.
 
 Failures come from two places: requests the proxy sent (connect error, 5xx before the first byte;
-a client error, 4xx, is an answer and never a failure) and the active health checker. Both count toward the same threshold; any success resets it. While
-open, only health checks can close the breaker, and not before ``min_eject_s``: a replica that
-answers one probe between crashes should not be flooded straight away.
+a client error, 4xx, is an answer and never a failure) and the active health checker. Both count
+toward the same threshold; any success resets it. While open, only health checks can close the
+breaker, and not before ``min_eject_s``: a replica that answers one probe between crashes should not
+be flooded straight away.
 """
 
 from __future__ import annotations
