@@ -2,10 +2,11 @@
 
 A rendered chat prompt mixes control tokens the template wrote (``<|im_start|>``) with user text.
 Encoding the rendered string naively would turn a user who *types* ``<|im_end|>`` into a control
-token. So before rendering, every special-token literal inside message/tool strings is swapped for a
-random alphanumeric marker (which survives templates and JSON escaping unchanged); after rendering,
-the text between markers is encoded normally (only the template's own literals are left in it to
-become control tokens) and each marker is encoded as plain text.
+token. So before rendering, every special-token literal anywhere in what the caller passes (message
+and tool strings, dict keys such as a JSON-schema property name, template kwargs, at any depth) is
+swapped for a random alphanumeric marker (which survives templates and JSON escaping unchanged);
+after rendering, the text between markers is encoded normally (only the template's own literals are
+left in it to become control tokens) and each marker is encoded as plain text.
 """
 
 from __future__ import annotations
@@ -125,13 +126,14 @@ class Tokenizer:
         nonce = secrets.token_hex(8)
         masked_messages = _mask(messages, self._special_re, nonce, literals)
         masked_tools = _mask(tools, self._special_re, nonce, literals) if tools else None
+        masked_kwargs = _mask(kwargs, self._special_re, nonce, literals)
         try:
             rendered = self.hf.apply_chat_template(
                 masked_messages,
                 tools=masked_tools,
                 add_generation_prompt=add_generation_prompt,
                 tokenize=False,
-                **kwargs,
+                **masked_kwargs,
             )
         except Exception as exc:  # jinja raises TemplateError and friends for unusable conversations
             raise ValueError(f"chat template failed: {exc}") from exc
@@ -143,7 +145,8 @@ class Tokenizer:
 
 
 def _mask(value: Any, special_re: re.Pattern | None, nonce: str, literals: dict[str, str]) -> Any:
-    """Copy of ``value`` with every special-token literal in every string swapped for a marker."""
+    """Copy of ``value`` with every special-token literal in every string, keys included, swapped for a
+    marker."""
     if special_re is None:
         return value
     if isinstance(value, str):
@@ -155,7 +158,10 @@ def _mask(value: Any, special_re: re.Pattern | None, nonce: str, literals: dict[
 
         return special_re.sub(swap, value)
     if isinstance(value, dict):
-        return {k: _mask(v, special_re, nonce, literals) for k, v in value.items()}
+        return {
+            _mask(k, special_re, nonce, literals): _mask(v, special_re, nonce, literals)
+            for k, v in value.items()
+        }
     if isinstance(value, list | tuple):
         return [_mask(v, special_re, nonce, literals) for v in value]
     return value
