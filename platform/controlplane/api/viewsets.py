@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.db import transaction
 from rest_framework import mixins, viewsets
 
 from controlplane.api import audit
@@ -31,8 +32,9 @@ class ChassisModelViewSet(
         audit.record(self.request.user, "update", instance, dict(serializer.validated_data))
 
     def perform_destroy(self, instance) -> None:
-        audit.record(self.request.user, "delete", instance)
-        instance.delete()
+        with transaction.atomic():  # a delete refused (still referenced) leaves no audit entry
+            audit.record(self.request.user, "delete", instance)
+            instance.delete()
 
     def audit(self, action: str, instance, changes: dict | None = None) -> None:
         audit.record(self.request.user, action, instance, changes)

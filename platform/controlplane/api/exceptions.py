@@ -1,0 +1,20 @@
+"""The API's exception handler: DRF's own, plus a 409 for deleting what other objects still use."""
+
+from __future__ import annotations
+
+from django.db.models import ProtectedError, RestrictedError
+from rest_framework import status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+
+def exception_handler(exc, context):
+    if isinstance(exc, ProtectedError | RestrictedError):
+        objects = exc.protected_objects if isinstance(exc, ProtectedError) else exc.restricted_objects
+        referenced_by = sorted(
+            ({"type": obj._meta.label_lower, "id": obj.pk, "name": str(obj)} for obj in objects),
+            key=lambda ref: (ref["type"], ref["id"]),
+        )
+        detail = "Cannot delete: other objects still reference it; delete or change them first."
+        return Response({"detail": detail, "referenced_by": referenced_by}, status=status.HTTP_409_CONFLICT)
+    return drf_exception_handler(exc, context)
