@@ -1,6 +1,6 @@
 """Run the n engine requests of one API call and turn their outputs into API-neutral events.
 
-Every API handler goes through ``generate_choices``: it starts one engine request per choice,
+Every API handler goes through ``generate_choices``: it admits one engine request per choice,
 merges their outputs, runs the tool-call parser of each choice, records metrics, and — when the
 consumer stops early (client gone, error) — closes every engine stream, which aborts the request
 and frees its KV blocks.
@@ -42,22 +42,17 @@ def _logprobs(new_logprobs: Sequence[Any] | None) -> list[TokenLogprob]:
 
 
 async def _pump(
-    engine: EngineClient,
+    stream: AsyncIterator[Any],
     prompt: list[int],
-    params: Any,
-    request_id: str,
     index: int,
     make_parser: Callable[[], ToolParser] | None,
     metrics: ServerMetrics,
     queue: asyncio.Queue,
-    cache_salt: str | None,
 ) -> None:
     parser = make_parser() if make_parser else None
-    stream = None
     finished = False
     last_token_at: float | None = None
     try:
-        stream = engine.generate(prompt, params, request_id=request_id, cache_salt=cache_salt)
         async for out in stream:
             now = time.monotonic()
             new_ids = list(out.new_token_ids or [])
@@ -99,9 +94,8 @@ async def _pump(
     except Exception as exc:  # handed to the consumer, which turns it into an API error
         await queue.put(exc)
     finally:
-        if stream is not None:
-            await stream.aclose()
-        if not finished and stream is not None:
+        await stream.aclose()
+        if not finished:
             metrics.request_finished(None, "abort")
 
 
@@ -114,13 +108,31 @@ async def generate_choices(
     make_parser: Callable[[], ToolParser] | None = None,
     cache_salt: str | None = None,
 ) -> AsyncIterator[ChoiceEvent]:
+    """Admit every choice now, so that a prompt the engine refuses raises (ValueError) before any
+    response is sent, streaming or not; then the events of all choices, interleaved as produced."""
+    streams: list[AsyncIterator[Any]] = []
+    try:
+        for i, params in enumerate(params_list):
+            streams.append(
+                engine.generate(prompt, params, request_id=f"{request_id}-{i}", cache_salt=cache_salt)
+            )
+    except BaseException:
+        await asyncio.gather(*(stream.aclose() for stream in streams), return_exceptions=True)
+        raise
+    return _merged(streams, prompt, metrics, make_parser)
+
+
+async def _merged(
+    streams: list[AsyncIterator[Any]],
+    prompt: list[int],
+    metrics: ServerMetrics,
+    make_parser: Callable[[], ToolParser] | None,
+) -> AsyncIterator[ChoiceEvent]:
     """Events of all choices, interleaved as produced; ends when every choice has finished."""
     queue: asyncio.Queue = asyncio.Queue()
     tasks = [
-        asyncio.create_task(
-            _pump(engine, prompt, params, f"{request_id}-{i}", i, make_parser, metrics, queue, cache_salt)
-        )
-        for i, params in enumerate(params_list)
+        asyncio.create_task(_pump(stream, prompt, i, make_parser, metrics, queue))
+        for i, stream in enumerate(streams)
     ]
     remaining = len(tasks)
     try:

@@ -51,10 +51,12 @@ async def _generate(request: Request, kind: type[Exchange]):
     params = exchange.sampling(len(prompt), engine.max_model_len)
     parser = state.parser_cls if use_tools else None
     request_id = new_id(kind.id_prefix)
-    events = generate_choices(engine, prompt, params, request_id, state.metrics, parser, exchange.cache_salt)
-    if req.stream:
-        return sse(exchange.stream(events))
     try:
+        events = await generate_choices(
+            engine, prompt, params, request_id, state.metrics, parser, exchange.cache_salt
+        )
+        if req.stream:
+            return sse(exchange.stream(events))
         choices, usage = await unless_disconnected(request, collect(events, exchange.n))
     except ClientGone:
         raise

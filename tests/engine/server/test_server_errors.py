@@ -65,10 +65,10 @@ def test_seed_out_of_range_is_named(replica, seed):
 
 
 @pytest.mark.parametrize("bad_id", [-1, 10**9, 2**63, 2**64 + 1, -(2**70)])
-@pytest.mark.parametrize("nested", [False, True])
-def test_prompt_token_ids_outside_the_vocabulary_are_named(replica, bad_id, nested):
+@pytest.mark.parametrize(("nested", "stream"), [(False, False), (True, False), (False, True)])
+def test_prompt_token_ids_outside_the_vocabulary_are_named(replica, bad_id, nested, stream):
     prompt = [1, 2, bad_id]
-    body = {"model": MODEL, "prompt": [prompt] if nested else prompt, "max_tokens": 2}
+    body = {"model": MODEL, "prompt": [prompt] if nested else prompt, "max_tokens": 2, "stream": stream}
     error = assert_openai_error(post(replica, "/v1/completions", body), 400, "prompt")
     assert str(bad_id) in error["message"]
 
