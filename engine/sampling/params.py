@@ -49,8 +49,9 @@ class SamplingParams:
             value = getattr(self, name)
             if not _is_number(value) or not -2.0 <= value <= 2.0:
                 raise ValueError(f"{name} must be in [-2, 2], got {value!r}")
-        if self.seed is not None and not _is_int(self.seed):
-            raise ValueError(f"seed must be an integer or None, got {self.seed!r}")
+        if self.seed is not None and not (_is_int(self.seed) and -(2**63) <= self.seed < 2**64):
+            # torch.Generator.manual_seed's range; past it the engine core would fail mid-step.
+            raise ValueError(f"seed must be None or an integer in [-2**63, 2**64), got {self.seed!r}")
         if not all(isinstance(s, str) and s for s in self.stop):
             raise ValueError(f"stop must be a list of non-empty strings, got {self.stop!r}")
         if not all(_is_int(t) and t >= 0 for t in self.stop_token_ids):

@@ -24,6 +24,8 @@ def test_defaults_and_normalisation():
         ({"frequency_penalty": 3.0}, "frequency_penalty"),
         ({"presence_penalty": -2.5}, "presence_penalty"),
         ({"seed": "7"}, "seed"),
+        ({"seed": 2**64}, "seed"),
+        ({"seed": -(2**63) - 1}, "seed"),
         ({"stop": [""]}, "stop"),
         ({"stop_token_ids": [-1]}, "stop_token_ids"),
         ({"min_tokens": 5, "max_tokens": 2}, "min_tokens"),
