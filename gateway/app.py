@@ -29,6 +29,8 @@ def build_app(gateway: Gateway) -> Starlette:
                 body = json.loads(raw)
             except (json.JSONDecodeError, UnicodeDecodeError):
                 return _error(api, 400, "request body must be JSON", "invalid_request_error")
+            except RecursionError:
+                return _error(api, 400, "request body is nested too deeply", "invalid_request_error")
             if not isinstance(body, dict):
                 return _error(api, 400, "request body must be a JSON object", "invalid_request_error")
             model = body.get("model")

@@ -207,3 +207,17 @@ def test_client_errors_are_relayed_unchanged_and_never_count_against_the_replica
     assert "chassis_gateway_upstream_errors_total{" not in httpx.get(f"{gw.url}/metrics").text
     picky.mode = spare.mode = "ok"
     assert httpx.post(f"{gw.url}{path}", json=chat()).status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages"])
+def test_deeply_nested_json_is_a_400_at_the_gateway(serve, path):
+    upstream = Upstream("a")
+    _, gw = start_gateway(serve, [{"url": serve(upstream.app).url, "id": "a"}], health_interval_s=60)
+    depth = 100_000
+    body = '{"model": "m", "messages": ' + "[" * depth + "]" * depth + "}"
+    response = httpx.post(f"{gw.url}{path}", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request_error" and "nested" in error["message"]
+    assert upstream.received == []
+    assert httpx.post(f"{gw.url}{path}", json=chat()).status_code == 200
