@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import pytest
 
 from engine.server.protocol.prompts import request_prompt_ids
 from engine.tokenizer import Tokenizer
+from tests.support.replicas import API_KEY, MODEL
 
 IM_START = "<|im_start|>"
 
@@ -68,3 +70,11 @@ def test_typed_control_tokens_are_never_control_tokens(qwen, api, body):
     assert ids.count(im_start) == template_count
     text = qwen.decode(ids, skip_special_tokens=False)
     assert text.count(IM_START) > template_count  # the typed literals are in the prompt, as text
+
+
+def test_a_replica_prefills_exactly_those_ids(replica, tiny_checkpoint):
+    body = {**messages_body(IM_START), "model": MODEL, "max_tokens": 1}
+    expected = request_prompt_ids(Tokenizer(tiny_checkpoint), "messages", body)
+    response = httpx.post(f"{replica.base_url}/v1/messages", json=body, headers={"x-api-key": API_KEY})
+    assert response.status_code == 200, response.text
+    assert response.json()["usage"]["input_tokens"] == len(expected)
