@@ -19,16 +19,23 @@ API_PATHS = {
 }
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
 def prompt_token_ids(tokenizer, api: str, body: dict) -> list[int] | None:
     if tokenizer is None:
         return None
     try:
         from engine.server.protocol.prompts import request_prompt_ids  # torch-free, but not cheap
 
-        return request_prompt_ids(tokenizer, api, body)
+        ids = request_prompt_ids(tokenizer, api, body)
     except Exception as exc:  # invalid input is the replica's to reject; routing must not fail on it
         log.debug("cannot render %s request for prefix matching: %r", api, exc)
         return None
+    # A client's own token ids may not fit the chain's int64 packing; the replica refuses them anyway.
+    if ids and not (_INT64_MIN <= min(ids) and max(ids) <= _INT64_MAX):
+        return None
+    return ids
 
 
 def cache_salt(api: str, body: dict) -> bytes | None:

@@ -221,3 +221,21 @@ def test_deeply_nested_json_is_a_400_at_the_gateway(serve, path):
     assert error["type"] == "invalid_request_error" and "nested" in error["message"]
     assert upstream.received == []
     assert httpx.post(f"{gw.url}{path}", json=chat()).status_code == 200
+
+
+def test_token_ids_past_int64_are_routed_by_load_and_refused_by_the_replica(serve, tiny_checkpoint):
+    upstream = Upstream("a")
+    upstream.mode = "status_400"  # what a replica answers to token ids outside its vocabulary
+    gateway, gw = start_gateway(
+        serve,
+        [{"url": serve(upstream.app).url, "id": "a"}],
+        policy="cache_aware",
+        tokenizer=tiny_checkpoint,
+        health_interval_s=60,
+    )
+    pool = gateway.pools["m"]
+    wait_until(lambda: pool.block_size and pool.tokenizer, "prefix matching to be ready")
+    body = {"model": "m", "prompt": [1, 2, 3, 2**64 + 1] * 8, "max_tokens": 2}
+    response = httpx.post(f"{gw.url}/v1/completions", json=body)
+    assert response.status_code == 400 and response.json() == client_error_body("/v1/completions")
+    assert len(upstream.received) == 1

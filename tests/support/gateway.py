@@ -8,17 +8,26 @@ from gateway.service import Gateway
 from gateway.sources import StaticSource
 
 
-def start_gateway(serve, replicas, policy="round_robin", **settings):
+def _tokenizer(path: str):
+    from engine.tokenizer import Tokenizer
+
+    return Tokenizer(path)
+
+
+def start_gateway(serve, replicas, policy="round_robin", tokenizer=None, **settings):
     """(Gateway, its ServerThread) routing model ``m`` to ``replicas``; ``serve`` is the fixture."""
+    model = {"policy": policy, "replicas": replicas, **({"tokenizer": str(tokenizer)} if tokenizer else {})}
     config = parse_config(
         {
-            "models": {"m": {"policy": policy, "replicas": replicas}},
+            "models": {"m": model},
             "health_interval_s": 0.2,
             "circuit_breaker": {"failure_threshold": 2, "min_eject_s": 0.2},
             **settings,
         }
     )
-    gateway = Gateway(config, StaticSource(config.models))
+    gateway = Gateway(
+        config, StaticSource(config.models), tokenizer_factory=_tokenizer if tokenizer else None
+    )
     return gateway, serve(build_app(gateway))
 
 

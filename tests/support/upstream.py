@@ -62,6 +62,7 @@ class Upstream:
         self.app = Starlette(
             routes=[
                 Route("/v1/chat/completions", self.chat, methods=["POST"]),
+                Route("/v1/completions", self.chat, methods=["POST"]),
                 Route("/v1/messages", self.chat, methods=["POST"]),
                 Route("/health", self.health),
                 Route("/metrics", self.metrics),
