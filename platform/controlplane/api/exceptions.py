@@ -3,9 +3,22 @@
 from __future__ import annotations
 
 from django.db.models import ProtectedError, RestrictedError
-from rest_framework import status
+from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
+
+
+class ReferenceSerializer(serializers.Serializer):
+    type = serializers.CharField(help_text="app_label.model of the referencing object")
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+
+
+class StillReferencedSerializer(serializers.Serializer):
+    """The 409 body of a delete refused because other objects still reference the object."""
+
+    detail = serializers.CharField()
+    referenced_by = ReferenceSerializer(many=True)
 
 
 def exception_handler(exc, context):

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from django.db import transaction
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import mixins, viewsets
 
 from controlplane.api import audit
+from controlplane.api.exceptions import StillReferencedSerializer
 from controlplane.api.permissions import RolePermission
 from controlplane.api.roles import ADMIN, VIEWER
 
@@ -17,6 +19,7 @@ class ChassisReadOnlyViewSet(viewsets.ReadOnlyModelViewSet):
     ordering = ["id"]
 
 
+@extend_schema_view(destroy=extend_schema(responses={204: None, 409: StillReferencedSerializer}))
 class ChassisModelViewSet(
     mixins.CreateModelMixin,
     mixins.UpdateModelMixin,
