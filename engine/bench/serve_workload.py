@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import signal
 import socket
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from pathlib import Path
 import httpx
 
 from engine.bench.workloads import WorkloadResult, random_prompts
+from engine.executor.supervision import terminate
 from measurement import StreamRecord, StreamTimer, Summary, atime_stream
 
 MODEL_NAME = "bench"
@@ -106,14 +106,8 @@ class ServerProcess:
         self.stop()
 
     def stop(self, timeout: float = 60) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        if self.process is not None:
+            terminate(self.process, timeout)
 
 
 async def _stream_one(client: httpx.AsyncClient, prompt: list[int], max_tokens: int) -> StreamRecord:

@@ -11,6 +11,7 @@ import atexit
 import logging
 import os
 import signal
+import subprocess
 import threading
 import time
 import weakref
@@ -89,6 +90,19 @@ def kill(process) -> None:
     if process.is_alive():
         process.kill()
         process.join(KILL_JOIN_S)
+
+
+def terminate(popen, timeout: float) -> int:
+    """SIGTERM a ``subprocess.Popen`` still running, give it ``timeout`` seconds to finish (a server
+    drains its requests), then SIGKILL it; reaps it and returns its exit status."""
+    if popen.poll() is None:
+        popen.send_signal(signal.SIGTERM)
+        try:
+            popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            popen.kill()
+            popen.wait()
+    return popen.returncode
 
 
 def _stop_all() -> None:

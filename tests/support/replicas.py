@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -12,6 +11,7 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from engine.executor.supervision import terminate
 from tests.support.ports import free_port
 from tests.support.waiting import wait_until
 
@@ -63,14 +63,7 @@ def start_replica(checkpoint: Path, log_dir: Path, *extra: str, env: dict[str, s
 
 
 def stop_replica(replica: Replica, timeout: float = 30) -> int:
-    if replica.process.poll() is None:
-        replica.process.send_signal(signal.SIGTERM)
-        try:
-            replica.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            replica.process.kill()
-            replica.process.wait()
-    return replica.process.returncode
+    return terminate(replica.process, timeout)
 
 
 def scrape(replica: Replica) -> dict[str, float]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -19,13 +19,9 @@ POLL_S = 0.05
 
 def wait_until(condition: Callable[[], T], what: str, timeout: float = DEADLINE_S, poll: float = POLL_S) -> T:
     """The first truthy value of ``condition()``; AssertionError naming ``what`` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
+    for value in _checks(condition, what, timeout):
         if value:
             return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
         time.sleep(poll)
 
 
@@ -33,11 +29,16 @@ async def async_wait_until(
     condition: Callable[[], T], what: str, timeout: float = DEADLINE_S, poll: float = POLL_S
 ) -> T:
     """``wait_until`` for a condition that tasks on the running event loop make true."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
+    for value in _checks(condition, what, timeout):
         if value:
             return value
+        await asyncio.sleep(poll)
+
+
+def _checks(condition: Callable[[], T], what: str, timeout: float) -> Iterator[T]:
+    """``condition()`` once per pull; AssertionError naming ``what`` once the deadline has passed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        yield condition()
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        await asyncio.sleep(poll)
