@@ -36,6 +36,18 @@ class ToolSpec:
 class Conversation:
     messages: list[Message] = field(default_factory=list)
     tools: list[ToolSpec] = field(default_factory=list)
+    template_kwargs: dict[str, Any] = field(default_factory=dict)  # extra chat template variables
+
+    def encode(self, tokenizer: Any, add_generation_prompt: bool = True) -> list[int]:
+        """The prompt's token ids: the chat template with the generation prompt (control-token-safe)."""
+        return list(
+            tokenizer.encode_chat(
+                self.template_messages(),
+                tools=self.template_tools(),
+                add_generation_prompt=add_generation_prompt,
+                **self.template_kwargs,
+            )
+        )
 
     def template_messages(self) -> list[dict[str, Any]]:
         return [_template_message(m) for m in self.messages]

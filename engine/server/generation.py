@@ -149,6 +149,14 @@ async def _merged(
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
+def count_usage(usage: Usage, event: ChoiceEvent) -> None:
+    """Add one event to a call's usage; the prompt is counted once, as OpenAI does for n > 1."""
+    usage.prompt_tokens = event.prompt_tokens
+    if event.index == 0:
+        usage.cached_tokens = max(usage.cached_tokens, event.cached_tokens)
+    usage.completion_tokens += len(event.token_ids)
+
+
 async def collect(events: AsyncIterator[ChoiceEvent], n: int) -> tuple[list[ChoiceResult], Usage]:
     """Drain the events of a non-streaming call into finished choices and usage."""
     choices = [ChoiceResult(index=i) for i in range(n)]
@@ -159,10 +167,7 @@ async def collect(events: AsyncIterator[ChoiceEvent], n: int) -> tuple[list[Choi
         choice.tool_calls.extend(event.tool_calls)
         choice.token_ids.extend(event.token_ids)
         choice.logprobs.extend(event.logprobs)
-        usage.prompt_tokens = event.prompt_tokens
-        if event.index == 0:  # the prompt is counted once, as OpenAI does for n > 1
-            usage.cached_tokens = max(usage.cached_tokens, event.cached_tokens)
-        usage.completion_tokens += len(event.token_ids)
+        count_usage(usage, event)
         if event.finished:
             choice.finish_reason, choice.stop_reason = event.finish_reason, event.stop_reason
     return choices, usage

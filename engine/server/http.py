@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import logging
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any, TypeVar
 
@@ -13,7 +14,10 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ValidationError
 
 from engine.server.errors import APIError, bad_request, from_validation_error
+from engine.server.protocol.unknown_fields import validate_lenient
 from engine.server.state import ServerState
+
+log = logging.getLogger("chassis.server")
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -47,15 +51,22 @@ def require_api_key(request: Request) -> None:
 
 
 async def parse_body(request: Request, model: type[M]) -> M:
+    """The body as ``model``; top-level fields it does not know are ignored, logged and counted,
+    unless they would change the output (protocol/unknown_fields.py)."""
     raw = await request.body()
     try:
-        return _validated(raw, model)
+        req, ignored = _validated(raw, model)
     except RecursionError as exc:
         # json.loads and pydantic both recurse once per nesting level.
         raise bad_request("The request body is nested too deeply.") from exc
+    if ignored:
+        api = request.url.path.removeprefix("/v1/")
+        log.warning("%s: ignored unknown request fields %s", api, ", ".join(repr(f[:64]) for f in ignored))
+        server_state(request).metrics.fields_ignored(api, ignored)
+    return req
 
 
-def _validated(raw: bytes, model: type[M]) -> M:
+def _validated(raw: bytes, model: type[M]) -> tuple[M, list[str]]:
     try:
         data = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -63,7 +74,7 @@ def _validated(raw: bytes, model: type[M]) -> M:
     if not isinstance(data, dict):
         raise bad_request("The request body must be a JSON object.")
     try:
-        return model.model_validate(data)
+        return validate_lenient(model, data)
     except ValidationError as exc:
         raise from_validation_error(exc) from exc
 

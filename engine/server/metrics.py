@@ -23,6 +23,9 @@ ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.
 REQUEST_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
                    120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)  # fmt: skip
 FINISHED_REASONS = ("stop", "length", "abort")
+# Field names come from clients: the label takes this many distinct names, then "other".
+IGNORED_FIELD_LABELS = 64
+IGNORED_FIELD_MAX_LEN = 64
 
 
 class _EngineStatsCollector(Collector):
@@ -96,7 +99,25 @@ class ServerMetrics:
         self._ttft_child = self._ttft.labels(model_name)
         self._queue_child = self._queue.labels(model_name)
         self._e2e_child = self._e2e.labels(model_name)
+        self._ignored_fields = Counter(
+            "chassis_ignored_request_fields", "Top-level request fields ignored because this server "
+            "does not know them (vLLM or newer API extras that change nothing).",
+            labelnames=["api", "field"], registry=self.registry,
+        )  # fmt: skip
+        self._ignored_field_names: set[str] = set()
         self.registry.register(_EngineStatsCollector(model_name, stats))
+
+    def fields_ignored(self, api: str, fields: list[str]) -> None:
+        for name in fields:
+            if name not in self._ignored_field_names:
+                if (
+                    len(self._ignored_field_names) >= IGNORED_FIELD_LABELS
+                    or len(name) > IGNORED_FIELD_MAX_LEN
+                ):
+                    name = "other"
+                else:
+                    self._ignored_field_names.add(name)
+            self._ignored_fields.labels(api, name).inc()
 
     def request_finished(self, times: Any | None, finish_reason: str | None) -> None:
         """Record one finished engine request; ``times`` is its RequestOutput.metrics (None if unknown)."""

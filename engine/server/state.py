@@ -91,18 +91,12 @@ class ServerState:
             raise APIError(503, "The model is still loading; retry shortly.")
         return self.engine
 
-    def render(self, conversation: Conversation, param: str) -> list[int]:
+    def render(self, conversation: Conversation, param: str, add_generation_prompt: bool = True) -> list[int]:
         """Prompt token ids through the checkpoint's chat template (control-token-safe encoding)."""
         if not conversation.messages:
             raise bad_request("The conversation is empty.", param=param)
         try:
-            return list(
-                self.engine.tokenizer.encode_chat(
-                    conversation.template_messages(),
-                    tools=conversation.template_tools(),
-                    add_generation_prompt=True,
-                )
-            )
+            return conversation.encode(self.engine.tokenizer, add_generation_prompt)
         except Exception as exc:  # template errors (role order, missing fields) are the caller's to fix
             raise bad_request(f"The chat template rejected the conversation: {exc}", param=param) from exc
 

@@ -10,7 +10,7 @@ from engine.server.api.common import new_id
 from engine.server.api.sampling import build_params, resolve_max_tokens
 from engine.server.conversation import ChoiceResult, Conversation, Message, ToolSpec, Usage
 from engine.server.errors import anthropic_body, as_api_error, bad_request, unsupported
-from engine.server.generation import ChoiceEvent
+from engine.server.generation import ChoiceEvent, count_usage
 from engine.server.protocol.anthropic import ContentBlock, CountTokensRequest, MessagesRequest
 from engine.server.sse import named_event
 from engine.server.tool_parsers import ToolCall
@@ -159,6 +159,10 @@ def build_response(model: str, choice: ChoiceResult, usage: Usage) -> dict[str, 
 
 
 async def stream_response(model: str, events: AsyncIterator[ChoiceEvent]) -> AsyncIterator[str]:
+    """The events of a streamed message, sent together per engine output. ``message_start`` waits for
+    the first content (text, a tool call or the end) and leaves in the same write as it, because
+    clients time the first token at the first event. Leading whitespace and text that decodes to
+    nothing are not content yet."""
     usage = Usage()
     block = -1  # index of the last content block opened
     text_open = False
@@ -167,18 +171,8 @@ async def stream_response(model: str, events: AsyncIterator[ChoiceEvent]) -> Asy
     started = False
     try:
         async for event in events:
-            usage.prompt_tokens = event.prompt_tokens
-            usage.cached_tokens = max(usage.cached_tokens, event.cached_tokens)
-            usage.completion_tokens += len(event.token_ids)
-            if not started:  # message_start carries the prompt usage, known from the first output
-                started = True
-                message = {
-                    **build_response(model, ChoiceResult(index=0), usage),
-                    "content": [],
-                    "stop_reason": None,
-                }
-                message["usage"]["output_tokens"] = 0
-                yield named_event({"type": "message_start", "message": message})
+            count_usage(usage, event)
+            out: list[str] = []
             text = pending_space + event.content
             pending_space = ""
             if text and not text_open and not text.strip():
@@ -187,43 +181,52 @@ async def stream_response(model: str, events: AsyncIterator[ChoiceEvent]) -> Asy
                 if not text_open:
                     block += 1
                     text_open = True
-                    yield named_event(
-                        {
-                            "type": "content_block_start",
-                            "index": block,
-                            "content_block": {"type": "text", "text": ""},
-                        }
+                    start = {"type": "text", "text": ""}
+                    out.append(
+                        named_event({"type": "content_block_start", "index": block, "content_block": start})
                     )
-                yield named_event(
-                    {
-                        "type": "content_block_delta",
-                        "index": block,
-                        "delta": {"type": "text_delta", "text": text},
-                    }
-                )
+                delta = {"type": "text_delta", "text": text}
+                out.append(named_event({"type": "content_block_delta", "index": block, "delta": delta}))
             for call in event.tool_calls:
                 pending_space = ""
                 if text_open:
                     text_open = False
-                    yield named_event({"type": "content_block_stop", "index": block})
+                    out.append(named_event({"type": "content_block_stop", "index": block}))
                 block += 1
                 saw_tool = True
                 start = {"type": "tool_use", "id": tool_use_id(call.id), "name": call.name, "input": {}}
-                yield named_event({"type": "content_block_start", "index": block, "content_block": start})
+                out.append(
+                    named_event({"type": "content_block_start", "index": block, "content_block": start})
+                )
                 delta = {"type": "input_json_delta", "partial_json": call.arguments}
-                yield named_event({"type": "content_block_delta", "index": block, "delta": delta})
-                yield named_event({"type": "content_block_stop", "index": block})
+                out.append(named_event({"type": "content_block_delta", "index": block, "delta": delta}))
+                out.append(named_event({"type": "content_block_stop", "index": block}))
             if event.finished:
                 if text_open:
-                    yield named_event({"type": "content_block_stop", "index": block})
+                    out.append(named_event({"type": "content_block_stop", "index": block}))
                 reason, sequence = stop_reason(event.finish_reason, event.stop_reason, saw_tool)
-                yield named_event(
-                    {
-                        "type": "message_delta",
-                        "delta": {"stop_reason": reason, "stop_sequence": sequence},
-                        "usage": {"output_tokens": usage.completion_tokens},
-                    }
+                out.append(
+                    named_event(
+                        {
+                            "type": "message_delta",
+                            "delta": {"stop_reason": reason, "stop_sequence": sequence},
+                            "usage": {"output_tokens": usage.completion_tokens},
+                        }
+                    )
                 )
-                yield named_event({"type": "message_stop"})
+                out.append(named_event({"type": "message_stop"}))
+            if not out:
+                continue
+            if not started:
+                started = True
+                out.insert(0, _message_start(model, usage))
+            yield "".join(out)
     except Exception as exc:  # headers are gone: report in-band, as Anthropic does
         yield named_event(anthropic_body(as_api_error(exc)))
+
+
+def _message_start(model: str, usage: Usage) -> str:
+    """The opening event: the message so far, with the prompt's usage and no output yet."""
+    message = {**build_response(model, ChoiceResult(index=0), usage), "content": [], "stop_reason": None}
+    message["usage"]["output_tokens"] = 0
+    return named_event({"type": "message_start", "message": message})

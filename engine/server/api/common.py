@@ -9,6 +9,7 @@ from typing import Any
 
 from engine.server.conversation import Usage
 from engine.server.errors import APIError
+from engine.server.sse import data_event
 
 
 def new_id(prefix: str) -> str:
@@ -41,11 +42,25 @@ def openai_answer(id_prefix: str, kind: str, model: str, choices: list[dict[str,
     }
 
 
-def openai_stream_head(req: Any, id_prefix: str, kind: str, model: str) -> tuple[bool, dict[str, Any]]:
-    """Whether a Chat Completions or Completions stream ends with a usage chunk, and the fields
-    every chunk of it starts with."""
-    include_usage = bool(req.stream_options and req.stream_options.include_usage)
-    return include_usage, {"id": new_id(id_prefix), "object": kind, "created": now(), "model": model}
+class OpenAIChunks:
+    """The chunks of one Chat Completions or Completions stream, with vLLM's ``stream_options``:
+    ``include_usage`` ends the stream with a usage chunk and gives every other chunk ``"usage": null``;
+    with ``continuous_usage_stats`` as well, every chunk carries the call's usage so far instead."""
+
+    def __init__(self, req: Any, id_prefix: str, kind: str, model: str) -> None:
+        options = req.stream_options
+        self.include_usage = bool(options and options.include_usage)
+        self.continuous_usage = self.include_usage and bool(options.continuous_usage_stats)
+        self.base = {"id": new_id(id_prefix), "object": kind, "created": now(), "model": model}
+
+    def chunk(self, choice: dict[str, Any], usage: Usage) -> str:
+        payload = {**self.base, "choices": [choice]}
+        if self.include_usage:
+            payload["usage"] = openai_usage(usage) if self.continuous_usage else None
+        return data_event(payload)
+
+    def usage_chunk(self, usage: Usage) -> str:
+        return data_event({**self.base, "choices": [], "usage": openai_usage(usage)})
 
 
 def check_model(requested: str, served: list[str]) -> str:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from engine.server.api.common import TokenText, openai_answer, openai_stream_head, openai_usage
+from engine.server.api.common import OpenAIChunks, TokenText, openai_answer
 from engine.server.api.sampling import openai_params, refuse_unsupported_openai, resolve_max_tokens
 from engine.server.conversation import ChoiceResult, TokenLogprob, Usage
 from engine.server.errors import as_api_error, bad_request, openai_body, unsupported
-from engine.server.generation import ChoiceEvent
+from engine.server.generation import ChoiceEvent, count_usage
 from engine.server.protocol.openai import CompletionRequest
 from engine.server.sse import DONE, data_event
 
@@ -77,15 +77,14 @@ def build_response(
 async def stream_response(
     req: CompletionRequest, model: str, events: AsyncIterator[ChoiceEvent], token_text: TokenText
 ) -> AsyncIterator[str]:
-    include_usage, base = openai_stream_head(req, "cmpl-", "text_completion", model)
+    """The chunks of a streamed answer; the first one holds generated text (or logprobs, or the end),
+    never an empty placeholder, because clients time the first token at the first chunk."""
+    chunks = OpenAIChunks(req, "cmpl-", "text_completion", model)
     usage = Usage()
     offsets = [0] * req.n
     try:
         async for event in events:
-            usage.prompt_tokens = event.prompt_tokens
-            usage.completion_tokens += len(event.token_ids)
-            if event.index == 0:
-                usage.cached_tokens = max(usage.cached_tokens, event.cached_tokens)
+            count_usage(usage, event)
             if not (event.content or event.finished or event.logprobs):
                 continue
             logprobs = None
@@ -99,12 +98,9 @@ async def stream_response(
                 "finish_reason": event.finish_reason if event.finished else None,
                 "stop_reason": event.stop_reason if event.finished else None,
             }
-            payload = {**base, "choices": [choice]}
-            if include_usage:
-                payload["usage"] = None
-            yield data_event(payload)
-        if include_usage:
-            yield data_event({**base, "choices": [], "usage": openai_usage(usage)})
+            yield chunks.chunk(choice, usage)
+        if chunks.include_usage:
+            yield chunks.usage_chunk(usage)
     except Exception as exc:  # headers are gone: report in-band, as OpenAI does
         yield data_event(openai_body(as_api_error(exc)))
     yield DONE

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from engine.server.api.common import TokenText, openai_answer, openai_stream_head, openai_usage
+from engine.server.api.common import OpenAIChunks, TokenText, openai_answer
 from engine.server.api.sampling import openai_params, refuse_unsupported_openai, resolve_max_tokens
 from engine.server.conversation import ChoiceResult, Conversation, Message, TokenLogprob, ToolSpec, Usage
 from engine.server.errors import as_api_error, bad_request, openai_body, unsupported
-from engine.server.generation import ChoiceEvent
+from engine.server.generation import ChoiceEvent, count_usage
 from engine.server.protocol.openai import ChatCompletionRequest, ChatMessage
 from engine.server.sse import DONE, data_event
 from engine.server.tool_parsers import ToolCall
@@ -63,7 +63,41 @@ def to_conversation(req: ChatCompletionRequest) -> tuple[Conversation, bool]:
         ToolSpec(t.function.name, t.function.description or "", t.function.parameters or {"type": "object"})
         for t in (req.tools or [])
     ]
-    return Conversation(messages=messages, tools=tools if use_tools else []), use_tools
+    conversation = Conversation(
+        messages=messages, tools=tools if use_tools else [], template_kwargs=_template_kwargs(req)
+    )
+    return conversation, use_tools
+
+
+# Arguments of the template render itself, or variables the server sets: not the client's to set.
+_RESERVED_TEMPLATE_KWARGS = frozenset(
+    {
+        "messages",
+        "conversation",
+        "tools",
+        "documents",
+        "chat_template",
+        "add_generation_prompt",
+        "continue_final_message",
+        "tokenize",
+        "sanitize_control_tokens",
+        "padding",
+        "truncation",
+        "max_length",
+        "return_tensors",
+        "return_dict",
+        "return_assistant_tokens_mask",
+        "tokenizer_kwargs",
+    }
+)
+
+
+def _template_kwargs(req: ChatCompletionRequest) -> dict[str, Any]:
+    kwargs = dict(req.chat_template_kwargs or {})
+    for name in kwargs:
+        if name in _RESERVED_TEMPLATE_KWARGS:
+            raise unsupported(f"chat_template_kwargs.{name}", "the server sets it")
+    return kwargs
 
 
 def sampling(req: ChatCompletionRequest, prompt_len: int, max_model_len: int) -> list[Any]:
@@ -132,27 +166,17 @@ def build_response(
 async def stream_response(
     req: ChatCompletionRequest, model: str, events: AsyncIterator[ChoiceEvent], token_text: TokenText
 ) -> AsyncIterator[str]:
-    include_usage, base = openai_stream_head(req, "chatcmpl-", "chat.completion.chunk", model)
-
-    def chunk(index: int, delta: dict, finish: str | None = None, logprobs: Any = None) -> str:
-        payload = {
-            **base,
-            "choices": [{"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish}],
-        }
-        if include_usage:
-            payload["usage"] = None
-        return data_event(payload)
-
+    """The chunks of a streamed answer. Nothing is sent before a choice has something to say: the
+    role rides on its first chunk, which holds generated text (or a tool call, logprobs, the end),
+    because clients time the first token at the first chunk. A first token that decodes to nothing
+    (a skipped special token) sends no chunk either; the role waits for the next one."""
+    chunks = OpenAIChunks(req, "chatcmpl-", "chat.completion.chunk", model)
     usage = Usage()
     tool_counts = [0] * req.n
+    started = [False] * req.n
     try:
-        for i in range(req.n):
-            yield chunk(i, {"role": "assistant", "content": ""})
         async for event in events:
-            usage.prompt_tokens = event.prompt_tokens
-            usage.completion_tokens += len(event.token_ids)
-            if event.index == 0:
-                usage.cached_tokens = max(usage.cached_tokens, event.cached_tokens)
+            count_usage(usage, event)
             delta: dict[str, Any] = {}
             if event.content:
                 delta["content"] = event.content
@@ -168,10 +192,15 @@ async def stream_response(
             finish = (
                 finish_reason(event.finish_reason, tool_counts[event.index] > 0) if event.finished else None
             )
-            if delta or logprobs or finish:
-                yield chunk(event.index, delta, finish, logprobs)
-        if include_usage:
-            yield data_event({**base, "choices": [], "usage": openai_usage(usage)})
+            if not (delta or logprobs or finish):
+                continue
+            if not started[event.index]:
+                started[event.index] = True
+                delta = {"role": "assistant", "content": None if event.tool_calls else "", **delta}
+            choice = {"index": event.index, "delta": delta, "logprobs": logprobs, "finish_reason": finish}
+            yield chunks.chunk(choice, usage)
+        if chunks.include_usage:
+            yield chunks.usage_chunk(usage)
     except Exception as exc:  # headers are gone: report in-band, as OpenAI does
         yield data_event(openai_body(as_api_error(exc)))
     yield DONE

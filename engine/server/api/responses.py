@@ -10,7 +10,7 @@ from engine.server.api.response_store import ResponseStore, StoredResponse
 from engine.server.api.sampling import build_params, resolve_max_tokens
 from engine.server.conversation import ChoiceResult, Conversation, Message, ToolSpec, Usage
 from engine.server.errors import APIError, as_api_error, bad_request, openai_body, unsupported
-from engine.server.generation import ChoiceEvent
+from engine.server.generation import ChoiceEvent, count_usage
 from engine.server.protocol.responses import InputItem, ResponsesRequest
 from engine.server.sse import named_event
 from engine.server.tool_parsers import ToolCall
@@ -193,6 +193,10 @@ class ResponseBuilder:
     async def stream(
         self, events: AsyncIterator[ChoiceEvent], store: ResponseStore, history: list[Message]
     ) -> AsyncIterator[str]:
+        """The events of a streamed response, sent together per engine output. ``response.created``
+        and ``response.in_progress`` wait for the first content (text, a tool call or the end) and
+        leave in the same write as it, because clients time the first token at the first event.
+        Leading whitespace and text that decodes to nothing are not content yet."""
         seq = 0
         usage = Usage()
         choice = ChoiceResult(index=0)
@@ -221,14 +225,23 @@ class ResponseBuilder:
             text_item, item_text = None, ""
             return out
 
+        # Numbered first, sent with the first content.
+        head = [
+            event({"type": "response.created", "response": self.body("in_progress", [], None)}),
+            event({"type": "response.in_progress", "response": self.body("in_progress", [], None)}),
+        ]
+
+        def flush(out: list[str]) -> str:
+            nonlocal head
+            joined = "".join(head + out)
+            head = []
+            return joined
+
         try:
-            yield event({"type": "response.created", "response": self.body("in_progress", [], None)})
-            yield event({"type": "response.in_progress", "response": self.body("in_progress", [], None)})
             async for ev in events:
-                usage.prompt_tokens = ev.prompt_tokens
-                usage.cached_tokens = max(usage.cached_tokens, ev.cached_tokens)
-                usage.completion_tokens += len(ev.token_ids)
+                count_usage(usage, ev)
                 choice.text += ev.content
+                out: list[str] = []
                 text = pending_space + ev.content
                 pending_space = ""
                 if text and text_item is None and not text.strip():
@@ -237,61 +250,92 @@ class ResponseBuilder:
                     if text_item is None:
                         text_item = _message_item(new_id("msg_"), "", "in_progress")
                         where = {"item_id": text_item["id"], "output_index": len(output)}
-                        yield event(
-                            {
-                                "type": "response.output_item.added",
-                                "output_index": len(output),
-                                "item": text_item,
-                            }
+                        out.append(
+                            event(
+                                {
+                                    "type": "response.output_item.added",
+                                    "output_index": len(output),
+                                    "item": text_item,
+                                }
+                            )
                         )
                         part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
-                        yield event(
-                            {"type": "response.content_part.added", **where, "content_index": 0, "part": part}
+                        out.append(
+                            event(
+                                {
+                                    "type": "response.content_part.added",
+                                    **where,
+                                    "content_index": 0,
+                                    "part": part,
+                                }
+                            )
                         )
                     item_text += text
                     where = {"item_id": text_item["id"], "output_index": len(output), "content_index": 0}
-                    yield event(
-                        {"type": "response.output_text.delta", **where, "delta": text, "logprobs": []}
+                    out.append(
+                        event({"type": "response.output_text.delta", **where, "delta": text, "logprobs": []})
                     )
                 for call in ev.tool_calls:
                     pending_space = ""
-                    for chunk in close_text():
-                        yield chunk
+                    out.extend(close_text())
                     choice.tool_calls.append(call)
                     item = _call_item(call, "in_progress", arguments="")
                     where = {"item_id": item["id"], "output_index": len(output)}
-                    yield event(
-                        {"type": "response.output_item.added", "output_index": len(output), "item": item}
+                    out.append(
+                        event(
+                            {"type": "response.output_item.added", "output_index": len(output), "item": item}
+                        )
                     )
-                    yield event(
-                        {"type": "response.function_call_arguments.delta", **where, "delta": call.arguments}
+                    out.append(
+                        event(
+                            {
+                                "type": "response.function_call_arguments.delta",
+                                **where,
+                                "delta": call.arguments,
+                            }
+                        )
                     )
-                    yield event(
-                        {
-                            "type": "response.function_call_arguments.done",
-                            **where,
-                            "arguments": call.arguments,
-                            "name": call.name,
-                        }
+                    out.append(
+                        event(
+                            {
+                                "type": "response.function_call_arguments.done",
+                                **where,
+                                "arguments": call.arguments,
+                                "name": call.name,
+                            }
+                        )
                     )
                     done = _call_item(call)
-                    yield event(
-                        {"type": "response.output_item.done", "output_index": len(output), "item": done}
+                    out.append(
+                        event(
+                            {"type": "response.output_item.done", "output_index": len(output), "item": done}
+                        )
                     )
                     output.append(done)
                 if ev.finished:
                     choice.finish_reason, choice.stop_reason = ev.finish_reason, ev.stop_reason
-            for chunk in close_text():
-                yield chunk
+                if out:
+                    yield flush(out)
+            out = close_text()
             if not output:  # nothing generated: still a (empty) message, as the non-streaming path gives
                 output.append(_message_item(new_id("msg_"), "", "completed"))
             incomplete = choice.finish_reason == "length"
             body = self.body("incomplete" if incomplete else "completed", output, usage, incomplete)
             self.remember(store, history, choice, body)
             kind = "response.incomplete" if incomplete else "response.completed"
-            yield event({"type": kind, "response": body})
+            out.append(event({"type": kind, "response": body}))
+            yield flush(out)
         except Exception as exc:  # headers are gone: report in-band
             err = openai_body(as_api_error(exc))["error"]
-            yield event(
-                {"type": "error", "code": err["code"], "message": err["message"], "param": err["param"]}
+            yield flush(
+                [
+                    event(
+                        {
+                            "type": "error",
+                            "code": err["code"],
+                            "message": err["message"],
+                            "param": err["param"],
+                        }
+                    )
+                ]
             )

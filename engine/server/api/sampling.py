@@ -44,11 +44,8 @@ def refuse_unsupported_openai(req: Any) -> None:
     fmt = req.response_format
     if fmt is not None and fmt.get("type") != "text":
         raise unsupported("response_format", "only {'type': 'text'} until structured output lands")
-    if req.stream_options is not None:
-        if not req.stream:
-            raise bad_request("stream_options is only allowed when stream is true.", param="stream_options")
-        if req.stream_options.continuous_usage_stats:
-            raise unsupported("stream_options.continuous_usage_stats")
+    if req.stream_options is not None and not req.stream:
+        raise bad_request("stream_options is only allowed when stream is true.", param="stream_options")
 
 
 def build_params(n: int, seed: int | None, **fields: Any) -> list[Any]:

@@ -91,6 +91,8 @@ class ChatCompletionRequest(SamplingFields):
     web_search_options: dict[str, Any] | None = None
     functions: list[Any] | None = None
     function_call: Any | None = None
+    # vLLM's: extra variables for the chat template (e.g. enable_thinking).
+    chat_template_kwargs: dict[str, Any] | None = None
 
 
 class CompletionRequest(SamplingFields):

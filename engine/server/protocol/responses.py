@@ -31,6 +31,15 @@ class ResponseTool(Loose):
     strict: bool | None = None
 
 
+class ResponseStreamOptions(Strict):
+    """Accepted for clients that send Chat's stream options here: a Responses stream always ends
+    with the usage (in ``response.completed``), so these change nothing."""
+
+    include_usage: bool | None = None
+    continuous_usage_stats: bool | None = None
+    include_obfuscation: bool | None = None
+
+
 class ResponsesRequest(Strict):
     model: str
     input: str | list[InputItem]
@@ -40,6 +49,7 @@ class ResponsesRequest(Strict):
     temperature: float | None = Field(None, ge=0.0, le=2.0)
     top_p: float | None = Field(None, gt=0.0, le=1.0)
     stream: bool = False
+    stream_options: ResponseStreamOptions | None = None
     store: bool = True
     tools: list[ResponseTool] | None = None
     tool_choice: str | dict[str, Any] | None = None

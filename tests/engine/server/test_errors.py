@@ -25,9 +25,10 @@ def test_negative_max_tokens_is_refused():
     assert err.param == "max_tokens" and "greater than or equal to 1" in err.message
 
 
-def test_unknown_parameter_is_refused_not_ignored():
-    err = _error({"model": "m", "messages": [{"role": "user", "content": "x"}], "frobnicate": 1})
-    assert err.param == "frobnicate" and "Unrecognized request argument" in err.message
+def test_unknown_nested_parameter_is_refused_not_ignored():
+    # Unknown top-level fields are dropped before the model sees them (protocol/unknown_fields.py).
+    err = _error({"model": "m", "messages": [{"role": "user", "content": "x", "frobnicate": 1}]})
+    assert err.param == "messages.0.frobnicate" and "Unrecognized request argument" in err.message
 
 
 def test_missing_parameter():

@@ -46,7 +46,8 @@ def test_malformed_json(replica):
         ({"messages": "hello"}, "messages"),
         ({"logit_bias": {"42": 3}}, "logit_bias"),
         ({"response_format": {"type": "json_object"}}, "response_format"),
-        ({"frobnicate": True}, "frobnicate"),
+        ({"guided_json": {"type": "object"}}, "guided_json"),
+        ({"use_beam_search": True}, "use_beam_search"),
         ({"tool_choice": "required"}, "tool_choice"),
     ],
 )
