@@ -77,13 +77,14 @@ def test_openai_sdk_streams_chunk_by_chunk_through_the_gateway(cluster, replicas
         "temperature": 0,
         "extra_body": {"ignore_eos": True},
     }
-    replicas_gate.hold_at(0)  # no token exists until the test lets it be generated
+    replicas_gate.hold_at(1)  # the first token only: nothing is sent before it exists
     try:
         # logprobs: every token gets a chunk of its own, even one whose text is still incomplete.
         stream = client.chat.completions.create(**request, stream=True, logprobs=True)
-        assert next(stream).choices[0].delta.role == "assistant"  # sent before any token
-        text = []
-        for k in range(1, 25):
+        first = next(stream)  # the role rides on the first token's chunk
+        assert first.choices[0].delta.role == "assistant" and len(first.choices[0].logprobs.content) == 1
+        text = [first.choices[0].delta.content or ""]
+        for k in range(2, 25):
             replicas_gate.hold_at(k)  # token k may be generated, token k + 1 may not
             chunk = next(stream)  # so token k reached the SDK on its own, through the gateway
             assert len(chunk.choices[0].logprobs.content) == 1
