@@ -5,20 +5,55 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import time
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from gateway.models import model_card
 from gateway.prompt import API_PATHS
-from gateway.proxy import _HOP_BY_HOP, ForwardPlan, ProxyResponse, error_body
+from gateway.proxy import _HOP_BY_HOP, ANTHROPIC_APIS, ForwardPlan, ProxyResponse, error_body
 from gateway.service import Gateway
 
+# Routed to any healthy replica of the model, by load: no cache changes their answer.
+LOAD_ROUTED_PATHS = {
+    "count_tokens": "/v1/messages/count_tokens",
+    "tokenize": "/tokenize",
+    "detokenize": "/detokenize",
+}
+# As in vLLM, these may leave out the model; a gateway that serves one model then picks it.
+MODEL_OPTIONAL = {"tokenize", "detokenize"}
 
-def _error(api: str, status: int, message: str, kind: str) -> Response:
-    return Response(error_body(api, status, message, kind), status_code=status, media_type="application/json")
+
+def _error(api: str, status: int, message: str, kind: str, **fields) -> Response:
+    body = error_body(api, status, message, kind, **fields)
+    return Response(body, status_code=status, media_type="application/json")
+
+
+def _model_not_found(api: str, message: str) -> Response:
+    kind = "not_found_error" if api in ANTHROPIC_APIS else "invalid_request_error"
+    return _error(api, 404, message, kind, param="model", code="model_not_found")
+
+
+def _api_of(path: str) -> str:
+    """Which error shape a path gets, also for paths no route serves."""
+    return "messages" if path.startswith("/v1/messages") else "openai"
+
+
+async def _http_error(request: Request, exc: HTTPException) -> Response:
+    """Starlette's 404 (no such path) and 405 (no such method on a path) in the API's error shape."""
+    method, path = request.method, request.url.path
+    if exc.status_code == 404:
+        message = f"Invalid URL ({method} {path}): no such endpoint on this gateway."
+    elif exc.status_code == 405:
+        message = f"Method {method} is not allowed on {path} (allowed: {(exc.headers or {}).get('Allow')})."
+    else:
+        message = str(exc.detail)
+    response = _error(_api_of(path), exc.status_code, message, "invalid_request_error")
+    response.headers.update(exc.headers or {})
+    return response
 
 
 def build_app(gateway: Gateway) -> Starlette:
@@ -34,41 +69,52 @@ def build_app(gateway: Gateway) -> Starlette:
             if not isinstance(body, dict):
                 return _error(api, 400, "request body must be a JSON object", "invalid_request_error")
             model = body.get("model")
+            if model is None and api in MODEL_OPTIONAL and len(gateway.pools) == 1:
+                model = next(iter(gateway.pools))
             if not isinstance(model, str) or not model:
-                return _error(api, 400, "'model' is required", "invalid_request_error")
+                return _error(api, 400, "'model' is required", "invalid_request_error", param="model")
             pool = gateway.pools.get(model)
             if pool is None:
                 known = ", ".join(sorted(gateway.pools)) or "none"
-                return _error(
-                    api, 404, f"model {model!r} is not served here (served: {known})", "not_found_error"
-                )
+                return _model_not_found(api, f"The model `{model}` is not served here (served: {known}).")
             replaced = _HOP_BY_HOP | set(gateway.replica_auth)
             headers = [(k, v) for k, v in request.headers.items() if k.lower() not in replaced]
             headers += list(gateway.replica_auth.items())
             headers.append(("accept-encoding", "identity"))
+            if api in LOAD_ROUTED_PATHS:
+                decide = pool.decide_by_load
+            else:
+                # Rendering the chat template takes milliseconds: off the event loop, so it never
+                # delays the chunks of streams already flowing.
+                decide = await asyncio.to_thread(gateway.plan_routing, pool, api, body, request.headers)
             plan = ForwardPlan(
                 pool=pool,
                 api=api,
                 path=path,
                 body=raw,
                 headers=headers,
-                # Rendering the chat template takes milliseconds: off the event loop, so it never
-                # delays the chunks of streams already flowing.
-                decide=await asyncio.to_thread(gateway.plan_routing, pool, api, body, request.headers),
+                decide=decide,
                 attempts=1 + gateway.config.retries,
             )
             return ProxyResponse(plan, gateway.client, gateway.metrics)
 
         return endpoint
 
+    def served(name: str):
+        pool = gateway.pools.get(name)
+        return pool if pool is not None and pool.replicas else None
+
     async def models(request: Request) -> Response:
-        now = int(time.time())
-        data = [
-            {"id": name, "object": "model", "created": now, "owned_by": "chassis"}
-            for name, pool in sorted(gateway.pools.items())
-            if pool.replicas
-        ]
-        return JSONResponse({"object": "list", "data": data})
+        pools = [pool for name, pool in sorted(gateway.pools.items()) if served(name)]
+        cards = await asyncio.gather(*(model_card(pool, gateway.probe_client) for pool in pools))
+        return JSONResponse({"object": "list", "data": list(cards)})
+
+    async def model(request: Request) -> Response:
+        name = request.path_params["model_id"]
+        pool = served(name)
+        if pool is None:
+            return _model_not_found("models", f"The model `{name}` does not exist.")
+        return JSONResponse(await model_card(pool, gateway.probe_client))
 
     async def health(request: Request) -> Response:
         routable = sum(len(pool.routable()) for pool in gateway.pools.values())
@@ -87,7 +133,7 @@ def build_app(gateway: Gateway) -> Starlette:
         pool = gateway.pools.get(request.path_params["model"])
         replica_id = request.path_params["replica_id"]
         if pool is None or replica_id not in pool.replicas:
-            return JSONResponse({"error": "unknown model or replica"}, 404)
+            return _error("gateway", 404, "unknown model or replica", "invalid_request_error")
         follower = gateway.follower(pool.name, replica_id)
         return JSONResponse(
             {
@@ -105,12 +151,14 @@ def build_app(gateway: Gateway) -> Starlette:
         finally:
             await gateway.stop()
 
-    routes = [Route(path, proxy_endpoint(api, path), methods=["POST"]) for api, path in API_PATHS.items()]
+    proxied = {**API_PATHS, **LOAD_ROUTED_PATHS}
+    routes = [Route(path, proxy_endpoint(api, path), methods=["POST"]) for api, path in proxied.items()]
     routes += [
         Route("/v1/models", models, methods=["GET"]),
+        Route("/v1/models/{model_id:path}", model, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/gateway/state", state, methods=["GET"]),
         Route("/gateway/kv/{model}/{replica_id:path}", kv_view, methods=["GET"]),
     ]
-    return Starlette(routes=routes, lifespan=lifespan)
+    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: _http_error})

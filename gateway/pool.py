@@ -41,6 +41,8 @@ class ModelPool:
         self._tokenizer_factory = tokenizer_factory
         # Responses-API ids -> the replica that stores them (previous_response_id lives there only).
         self.response_owner: OrderedDict[str, str] = OrderedDict()
+        # The model's /v1/models card as a replica last described it (gateway/models.py).
+        self.card: dict | None = None
         self.update(route)
 
     @property
@@ -109,6 +111,13 @@ class ModelPool:
         if self.wants_prefix:
             self.metrics.matched_blocks.labels(self.name).observe(decision.matched_blocks)
         return decision
+
+    def decide_by_load(self, exclude: Sequence[str] = ()) -> Decision | None:
+        """For requests whose answer no cache changes (token counting): the least loaded replica."""
+        candidates = self.routable(exclude)
+        if not candidates:
+            return None
+        return Decision(self.policy.least_loaded(candidates), reason="load_only")
 
     def request_ended(self, decision: Decision) -> None:
         self.index.release_pending(decision.pending_mark)

@@ -39,13 +39,19 @@ _HOP_BY_HOP = {
     "content-length",
     "accept-encoding",
 }
+# The gateway's own server writes date and server on every response; the replica's would double them.
+_NOT_RELAYED = _HOP_BY_HOP | {"date", "server"}
 REPLICA_HEADER = "x-chassis-replica"
+ANTHROPIC_APIS = frozenset({"messages", "count_tokens"})
 
 
-def error_body(api: str, status: int, message: str, kind: str) -> bytes:
-    if api == "messages":  # Anthropic's error shape
+def error_body(
+    api: str, status: int, message: str, kind: str, *, param: str | None = None, code: str | None = None
+) -> bytes:
+    if api in ANTHROPIC_APIS:  # Anthropic's error shape
         return json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
-    return json.dumps({"error": {"message": message, "type": kind, "code": status}}).encode()
+    error = {"message": message, "type": kind, "param": param, "code": code or status}
+    return json.dumps({"error": error}).encode()
 
 
 @dataclass
@@ -134,7 +140,7 @@ class ProxyResponse:
             committed = True
             if plan.api == "responses" and response.status_code < 400:
                 plan.pool.remember_response(first, rid)
-            headers = [(k.encode(), v.encode()) for k, v in response.headers.items() if k not in _HOP_BY_HOP]
+            headers = [(k.encode(), v.encode()) for k, v in response.headers.items() if k not in _NOT_RELAYED]
             headers.append((REPLICA_HEADER.encode(), rid.encode()))
             await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
             if first:

@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from engine.clients.protocol import EngineClient
-from engine.server import routes_ops, routes_v1
+from engine.server import routes_ops, routes_tokens, routes_v1
 from engine.server.errors import APIError, anthropic_body, openai_body
 from engine.server.http import ClientGone, uses_anthropic_shape
 from engine.server.state import ServerState, ServeSettings
@@ -20,9 +20,20 @@ from engine.server.state import ServerState, ServeSettings
 EngineFactory = Callable[[], Awaitable[EngineClient]]  # a started client
 
 
-def _error_response(request: Request, err: APIError) -> JSONResponse:
+def _error_response(request: Request, err: APIError, headers: dict[str, str] | None = None) -> JSONResponse:
     body = anthropic_body(err) if uses_anthropic_shape(request.url.path) else openai_body(err)
-    return JSONResponse(body, status_code=err.status)
+    return JSONResponse(body, status_code=err.status, headers=headers)
+
+
+def _routing_error(request: Request, exc: StarletteHTTPException) -> APIError:
+    """Starlette's 404 (no such path) and 405 (no such method on a path), saying which."""
+    method, path = request.method, request.url.path
+    if exc.status_code == 404:
+        return APIError(404, f"Invalid URL ({method} {path}): no such endpoint on this server.")
+    if exc.status_code == 405:
+        allowed = (exc.headers or {}).get("Allow")
+        return APIError(405, f"Method {method} is not allowed on {path} (allowed: {allowed}).")
+    return APIError(exc.status_code, str(exc.detail))
 
 
 def create_app(settings: ServeSettings, engine_factory: EngineFactory) -> FastAPI:
@@ -58,13 +69,14 @@ def create_app(settings: ServeSettings, engine_factory: EngineFactory) -> FastAP
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return _error_response(request, APIError(exc.status_code, str(exc.detail)))
+        return _error_response(request, _routing_error(request, exc), headers=exc.headers)
 
     @app.exception_handler(ClientGone)
     async def client_gone(request: Request, exc: ClientGone) -> Response:
         return Response(status_code=499)  # nobody is listening; nginx's "client closed request"
 
     app.include_router(routes_v1.router)
+    app.include_router(routes_tokens.router)
     app.include_router(routes_ops.router)
     app.include_router(routes_ops.protected)
     return app

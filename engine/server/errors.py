@@ -16,12 +16,14 @@ _OPENAI_TYPES = {
     400: "invalid_request_error",
     401: "invalid_request_error",
     404: "invalid_request_error",
+    405: "invalid_request_error",
     503: "service_unavailable",
 }
 _ANTHROPIC_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
     404: "not_found_error",
+    405: "invalid_request_error",
     503: "overloaded_error",
 }
 

@@ -17,26 +17,37 @@ from engine.server.errors import APIError, as_api_error
 from engine.server.generation import collect, generate_choices
 from engine.server.http import ClientGone, parse_body, require_api_key, server_state, sse, unless_disconnected
 from engine.server.protocol.anthropic import CountTokensRequest
+from engine.server.state import ServerState
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_api_key)])
+
+
+def _model_card(state: ServerState, name: str) -> dict:
+    """vLLM's model card: ``root`` is the checkpoint served, ``parent`` a base model's (none here)."""
+    return {
+        "id": name,
+        "object": "model",
+        "created": now(),
+        "owned_by": "chassis",
+        "root": state.settings.model_dir,
+        "parent": None,
+        "max_model_len": state.engine.max_model_len if state.ready else None,
+    }
 
 
 @router.get("/models")
 async def list_models(request: Request) -> dict:
     state = server_state(request)
-    max_len = state.engine.max_model_len if state.ready else None
-    data = [
-        {
-            "id": name,
-            "object": "model",
-            "created": now(),
-            "owned_by": "chassis",
-            "root": state.settings.model_dir,
-            "max_model_len": max_len,
-        }
-        for name in state.settings.served_model_names
-    ]
-    return {"object": "list", "data": data}
+    return {
+        "object": "list",
+        "data": [_model_card(state, name) for name in state.settings.served_model_names],
+    }
+
+
+@router.get("/models/{model_id:path}")
+async def retrieve_model(request: Request, model_id: str) -> dict:
+    state = server_state(request)
+    return _model_card(state, check_model(model_id, state.settings.served_model_names))
 
 
 async def _generate(request: Request, kind: type[Exchange]):

@@ -14,12 +14,13 @@ def _tokenizer(path: str):
     return Tokenizer(path)
 
 
-def start_gateway(serve, replicas, policy="round_robin", tokenizer=None, **settings):
-    """(Gateway, its ServerThread) routing model ``m`` to ``replicas``; ``serve`` is the fixture."""
-    model = {"policy": policy, "replicas": replicas, **({"tokenizer": str(tokenizer)} if tokenizer else {})}
+def start_gateway(serve, replicas, policy="round_robin", tokenizer=None, model="m", **settings):
+    """(Gateway, its ServerThread) routing ``model`` to ``replicas``; ``serve`` starts an ASGI app
+    (the fixture, or ``ServerThread(app).start``)."""
+    route = {"policy": policy, "replicas": replicas, **({"tokenizer": str(tokenizer)} if tokenizer else {})}
     config = parse_config(
         {
-            "models": {"m": model},
+            "models": {model: route},
             "health_interval_s": 0.2,
             "circuit_breaker": {"failure_threshold": 2, "min_eject_s": 0.2},
             **settings,
