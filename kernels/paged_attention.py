@@ -22,6 +22,7 @@ from kernels._paged import (
     head_tile,
 )
 from kernels.paged_attention_decode import paged_attention_decode, paged_attention_decode_torch
+from kernels.paged_attention_sdpa import paged_attention_sdpa
 
 __all__ = [
     "paged_attention",
@@ -222,4 +223,4 @@ def paged_attention(
     args = (q, k_cache, v_cache, block_tables, seq_lens, query_start_loc, scale, sliding_window)
     if use_triton(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc):
         return _launch(*args)
-    return paged_attention_torch(*args)
+    return paged_attention_sdpa(*args)

@@ -23,6 +23,7 @@ from kernels._paged import (
     gather_context,
     head_tile,
 )
+from kernels.paged_attention_sdpa import paged_attention_decode_sdpa
 
 __all__ = ["paged_attention_decode", "paged_attention_decode_torch"]
 
@@ -320,4 +321,4 @@ def paged_attention_decode(
         return _launch(
             q, k_cache, v_cache, block_tables, seq_lens, scale, sliding_window, num_splits, fused_reduce
         )
-    return paged_attention_decode_torch(q, k_cache, v_cache, block_tables, seq_lens, scale, sliding_window)
+    return paged_attention_decode_sdpa(q, k_cache, v_cache, block_tables, seq_lens, scale, sliding_window)

@@ -1,0 +1,55 @@
+"""The fused-SDPA paged attention (the path without Triton) against the float64 oracle, and the
+property that lets it pad a batch to its longest context: a row's output is the same, bit for bit,
+whatever else shares the batch."""
+
+import pytest
+import torch
+
+from kernels.paged_attention_sdpa import paged_attention_decode_sdpa, paged_attention_sdpa
+from tests.kernels.paged_cases import make_cache, naive_attention
+from tests.kernels.test_paged_attention import make_batch
+
+SCALE = 64**-0.5
+
+
+@pytest.mark.parametrize("sliding_window", [None, 8])
+def test_varlen_matches_float64(sliding_window):
+    args = make_batch("cpu", torch.float32)
+    expected = naive_attention(*args, SCALE, sliding_window)
+    actual = paged_attention_sdpa(*args, SCALE, sliding_window)
+    torch.testing.assert_close(actual.double(), expected, atol=1e-5, rtol=1e-5)
+
+
+def _decode_batch(seq_lens, q_heads=6, kv_heads=2, head_dim=64):
+    k_cache, v_cache, block_tables, lens = make_cache(seq_lens, kv_heads, head_dim, torch.float32, "cpu")
+    q = torch.randn(len(seq_lens), q_heads, head_dim)
+    return q, k_cache, v_cache, block_tables, lens
+
+
+@pytest.mark.parametrize("sliding_window", [None, 8])
+def test_decode_matches_float64(sliding_window):
+    q, k_cache, v_cache, block_tables, lens = _decode_batch([1, 16, 17, 40, 3])
+    query_start_loc = torch.arange(len(lens) + 1, dtype=torch.int32)
+    expected = naive_attention(
+        q, k_cache, v_cache, block_tables, lens, query_start_loc, SCALE, sliding_window
+    )
+    actual = paged_attention_decode_sdpa(q, k_cache, v_cache, block_tables, lens, SCALE, sliding_window)
+    torch.testing.assert_close(actual.double(), expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("sliding_window", [None, 8])
+def test_decode_row_is_independent_of_the_batch(sliding_window):
+    q, k_cache, v_cache, block_tables, lens = _decode_batch([5, 70, 33, 129])
+    together = paged_attention_decode_sdpa(q, k_cache, v_cache, block_tables, lens, SCALE, sliding_window)
+    for b in range(len(lens)):
+        rows = slice(b, b + 1)
+        alone = paged_attention_decode_sdpa(
+            q[rows], k_cache, v_cache, block_tables[rows], lens[rows], SCALE, sliding_window
+        )
+        assert torch.equal(alone[0], together[b])
+
+
+def test_empty_batch():
+    q, k_cache, v_cache, block_tables, lens = _decode_batch([4])
+    out = paged_attention_decode_sdpa(q[:0], k_cache, v_cache, block_tables[:0], lens[:0], SCALE)
+    assert out.shape == (0, *q.shape[1:])
