@@ -64,6 +64,7 @@ class Upstream:
                 Route("/v1/chat/completions", self.chat, methods=["POST"]),
                 Route("/v1/completions", self.chat, methods=["POST"]),
                 Route("/v1/messages", self.chat, methods=["POST"]),
+                Route("/v1/models/{model_id:path}", self.model_card),
                 Route("/health", self.health),
                 Route("/metrics", self.metrics),
                 Route("/kv/events", self.kv_events),
@@ -122,6 +123,11 @@ class Upstream:
         return StreamingResponse(
             events(), media_type="text/event-stream", headers={"x-served-by": self.replica_id}
         )
+
+    async def model_card(self, request: Request) -> Response:
+        """A replica's card for any model asked: its root names this replica, so a test sees whose."""
+        card = {"id": request.path_params["model_id"], "object": "model", "created": 0, "owned_by": "chassis"}
+        return JSONResponse({**card, "root": f"/checkpoints/{self.replica_id}", "parent": None})
 
     async def health(self, request: Request) -> Response:
         if self.mode == "draining":
