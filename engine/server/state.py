@@ -94,7 +94,7 @@ class ServerState:
     def render(self, conversation: Conversation, param: str, add_generation_prompt: bool = True) -> list[int]:
         """Prompt token ids through the checkpoint's chat template (control-token-safe encoding)."""
         if not conversation.messages:
-            raise bad_request("The conversation is empty.", param=param)
+            raise bad_request(f"The conversation is empty: '{param}' holds no message.", param=param)
         try:
             return conversation.encode(self.engine.tokenizer, add_generation_prompt)
         except Exception as exc:  # template errors (role order, missing fields) are the caller's to fix

@@ -6,7 +6,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from engine.server.api.common import new_id
+from engine.server.api.common import new_id, part_text
 from engine.server.api.sampling import build_params, resolve_max_tokens
 from engine.server.conversation import ChoiceResult, Conversation, Message, ToolSpec, Usage
 from engine.server.errors import anthropic_body, as_api_error, bad_request, unsupported
@@ -31,7 +31,7 @@ def _tool_result_text(block: ContentBlock, where: str) -> str:
             raise unsupported(
                 f"{where}.content[{k}].type", f"tool_result content of type '{part.get('type')}'"
             )
-        texts.append(part.get("text", ""))
+        texts.append(part_text(part, f"{where}.content[{k}]"))
     return "".join(texts)
 
 

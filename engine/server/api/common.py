@@ -8,7 +8,7 @@ from functools import lru_cache
 from typing import Any
 
 from engine.server.conversation import Usage
-from engine.server.errors import APIError
+from engine.server.errors import APIError, bad_request
 from engine.server.sse import data_event
 
 
@@ -61,6 +61,14 @@ class OpenAIChunks:
 
     def usage_chunk(self, usage: Usage) -> str:
         return data_event({**self.base, "choices": [], "usage": openai_usage(usage)})
+
+
+def part_text(part: dict[str, Any], where: str) -> str:
+    """The text of a content part given as a plain JSON object (no model checked its fields)."""
+    text = part.get("text")
+    if text is not None and not isinstance(text, str):
+        raise bad_request(f"{where}.text must be a string.", param=f"{where}.text")
+    return text or ""
 
 
 def check_model(requested: str, served: list[str]) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from engine.server.api.common import new_id, now
+from engine.server.api.common import new_id, now, part_text
 from engine.server.api.response_store import ResponseStore, StoredResponse
 from engine.server.api.sampling import build_params, resolve_max_tokens
 from engine.server.conversation import ChoiceResult, Conversation, Message, ToolSpec, Usage
@@ -29,7 +29,7 @@ def _refuse_unsupported(req: ResponsesRequest) -> None:
     if req.truncation not in (None, "disabled"):
         raise unsupported("truncation", "only 'disabled'")
     fmt = (req.text or {}).get("format") or {"type": "text"}
-    if fmt.get("type") != "text":
+    if not isinstance(fmt, dict) or fmt.get("type") != "text":
         raise unsupported("text.format", "only {'type': 'text'} until structured output lands")
 
 
@@ -40,7 +40,7 @@ def _content_text(content: str | list[dict[str, Any]] | None, where: str) -> str
     for k, part in enumerate(content):
         if part.get("type") not in _TEXT_PARTS:
             raise unsupported(f"{where}.content[{k}].type", f"content of type '{part.get('type')}'")
-        texts.append(part.get("text") or "")
+        texts.append(part_text(part, f"{where}.content[{k}]"))
     return "".join(texts)
 
 

@@ -58,7 +58,10 @@ def build_params(n: int, seed: int | None, **fields: Any) -> list[Any]:
         try:
             params.append(SamplingParams(**given, seed=None if seed is None else seed + i))
         except (TypeError, ValueError) as exc:
-            raise bad_request(f"Invalid sampling parameters: {exc}") from exc
+            # SamplingParams starts each message with the field it refuses.
+            first = str(exc).split(" ", 1)[0]
+            param = first if first in given or first == "seed" else None
+            raise bad_request(f"Invalid sampling parameters: {exc}", param=param) from exc
     return params
 
 

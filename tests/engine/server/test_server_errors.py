@@ -138,3 +138,49 @@ def test_still_serving_after_bad_input(replica, openai_client):
     assert httpx.get(replica.base_url + "/health").status_code == 200
     result = openai_client.chat.completions.create(model=MODEL, messages=HELLO, max_tokens=3)
     assert result.choices[0].message.content is not None
+
+
+def test_sampling_parameter_refused_by_the_engine_is_named(replica):
+    body = {"model": MODEL, "messages": HELLO, "max_tokens": 1, "min_tokens": 2}
+    assert_openai_error(post(replica, "/v1/chat/completions", body), 400, "min_tokens")
+
+
+def test_anthropic_conversation_without_content_names_messages(replica):
+    body = {"model": MODEL, "max_tokens": 2, "messages": [{"role": "user", "content": []}]}
+    response = post(replica, "/v1/messages", body, headers={"x-api-key": API_KEY})
+    assert response.status_code == 400, response.text
+    assert "'messages'" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "param"),
+    [
+        (
+            "/v1/responses",
+            {"input": [{"role": "user", "content": [{"type": "input_text", "text": 5}]}]},
+            "input[0].content[0].text",
+        ),
+        (
+            "/v1/responses",
+            {
+                "input": [
+                    {"type": "function_call_output", "call_id": "c", "output": [{"type": "text", "text": {}}]}
+                ]
+            },
+            "input[0].content[0].text",
+        ),
+        ("/v1/responses", {"input": "hi", "text": {"format": "json"}}, "text.format"),
+        ("/v1/responses", {"input": "hi", "text": {"format": [1]}}, "text.format"),
+    ],
+)
+def test_responses_content_of_the_wrong_type_is_named(replica, path, body, param):
+    body = {"model": MODEL, "max_output_tokens": 2, **body}
+    assert_openai_error(post(replica, path, body), 400, param)
+
+
+def test_anthropic_tool_result_text_of_the_wrong_type_is_named(replica):
+    result = {"type": "tool_result", "tool_use_id": "t", "content": [{"type": "text", "text": 5}]}
+    body = {"model": MODEL, "max_tokens": 2, "messages": [{"role": "user", "content": [result]}]}
+    response = post(replica, "/v1/messages", body, headers={"x-api-key": API_KEY})
+    assert response.status_code == 400, response.text
+    assert "messages[0].content[0].content[0].text" in response.json()["error"]["message"]
