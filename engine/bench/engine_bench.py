@@ -13,7 +13,7 @@ from pathlib import Path
 
 from engine.config_cli import add_engine_arguments
 
-WORKLOADS = ("decode-bs1", "prefill", "offline", "batch128", "serve")
+WORKLOADS = ("decode-bs1", "prefill", "offline", "batch128", "static-batch", "serve")
 # Sized for throughput workloads on one large GPU, not for a replica's defaults.
 BENCH_ENGINE_DEFAULTS = {"gpu_memory_utilization": 0.85, "max_num_seqs": 256, "max_num_batched_tokens": 8192}
 
@@ -31,6 +31,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--compare", choices=("hf",), help="also run Hugging Face transformers eager generate"
     )
     parser.add_argument("--offline-requests", type=int, default=2000)
+    parser.add_argument(
+        "--static-batch-sizes",
+        type=_batch_sizes,
+        default=(1, 16),
+        help="static-batch: comma-separated batch sizes, each a batch of equal prompts generated at "
+        "once, end to end (prefill included), as transformers' generate does (default: 1,16)",
+    )
+    parser.add_argument(
+        "--static-prompt-len",
+        type=int,
+        default=128,
+        help="static-batch: prompt tokens (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--static-output-len", type=int, default=64, help="static-batch: output tokens (default: %(default)s)"
+    )
     parser.add_argument(
         "--serve-clients",
         type=int,
@@ -67,27 +83,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", type=Path, help="write every figure here")
 
 
+def _batch_sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"batch sizes must be >= 1, got {text!r}")
+    return sizes
+
+
 def _say(message: str) -> None:
     print(f"[bench] {message}", flush=True)
 
 
 def _model_dir(args, tmp: Path) -> tuple[Path, dict]:
     from engine.bench.random_arch import hf_config, write_config_dir
+    from engine.checkpoint.gguf_config import gguf_configs
+    from engine.checkpoint.gguf_file import find_gguf
 
     if args.random_arch:
         return write_config_dir(args.random_arch, tmp / args.random_arch), hf_config(args.random_arch)
     model_dir = Path(args.model)
+    gguf = find_gguf(model_dir)
+    if gguf is not None:
+        return gguf, gguf_configs(gguf)[0]
     return model_dir, json.loads((model_dir / "config.json").read_text())
 
 
-def _hf_figures(config: dict, args, ceilings) -> dict:
+def _hf_figures(model_dir: Path, config: dict, args, ceilings) -> dict:
     import torch
 
-    from engine.bench.hf_baseline import build_hf_model, time_generate, time_prefill
+    from engine.bench.hf_baseline import build_hf_model, load_hf_model, time_generate, time_prefill
     from engine.bench.random_arch import parameter_count
 
-    _say("transformers: building the model with random weights")
-    model = build_hf_model(config, args.device, args.dtype)
+    if args.random_arch:
+        _say("transformers: building the model with random weights")
+        model = build_hf_model(config, args.device, args.dtype)
+    else:
+        _say(f"transformers: loading {model_dir}")
+        model = load_hf_model(model_dir, args.device, args.dtype)
     figures = {}
     workloads = set(args.workload)
     if "decode-bs1" in workloads:
@@ -108,6 +143,13 @@ def _hf_figures(config: dict, args, ceilings) -> dict:
         figures["hf_batch128_output_tokens_per_s"] = time_generate(
             model, 128, 512, 128, args.device
         ).output_tokens_per_s
+    if "static-batch" in workloads:
+        for size in args.static_batch_sizes:
+            _say(
+                f"transformers: batch {size}, prompt {args.static_prompt_len}, {args.static_output_len} output tokens"
+            )
+            result = time_generate(model, size, args.static_prompt_len, args.static_output_len, args.device)
+            figures[f"hf_static_bs{size}_output_tokens_per_s"] = result.output_tokens_per_s
     del model
     gc.collect()
     if args.device.startswith("cuda"):
@@ -131,6 +173,14 @@ def _run_workload(name: str, llm, config: dict, args, num_params: int, ceilings)
         )
     if name == "offline":
         return wl.offline(llm, vocab, num_requests=args.offline_requests, floor_inputs=floor_inputs)
+    if name == "static-batch":
+        figures = {}
+        for size in args.static_batch_sizes:
+            result = wl.static_batch(
+                llm, vocab, size, args.static_prompt_len, args.static_output_len, floor_inputs=floor_inputs
+            )
+            figures.update({f"bs{size}_{k}": v for k, v in result.figures.items()})
+        return wl.WorkloadResult("static-batch", figures, result.notes)
     if name == "serve-reference":
         from engine.bench.serve_workload import serve_work
         from engine.bench.step_time import serve_reference
@@ -202,9 +252,15 @@ _RATIOS = {
 }
 
 
-def _add_ratios(figures: dict) -> None:
-    """Engine over transformers for every workload both ran in this process."""
-    for name, (ours, theirs) in _RATIOS.items():
+def _add_ratios(figures: dict, static_batch_sizes=()) -> None:
+    """Engine over transformers for every workload both ran in this process; a static batch also
+    over transformers at batch 1 (what batching buys against one stream of transformers)."""
+    ratios = dict(_RATIOS)
+    for size in static_batch_sizes:
+        ours = f"engine_static_batch_bs{size}_output_tokens_per_s"
+        ratios[f"ratio_static_bs{size}_vs_hf"] = (ours, f"hf_static_bs{size}_output_tokens_per_s")
+        ratios[f"ratio_static_bs{size}_vs_hf_bs1"] = (ours, "hf_static_bs1_output_tokens_per_s")
+    for name, (ours, theirs) in ratios.items():
         if ours in figures and figures.get(theirs):
             figures[name] = figures[ours] / figures[theirs]
 
@@ -222,7 +278,12 @@ def _serve_options(args):
         dtype=args.dtype,
         load_format="dummy" if args.random_arch else "auto",
         # The in-process engine's step budget, so the step times of the other workloads compare.
-        extra_args=["--max-num-batched-tokens", str(args.max_num_batched_tokens), "--tp", str(args.tensor_parallel_size)],
+        extra_args=[
+            "--max-num-batched-tokens",
+            str(args.max_num_batched_tokens),
+            "--tp",
+            str(args.tensor_parallel_size),
+        ],
     )
 
 
@@ -286,8 +347,8 @@ def run(args: argparse.Namespace) -> int:
         # After our engine has freed the device: whatever transformers leaves behind (allocator
         # state, compiled kernels, host threads) cannot slow the engine's figures.
         if args.compare == "hf":
-            report["figures"].update(_hf_figures(config, args, ceilings))
-            _add_ratios(report["figures"])
+            report["figures"].update(_hf_figures(model_dir, config, args, ceilings))
+            _add_ratios(report["figures"], args.static_batch_sizes if "static-batch" in args.workload else ())
         if "serve" in args.workload:
             figures = report["figures"]
             figures.update(_serve_figures(model_dir, config, args))

@@ -29,6 +29,21 @@ def build_hf_model(config: dict, device: str = "cuda", dtype: str = "bfloat16", 
     return model.eval()
 
 
+def load_hf_model(path, device: str = "cuda", dtype: str = "bfloat16"):
+    """The checkpoint's own weights: a Hugging Face directory, or a GGUF file that transformers
+    dequantizes itself (its GGUF reader, not ours: the baseline shares no loading code with us)."""
+    from pathlib import Path
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    path = Path(path)
+    kwargs = {"gguf_file": path.name} if path.is_file() else {}
+    directory = path.parent if path.is_file() else path
+    model = AutoModelForCausalLM.from_pretrained(directory, dtype=getattr(torch, dtype), **kwargs)
+    return model.to(device).eval()
+
+
 def _sync(device: str) -> None:
     import torch
 

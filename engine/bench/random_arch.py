@@ -80,7 +80,7 @@ def hf_config(name: str) -> dict:
 
 def attention_widths(config: dict) -> tuple[int, int]:
     """(query width, key/value width): heads times head dimension."""
-    head_dim = config.get("head_dim", config["hidden_size"] // config["num_attention_heads"])
+    head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
     return config["num_attention_heads"] * head_dim, config["num_key_value_heads"] * head_dim
 
 
