@@ -100,9 +100,10 @@ def test_drain_then_sigterm_finishes_in_flight_requests(tiny_checkpoint, tmp_pat
         assert gone.status_code == 410 and "snapshot" in gone.json()["error"]["message"]
 
         gate.hold_at(1)  # the stream stays in flight until the test lets it finish
+        # logprobs: the first token gets a chunk even if its text is still incomplete.
         stream = client.chat.completions.create(
             model=MODEL, messages=[{"role": "user", "content": "go"}], max_tokens=300, stream=True,
-            extra_body={"ignore_eos": True},
+            logprobs=True, extra_body={"ignore_eos": True},
         )  # fmt: skip
         first = next(iter(stream))
         assert first.choices[0].delta.role == "assistant"
