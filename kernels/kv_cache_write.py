@@ -108,10 +108,12 @@ def write_kv_cache_torch(
     v_cache: torch.Tensor,
     slot_mapping: torch.Tensor,
 ) -> None:
-    keep = slot_mapping >= 0
-    slots = slot_mapping[keep].long()
-    k_cache.view(-1, *k_cache.shape[2:])[slots] = key[keep].to(k_cache.dtype)
-    v_cache.view(-1, *v_cache.shape[2:])[slots] = value[keep].to(v_cache.dtype)
+    slots = slot_mapping.long()
+    if bool((slots < 0).any()):  # padding rows: rare, and boolean indexing costs a decode step dearly
+        keep = slots >= 0
+        slots, key, value = slots[keep], key[keep], value[keep]
+    k_cache.view(-1, *k_cache.shape[2:]).index_copy_(0, slots, key.to(k_cache.dtype))
+    v_cache.view(-1, *v_cache.shape[2:]).index_copy_(0, slots, value.to(v_cache.dtype))
 
 
 def write_kv_cache(
