@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 
 from starlette.applications import Starlette
@@ -57,6 +58,13 @@ async def _http_error(request: Request, exc: HTTPException) -> Response:
 
 
 def build_app(gateway: Gateway) -> Starlette:
+    def forwarded_headers(request: Request) -> list[tuple[str, str]]:
+        replaced = _HOP_BY_HOP | set(gateway.replica_auth)
+        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in replaced]
+        headers += list(gateway.replica_auth.items())
+        headers.append(("accept-encoding", "identity"))
+        return headers
+
     def proxy_endpoint(api: str, path: str):
         async def endpoint(request: Request):
             raw = await request.body()
@@ -77,10 +85,6 @@ def build_app(gateway: Gateway) -> Starlette:
             if pool is None:
                 known = ", ".join(sorted(gateway.pools)) or "none"
                 return _model_not_found(api, f"The model `{model}` is not served here (served: {known}).")
-            replaced = _HOP_BY_HOP | set(gateway.replica_auth)
-            headers = [(k, v) for k, v in request.headers.items() if k.lower() not in replaced]
-            headers += list(gateway.replica_auth.items())
-            headers.append(("accept-encoding", "identity"))
             if api in LOAD_ROUTED_PATHS:
                 decide = pool.decide_by_load
             else:
@@ -92,13 +96,32 @@ def build_app(gateway: Gateway) -> Starlette:
                 api=api,
                 path=path,
                 body=raw,
-                headers=headers,
+                headers=forwarded_headers(request),
                 decide=decide,
                 attempts=1 + gateway.config.retries,
             )
             return ProxyResponse(plan, gateway.client, gateway.metrics)
 
         return endpoint
+
+    async def stored_response(request: Request) -> Response:
+        """A stored Responses-API answer lives on the replica that made it: ask that one."""
+        response_id = request.path_params["response_id"]
+        pool = next((p for p in gateway.pools.values() if response_id in p.response_owner), None)
+        if pool is None:
+            message = f"Response with id '{response_id}' not found."
+            return _error("responses", 404, message, "invalid_request_error", param="response_id")
+        plan = ForwardPlan(
+            pool=pool,
+            api="responses",
+            path=request.url.path,
+            body=b"",
+            headers=forwarded_headers(request),
+            decide=functools.partial(pool.decide_owner, response_id),
+            attempts=1,
+            method="GET",
+        )
+        return ProxyResponse(plan, gateway.client, gateway.metrics)
 
     def served(name: str):
         pool = gateway.pools.get(name)
@@ -156,6 +179,7 @@ def build_app(gateway: Gateway) -> Starlette:
     routes += [
         Route("/v1/models", models, methods=["GET"]),
         Route("/v1/models/{model_id:path}", model, methods=["GET"]),
+        Route("/v1/responses/{response_id}", stored_response, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/gateway/state", state, methods=["GET"]),

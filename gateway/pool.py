@@ -91,11 +91,10 @@ class ModelPool:
         candidates = self.routable(exclude)
         if not candidates:
             return None
-        owner = self.response_owner.get(previous_response_id) if previous_response_id else None
-        if owner is not None:
-            for replica in candidates:
-                if replica.replica_id == owner:
-                    return Decision(replica, reason="response_owner")
+        if previous_response_id:
+            owned = self.decide_owner(previous_response_id, exclude)
+            if owned is not None:
+                return owned
         chain: list[bytes] = []
 
         def chain_factory() -> list[bytes]:
@@ -111,6 +110,14 @@ class ModelPool:
         if self.wants_prefix:
             self.metrics.matched_blocks.labels(self.name).observe(decision.matched_blocks)
         return decision
+
+    def decide_owner(self, response_id: str, exclude: Sequence[str] = ()) -> Decision | None:
+        """The replica that stores a Responses-API id (it lives there only), if it is routable."""
+        owner = self.response_owner.get(response_id)
+        for replica in self.routable(exclude):
+            if replica.replica_id == owner:
+                return Decision(replica, reason="response_owner")
+        return None
 
     def decide_by_load(self, exclude: Sequence[str] = ()) -> Decision | None:
         """For requests whose answer no cache changes (token counting): the least loaded replica."""

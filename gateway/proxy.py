@@ -64,6 +64,7 @@ class ForwardPlan:
     # Picks a replica, excluding the ids given; None when no replica is left.
     decide: Callable[[list[str]], Decision | None]
     attempts: int
+    method: str = "POST"
 
 
 class ProxyResponse:
@@ -122,7 +123,7 @@ class ProxyResponse:
         committed = False
         try:
             request = self.client.build_request(
-                "POST", f"{replica.url}{plan.path}", content=plan.body, headers=plan.headers
+                plan.method, f"{replica.url}{plan.path}", content=plan.body, headers=plan.headers
             )
             try:
                 response = await self.client.send(request, stream=True)

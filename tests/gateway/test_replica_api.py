@@ -151,3 +151,13 @@ def test_every_gateway_response_has_one_date_and_one_server_header(gw_url):
         assert len(response.headers.get_list("date")) == 1, (response.url, response.headers)
         assert len(response.headers.get_list("server")) == 1, (response.url, response.headers)
     assert streamed.headers["x-chassis-replica"] == "r0"
+
+
+def test_a_stored_response_is_fetched_from_the_replica_that_made_it(gw_url):
+    client = openai.OpenAI(base_url=f"{gw_url}/v1", api_key="unused", max_retries=0)
+    created = client.responses.create(model=MODEL, input="Hi there", max_output_tokens=4, temperature=0.0)
+    fetched = client.responses.retrieve(created.id)
+    assert fetched.id == created.id and fetched.output_text == created.output_text
+    with pytest.raises(openai.NotFoundError) as info:
+        client.responses.retrieve("resp_never_made")
+    assert info.value.body["param"] == "response_id"
