@@ -109,7 +109,7 @@ class Session(Policy):
     def choose(self, candidates: Sequence[Replica], request: RoutingRequest) -> Decision:
         if not request.session_key:
             return Decision(self.least_loaded(candidates), reason="no_session")
-        key = request.session_key.encode()
+        key = request.session_key.encode("utf-8", "surrogatepass")  # any string a client sent
 
         def weight(replica: Replica) -> bytes:
             return hashlib.blake2b(key + b"\x00" + replica.replica_id.encode(), digest_size=8).digest()

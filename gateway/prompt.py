@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 
+from engine.kv.block_hash import salt_bytes
+
 log = logging.getLogger(__name__)
 
 API_PATHS = {
@@ -42,7 +44,7 @@ def cache_salt(api: str, body: dict) -> bytes | None:
     if api not in ("chat", "completions"):  # the replica salts only these two APIs
         return None
     salt = body.get("cache_salt")
-    return salt.encode("utf-8") if isinstance(salt, str) and salt else None
+    return salt_bytes(salt) if isinstance(salt, str) else None
 
 
 def session_key(body: dict, headers, header_name: str) -> str | None:

@@ -44,4 +44,5 @@ def hash_chain(
 
 
 def salt_bytes(cache_salt: str | None) -> bytes | None:
-    return cache_salt.encode("utf-8") if cache_salt else None
+    # A salt is an opaque key: any string is one, even with a lone surrogate that strict UTF-8 refuses.
+    return cache_salt.encode("utf-8", "surrogatepass") if cache_salt else None

@@ -6,6 +6,7 @@ import asyncio
 import hmac
 import json
 import logging
+import re
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any, TypeVar
 
@@ -73,10 +74,41 @@ def _validated(raw: bytes, model: type[M]) -> tuple[M, list[str]]:
         raise bad_request(f"The request body is not valid JSON: {exc}") from exc
     if not isinstance(data, dict):
         raise bad_request("The request body must be a JSON object.")
+    where = _lone_surrogate(data)
+    if where is not None:
+        raise bad_request(
+            f"Invalid value for '{where}': it holds a lone UTF-16 surrogate (a \\uD800-\\uDFFF escape "
+            "without its pair), which is not Unicode text.",
+            param=where,
+        )
     try:
         return validate_lenient(model, data)
     except ValidationError as exc:
         raise from_validation_error(exc) from exc
+
+
+# JSON may escape half of a surrogate pair ("\\ud800"); json.loads keeps it, but such a string cannot
+# be encoded, so the tokenizer, the prefix-cache salt or /metrics would fail on it later.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(value: Any, path: str = "") -> str | None:
+    """Where the first string (a value or a key) holding a lone surrogate is, e.g. messages[0].content."""
+    if isinstance(value, str):
+        return path if _SURROGATE.search(value) else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if isinstance(key, int):
+            here = f"{path}[{key}]"
+        else:  # the name is quoted in the error, which must itself encode: escape the surrogate
+            name = key.encode("utf-8", "backslashreplace").decode("utf-8")
+            here = f"{path}.{name}" if path else name
+            if name != key:
+                return here
+        found = _lone_surrogate(item, here)
+        if found is not None:
+            return found
+    return None
 
 
 def sse(stream: AsyncIterator[str]) -> StreamingResponse:

@@ -4,6 +4,8 @@ prefix matching."""
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 
@@ -54,3 +56,23 @@ def test_vllm_extras_and_unknown_fields_reach_the_replica_unchanged(serve, tiny_
     # Rendered for prefix matching as the replica renders it, not routed blind.
     taken = {**BODIES[api][1], **{k: v for k, v in EXTRAS.items() if k in TAKEN[api]}}
     assert prompt_token_ids(pool.tokenizer, api, taken)
+
+
+@pytest.mark.parametrize("policy", ["cache_aware", "session"])
+def test_text_that_is_not_unicode_is_relayed_for_the_replica_to_refuse(serve, tiny_checkpoint, policy):
+    # "\ud800" is valid JSON but half a surrogate pair: hashing the salt or the session key with
+    # strict UTF-8 failed the routing with a 500.
+    upstream = Upstream("a")
+    gateway, gw = start_gateway(
+        serve, [{"url": serve(upstream.app).url, "id": "a"}], policy=policy, tokenizer=tiny_checkpoint
+    )
+    pool = gateway.pools["m"]
+    wait_until(lambda: pool.tokenizer, "the gateway's tokenizer to load")
+    body = {"model": "m", "messages": HELLO, "max_tokens": 2, "cache_salt": "\ud800", "user": "\udfff"}
+    response = httpx.post(
+        f"{gw.url}/v1/chat/completions",
+        content=json.dumps(body),
+        headers={"content-type": "application/json"},
+    )
+    assert response.status_code == 200, response.text
+    assert upstream.received == [body]

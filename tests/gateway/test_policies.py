@@ -89,3 +89,10 @@ def test_session_is_sticky_and_moves_only_when_its_replica_is_gone():
             assert now is owner
     pool[1].in_flight = 5
     assert policy.choose(pool, RoutingRequest()).replica is not pool[1]  # no key: least load
+
+
+def test_session_key_with_a_lone_surrogate_still_picks_a_sticky_replica():
+    policy = Session(PolicyConfig("session"))
+    pool = replicas(3)
+    owner = policy.choose(pool, RoutingRequest(session_key="\ud800")).replica
+    assert policy.choose(pool, RoutingRequest(session_key="\ud800")).replica is owner

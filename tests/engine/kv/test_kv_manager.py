@@ -88,3 +88,11 @@ def test_caching_disabled_reports_no_hits():
     _run_prefill(kv, Req("a", list(range(10))))
     assert kv.find_cached_prefix(Req("b", list(range(10)))).num_tokens == 0
     assert kv.events.last_seq == 0
+
+
+def test_a_salt_with_a_lone_surrogate_is_a_salt_like_any_other():
+    # Strict UTF-8 refuses "\ud800"; hashing it crashed the engine core's loop (the whole replica).
+    kv = KVCacheManager(num_blocks=10, block_size=4)
+    _run_prefill(kv, Req("a", list(range(8)), cache_salt="\ud800"))
+    assert kv.find_cached_prefix(Req("b", list(range(9)), cache_salt="\ud800")).num_tokens == 8
+    assert kv.find_cached_prefix(Req("c", list(range(9)), cache_salt="\udc00")).num_tokens == 0

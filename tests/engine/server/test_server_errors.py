@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import anthropic
 import httpx
 import openai
@@ -184,3 +186,25 @@ def test_anthropic_tool_result_text_of_the_wrong_type_is_named(replica):
     response = post(replica, "/v1/messages", body, headers={"x-api-key": API_KEY})
     assert response.status_code == 400, response.text
     assert "messages[0].content[0].content[0].text" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "param"),
+    [
+        (
+            "/v1/chat/completions",
+            {"messages": [{"role": "user", "content": "hi \ud800"}]},
+            "messages[0].content",
+        ),
+        # The salt reached the engine core, whose loop crashed hashing it: the replica died.
+        ("/v1/chat/completions", {"messages": HELLO, "cache_salt": "\ud800"}, "cache_salt"),
+        ("/v1/completions", {"prompt": "\udfff"}, "prompt"),
+        ("/v1/responses", {"input": "hi", "x\udfff": 1}, "x\\udfff"),
+    ],
+)
+def test_lone_surrogates_are_named_not_server_errors(replica, openai_client, path, body, param):
+    # json.dumps escapes half a surrogate pair as "\ud800": valid JSON, but not Unicode text.
+    body = {"model": MODEL, "max_tokens" if path != "/v1/responses" else "max_output_tokens": 2, **body}
+    assert_openai_error(post(replica, path, json.dumps(body)), 400, param)
+    result = openai_client.chat.completions.create(model=MODEL, messages=HELLO, max_tokens=2)
+    assert result.choices[0].finish_reason in ("length", "stop")
