@@ -26,7 +26,7 @@ class ServerThread:
                 raise RuntimeError(f"server on {self.url} exited before it started")
             return self.server.started
 
-        wait_until(started, f"the server on {self.url} to start", timeout=10, poll=0.01)
+        wait_until(started, f"the server on {self.url} to start", poll=0.01)
         return self
 
     def stop(self) -> None:
