@@ -4,7 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint venv system-tools clean
+CLIENT_TOOLS := guidellm aiperf
+
+.PHONY: run test lint venv client-venvs system-tools clean
 
 venv: $(STAMP)
 
@@ -20,6 +22,18 @@ $(STAMP): pyproject.toml requirements.lock
 	$(BIN)/pip install -q --no-deps -e .
 	touch $(STAMP)
 
+# The benchmark clients tests/clients drives (guidellm, aiperf) pin versions the main venv cannot hold:
+# each gets its own venv, .venv-<tool>/, from requirements-<tool>.lock. guidellm needs torch; it gets
+# the same CPU build as the main venv first, so nothing pulls a CUDA one.
+client-venvs: $(foreach tool,$(CLIENT_TOOLS),.venv-$(tool)/.installed)
+
+.venv-%/.installed: requirements-%.lock
+	test -x .venv-$*/bin/python || $(PYTHON) -m venv .venv-$*
+	.venv-$*/bin/pip install -q --upgrade pip
+	$(if $(filter guidellm,$*),.venv-$*/bin/pip install -q torch==2.13.0)
+	.venv-$*/bin/pip install -q -r $<
+	touch $@
+
 run: venv
 	$(BIN)/chassis up
 
@@ -30,7 +44,7 @@ lint: venv
 system-tools:
 	@bash scripts/install-system-tools.sh
 
-test: venv system-tools lint
+test: venv client-venvs system-tools lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:

@@ -1,0 +1,45 @@
+"""guidellm (from PyPI, in .venv-guidellm) runs a short headless synthetic benchmark against the
+replica; its JSON report must show every request complete with the requested output length and a
+time to first token no lower than the engine's own."""
+
+from __future__ import annotations
+
+import json
+
+from tests.support.client_tools import engine_ttft, run_tool, tool
+from tests.support.replicas import API_KEY, MODEL
+
+REQUESTS, PROMPT_TOKENS, OUTPUT_TOKENS = 4, 128, 16
+
+
+def test_guidellm_synthetic_benchmark(client_replica, tiny_checkpoint, tmp_path):
+    before = engine_ttft(client_replica)
+    run_tool(
+        [
+            tool("guidellm"), "run",
+            "--backend", f"kind=openai_http,target={client_replica.base_url},model={MODEL},api_key={API_KEY}",
+            "--profile", "kind=synchronous",
+            "--constraint", f"kind=max_requests,count={REQUESTS}",
+            "--data", f"kind=synthetic_text,prompt_tokens={PROMPT_TOKENS},output_tokens={OUTPUT_TOKENS}",
+            "--tokenizer", f"kind=huggingface_auto,model={tiny_checkpoint}",
+            "--output", f"kind=json,path={tmp_path / 'report.json'}",
+            "--disable-console",
+        ],
+        tmp_path,
+        HF_HUB_OFFLINE="1",
+    )  # fmt: skip
+    after = engine_ttft(client_replica)
+
+    (benchmark,) = json.loads((tmp_path / "report.json").read_text())["benchmarks"]
+    assert benchmark["metrics"]["request_totals"] == {
+        "successful": REQUESTS, "errored": 0, "incomplete": 0, "total": REQUESTS,
+    }  # fmt: skip
+    requests = benchmark["requests"]["successful"]
+    assert [r["output_tokens"] for r in requests] == [OUTPUT_TOKENS] * REQUESTS
+    assert all(r["prompt_tokens"] >= PROMPT_TOKENS for r in requests)  # plus the chat template's tokens
+
+    # Each request's TTFT as guidellm timed it (send to first streamed token) contains the engine's
+    # (arrival to first token) for the same request; a first chunk sent before prefill would not.
+    engine_sum, engine_count = after[0] - before[0], after[1] - before[1]
+    assert engine_count == REQUESTS
+    assert sum(r["time_to_first_token_ms"] for r in requests) / 1000 >= engine_sum > 0
