@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 MAX_LOGPROBS = 20
+# As vLLM: below this a temperature is greedy in effect, and dividing logits by it overflows them
+# (1e-300 is 0.0 in float32), which turned the probabilities into NaN and sampled garbage.
+GREEDY_BELOW = 1e-5
 
 
 @dataclass
@@ -69,7 +72,7 @@ class SamplingParams:
 
     @property
     def greedy(self) -> bool:
-        return self.temperature == 0.0
+        return self.temperature < GREEDY_BELOW
 
     @property
     def needs_penalties(self) -> bool:

@@ -18,6 +18,14 @@ def test_greedy_picks_argmax_and_reports_logprobs():
     assert [t for t, _ in lps[0].top] == [1, 3]
 
 
+def test_a_temperature_that_underflows_float32_is_greedy():
+    # 1e-300 is 0.0 as a float32: dividing the logits by it made NaN probabilities, and a random token.
+    logits = torch.randn(3, 50, generator=torch.Generator().manual_seed(0))
+    states = [_state(seed=i, temperature=t) for i, t in enumerate([1e-300, 5e-324, 1e-6])]
+    ids, _ = sample(logits, states)
+    assert ids == logits.argmax(-1).tolist()
+
+
 def test_top_k_one_is_greedy_even_at_high_temperature():
     logits = torch.randn(3, 50, generator=torch.Generator().manual_seed(0))
     states = [_state(seed=i, temperature=5.0, top_k=1) for i in range(3)]
