@@ -58,11 +58,12 @@ async def _http_error(request: Request, exc: HTTPException) -> Response:
 
 
 def build_app(gateway: Gateway) -> Starlette:
-    def forwarded_headers(request: Request) -> list[tuple[str, str]]:
+    def forwarded_headers(request: Request) -> list[tuple[bytes, bytes]]:
+        # The bytes the client sent: httpx refuses a str header value that is not ASCII (a 500).
         replaced = _HOP_BY_HOP | set(gateway.replica_auth)
-        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in replaced]
-        headers += list(gateway.replica_auth.items())
-        headers.append(("accept-encoding", "identity"))
+        headers = [(k, v) for k, v in request.headers.raw if k.decode("latin-1").lower() not in replaced]
+        headers += [(k.encode(), v.encode()) for k, v in gateway.replica_auth.items()]
+        headers.append((b"accept-encoding", b"identity"))
         return headers
 
     def proxy_endpoint(api: str, path: str):

@@ -60,7 +60,7 @@ class ForwardPlan:
     api: str
     path: str
     body: bytes
-    headers: list[tuple[str, str]]
+    headers: list[tuple[bytes, bytes]]
     # Picks a replica, excluding the ids given; None when no replica is left.
     decide: Callable[[list[str]], Decision | None]
     attempts: int

@@ -239,3 +239,14 @@ def test_token_ids_past_int64_are_routed_by_load_and_refused_by_the_replica(serv
     response = httpx.post(f"{gw.url}/v1/completions", json=body)
     assert response.status_code == 400 and response.json() == client_error_body("/v1/completions")
     assert len(upstream.received) == 1
+
+
+def test_header_values_that_are_not_ascii_reach_the_replica_as_sent(serve):
+    # HTTP allows any byte above 0x7f in a header value; re-encoding them as ASCII was a 500.
+    upstream = Upstream("a")
+    _, gw = start_gateway(serve, [{"url": serve(upstream.app).url, "id": "a"}], health_interval_s=60)
+    headers = {"x-session-id": b"caf\xe9 \xff", "x-api-key": b"\xe9"}
+    response = httpx.post(f"{gw.url}/v1/chat/completions", json=chat(), headers=headers)
+    assert response.status_code == 200, response.text
+    assert upstream.received_headers[0][b"x-session-id"] == b"caf\xe9 \xff"
+    assert upstream.received_headers[0][b"x-api-key"] == b"\xe9"

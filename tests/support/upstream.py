@@ -56,6 +56,7 @@ class Upstream:
         self.mode = "ok"  # ok | status_400 | status_500 | draining | break_after_first
         self.gate: ChunkGate | None = None  # when set, every stream chunk waits for a release
         self.received: list[dict] = []
+        self.received_headers: list[dict[bytes, bytes]] = []
         self.completed = 0
         self.aborted = 0
         self.waiting = 0.0
@@ -75,6 +76,7 @@ class Upstream:
     async def chat(self, request: Request) -> Response:
         body = await request.json()
         self.received.append(body)
+        self.received_headers.append(dict(request.headers.raw))
         if self.mode == "status_400":
             return JSONResponse(client_error_body(request.url.path), 400)
         if self.mode == "status_500":
