@@ -8,9 +8,11 @@ filesystem Celery broker under ``var/``, so a fresh clone runs with no services 
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 from controlplane.env import env_bool, env_int, env_list
@@ -33,15 +35,53 @@ elif not DEBUG and SECRET_KEY == _DEV_SECRET:
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
-SECURE_COOKIES = env_bool("SECURE_COOKIES", not DEBUG)
+# Over plain HTTP a browser drops Secure cookies, and without its CSRF cookie nobody can log in:
+# Secure cookies and HSTS follow SERVED_OVER_HTTPS, not DEBUG.
+SERVED_OVER_HTTPS = env_bool("SERVED_OVER_HTTPS", False)
+SECURE_COOKIES = env_bool("SECURE_COOKIES", SERVED_OVER_HTTPS)
 SESSION_COOKIE_SECURE = SECURE_COOKIES
 CSRF_COOKIE_SECURE = SECURE_COOKIES
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
-SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
+SECURE_REDIRECT_EXEMPT = [r"^health$"]
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 365 * 24 * 3600 if SERVED_OVER_HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
-if env_bool("BEHIND_TLS_PROXY", False):
+BEHIND_TLS_PROXY = env_bool("BEHIND_TLS_PROXY", SERVED_OVER_HTTPS)
+if BEHIND_TLS_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# Every response; the UI loads only its own scripts and styles (htmx's inline indicator style is
+# off in base.html), Swagger UI included (its init script is a separate request).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "font-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
+
+# UI login lockout (django-axes): this many failures for one username from one address lock that
+# pair out for the cool-off; `manage.py axes_reset` (or axes_reset_username) unlocks at once.
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "controlplane.web.lockout.locked_out"
+if BEHIND_TLS_PROXY:
+    AXES_IPWARE_PROXY_COUNT = 1
+    AXES_IPWARE_META_PRECEDENCE_ORDER = ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR")
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out login before the password check
+    "django.contrib.auth.backends.ModelBackend",
+]
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -62,10 +102,12 @@ INSTALLED_APPS = [
     "controlplane.serving",
     "controlplane.benchmarks",
     "controlplane.web",
+    "axes",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -73,6 +115,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes requires
 ]
 
 ROOT_URLCONF = "controlplane.urls"
@@ -196,7 +239,7 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["controlplane.api.permissions.RolePermission"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "controlplane.api.schema.ChassisAutoSchema",
     "DEFAULT_FILTER_BACKENDS": [
         "django_filters.rest_framework.DjangoFilterBackend",
         "rest_framework.filters.OrderingFilter",
@@ -204,6 +247,17 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "controlplane.api.pagination.LimitOffsetPagination",
     "EXCEPTION_HANDLER": "controlplane.api.exceptions.exception_handler",
     "PAGE_SIZE": 50,
+    # Per client address (anon, token_failures) or user: high enough for scripts and the test suite,
+    # low enough that guessing tokens is hopeless.
+    "DEFAULT_THROTTLE_CLASSES": [
+        "controlplane.api.throttling.AnonThrottle",
+        "controlplane.api.throttling.UserThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": os.environ.get("API_THROTTLE_ANON", "600/min"),
+        "user": os.environ.get("API_THROTTLE_USER", "6000/min"),
+        "token_failures": os.environ.get("API_THROTTLE_TOKEN_FAILURES", "60/min"),
+    },
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Chassis admin API",

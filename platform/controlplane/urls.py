@@ -3,6 +3,8 @@ from django.urls import include, path
 
 from controlplane.telemetry.views import health
 
+handler404 = "controlplane.api.exceptions.not_found"
+
 urlpatterns = [
     path("health", health, name="health"),
     path("django-admin/", admin.site.urls),

@@ -1,10 +1,11 @@
 import django_filters
 
+from controlplane.api.filtersets import ChassisFilterSet
 from controlplane.benchmarks.choices import RunState, Workload
 from controlplane.benchmarks.models import BenchmarkRun, BenchmarkSchedule
 
 
-class BenchmarkRunFilterSet(django_filters.FilterSet):
+class BenchmarkRunFilterSet(ChassisFilterSet):
     state = django_filters.MultipleChoiceFilter(choices=RunState.choices)
     workload = django_filters.MultipleChoiceFilter(choices=Workload.choices)
     regressed = django_filters.BooleanFilter(field_name="results__regressed")
@@ -19,7 +20,7 @@ class BenchmarkRunFilterSet(django_filters.FilterSet):
         }
 
 
-class BenchmarkScheduleFilterSet(django_filters.FilterSet):
+class BenchmarkScheduleFilterSet(ChassisFilterSet):
     class Meta:
         model = BenchmarkSchedule
         fields = {

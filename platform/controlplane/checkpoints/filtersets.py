@@ -1,9 +1,8 @@
-import django_filters
-
+from controlplane.api.filtersets import ChassisFilterSet
 from controlplane.checkpoints.models import Checkpoint
 
 
-class CheckpointFilterSet(django_filters.FilterSet):
+class CheckpointFilterSet(ChassisFilterSet):
     class Meta:
         model = Checkpoint
         fields = {

@@ -1,10 +1,11 @@
 import django_filters
 
+from controlplane.api.filtersets import ChassisFilterSet
 from controlplane.serving.choices import ReplicaState
 from controlplane.serving.models import Deployment, MetricSample, Replica, ReplicaEvent
 
 
-class DeploymentFilterSet(django_filters.FilterSet):
+class DeploymentFilterSet(ChassisFilterSet):
     class Meta:
         model = Deployment
         fields = {
@@ -17,7 +18,7 @@ class DeploymentFilterSet(django_filters.FilterSet):
         }
 
 
-class ReplicaFilterSet(django_filters.FilterSet):
+class ReplicaFilterSet(ChassisFilterSet):
     state = django_filters.MultipleChoiceFilter(choices=ReplicaState.choices)
     served_model_name = django_filters.CharFilter(field_name="deployment__served_model_name")
 
@@ -31,7 +32,7 @@ class ReplicaFilterSet(django_filters.FilterSet):
         }
 
 
-class ReplicaEventFilterSet(django_filters.FilterSet):
+class ReplicaEventFilterSet(ChassisFilterSet):
     class Meta:
         model = ReplicaEvent
         fields = {
@@ -43,7 +44,7 @@ class ReplicaEventFilterSet(django_filters.FilterSet):
         }
 
 
-class MetricSampleFilterSet(django_filters.FilterSet):
+class MetricSampleFilterSet(ChassisFilterSet):
     class Meta:
         model = MetricSample
         fields = {"replica": ["exact"], "replica__deployment": ["exact"], "at": ["gte", "lte"]}
