@@ -43,7 +43,7 @@ ENDPOINTS = {
 }
 
 
-def send(client: httpx.Client, url: str, body, headers: dict[str, str]) -> tuple[httpx.Response, str]:
+def send(client: httpx.Client, url: str, body, headers: dict) -> tuple[httpx.Response, str]:
     """POST ``body`` (a JSON value, or a RawBody as it is) and read the whole answer, streamed or not."""
     if isinstance(body, strategies.RawBody):
         content = body.content

@@ -407,3 +407,13 @@ def raw_bodies(valid: st.SearchStrategy[dict]) -> st.SearchStrategy[RawBody]:
             ]
         ).map(RawBody),
     )
+
+
+# Header values as HTTP allows them: visible ASCII, spaces inside, and any byte above 0x7f.
+_header_byte = st.one_of(st.integers(0x21, 0x7E), st.integers(0x80, 0xFF), st.just(0x20))
+header_value = st.lists(_header_byte, max_size=12).map(lambda codes: bytes(codes).strip() or b"x")
+extra_headers = st.dictionaries(
+    st.sampled_from(["x-session-id", "x-request-id", "user-agent", "x-api-key", "openai-organization"]),
+    header_value,
+    max_size=3,
+)

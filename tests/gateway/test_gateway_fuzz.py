@@ -10,14 +10,14 @@ import pytest
 from hypothesis import given, settings
 
 from tests.support.api_fuzz import ENDPOINTS, FUZZ, RAW_FUZZ, assert_healthy, check_answer, send
-from tests.support.api_strategies import raw_bodies
+from tests.support.api_strategies import extra_headers, raw_bodies
 from tests.support.gateway import start_gateway
 from tests.support.replicas import API_KEY, MODEL, start_replica, stop_replica
 from tests.support.servers import ServerThread
 
 pytestmark = pytest.mark.slow
 
-# The replica's own fuzz run (tests/engine/server/test_api_fuzz.py) goes deeper; this one checks
+# The replica's own fuzz run (tests/engine/server/test_server_fuzz.py) goes deeper; this one checks
 # what the gateway adds, in fewer examples.
 GATEWAY_FUZZ = settings(FUZZ, max_examples=80)
 GATEWAY_RAW_FUZZ = settings(RAW_FUZZ, max_examples=25)
@@ -72,13 +72,13 @@ def test_no_request_gets_a_server_error(gateway_url, replica, client, api):
 
 
 @pytest.mark.parametrize("api", sorted(ENDPOINTS))
-def test_no_malformed_body_gets_a_server_error(gateway_url, replica, client, api):
+def test_no_malformed_body_or_header_gets_a_server_error(gateway_url, replica, client, api):
     endpoint = ENDPOINTS[api]
 
     @GATEWAY_RAW_FUZZ
-    @given(body=raw_bodies(endpoint.bodies(MODEL)))
-    def fuzz(body):
-        check_answer(endpoint, body, *send(client, gateway_url + endpoint.path, body, {}))
+    @given(body=raw_bodies(endpoint.bodies(MODEL)), headers=extra_headers)
+    def fuzz(body, headers):
+        check_answer(endpoint, body, *send(client, gateway_url + endpoint.path, body, headers))
 
     fuzz()
     _healthy_afterwards(client, gateway_url, replica)
