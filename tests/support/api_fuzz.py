@@ -122,8 +122,10 @@ def _check_stream(endpoint: Endpoint, text: str) -> None:
 
 
 def assert_healthy(client: httpx.Client, base_url: str, model: str, headers: dict[str, str]) -> None:
-    """/health answers 200 and an ordinary chat request still gets its answer."""
+    """/health and /metrics answer 200 (the fuzz's odd field names, counted as labels, still render)
+    and an ordinary chat request still gets its answer."""
     assert client.get(f"{base_url}/health").status_code == 200
+    assert client.get(f"{base_url}/metrics").status_code == 200
     body = {"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
     answer = client.post(f"{base_url}/v1/chat/completions", json=body, headers=headers)
     assert answer.status_code == 200, answer.text
