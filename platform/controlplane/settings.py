@@ -253,6 +253,7 @@ REST_FRAMEWORK = {
         "controlplane.api.throttling.AnonThrottle",
         "controlplane.api.throttling.UserThrottle",
     ],
+    "NUM_PROXIES": 1 if BEHIND_TLS_PROXY else 0,  # else a client picks its own address in X-Forwarded-For
     "DEFAULT_THROTTLE_RATES": {
         "anon": os.environ.get("API_THROTTLE_ANON", "600/min"),
         "user": os.environ.get("API_THROTTLE_USER", "6000/min"),

@@ -56,3 +56,11 @@ def test_unknown_tokens_are_throttled_per_address_before_any_lookup(api, rates, 
     elsewhere = APIClient(REMOTE_ADDR="10.1.2.3")
     elsewhere.credentials(HTTP_AUTHORIZATION=f"Bearer {tokens['viewer']}")
     assert elsewhere.get("/api/v1/nodes/").status_code == 200
+
+
+def test_a_made_up_forwarded_for_does_not_reset_the_count(api, rates):
+    rates(anon="2/min")
+    anonymous = api(None)
+    for attempt in range(2):
+        assert anonymous.get("/api/schema/?format=json", HTTP_X_FORWARDED_FOR=f"10.0.0.{attempt}").status_code == 200
+    assert_throttled(anonymous.get("/api/schema/?format=json", HTTP_X_FORWARDED_FOR="10.0.0.9"))
