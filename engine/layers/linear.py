@@ -54,11 +54,24 @@ def takes_gemv(x: torch.Tensor, weight: torch.Tensor, gated: bool = False, norme
     return entry is not None and entry.backend == "triton"
 
 
+# On a CPU, MKL's fp32 GEMM over a tall weight (an LM head's vocabulary rows) at a few input rows runs
+# faster in slices of this many weight rows: the 49,152 x 576 head at 16 rows took 54 ms whole and
+# 32 ms sliced on a 2-core EPYC. Each output is the same dot product either way (same bits).
+CPU_ROW_SLICE = 1024
+_CPU_SLICED_MIN_ROWS = 8 * CPU_ROW_SLICE
+
+
 def matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``F.linear`` over the last dimension, through the GEMV where ``takes_gemv`` says so."""
     flat = x.reshape(-1, x.shape[-1])
     if takes_gemv(flat, weight):
         return gemv(flat, weight, bias).view(*x.shape[:-1], weight.shape[0])
+    if not x.is_cuda and weight.shape[0] >= _CPU_SLICED_MIN_ROWS and 1 < flat.shape[0] <= 64:
+        biases = (
+            bias.split(CPU_ROW_SLICE) if bias is not None else [None] * -(-weight.shape[0] // CPU_ROW_SLICE)
+        )
+        parts = [F.linear(x, w, b) for w, b in zip(weight.split(CPU_ROW_SLICE), biases, strict=True)]
+        return torch.cat(parts, dim=-1)
     return F.linear(x, weight, bias)
 
 

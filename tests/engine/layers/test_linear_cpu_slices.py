@@ -1,0 +1,25 @@
+"""On a CPU a tall weight at a few input rows is multiplied in row slices; the result is the whole
+product's, bit for bit."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from engine.layers.linear import CPU_ROW_SLICE, matmul
+
+
+@pytest.mark.parametrize("rows", [1, 3, 16])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_sliced_product_equals_the_whole(monkeypatch, rows, with_bias):
+    torch.manual_seed(0)
+    n = 8 * CPU_ROW_SLICE + 77  # a ragged last slice
+    weight = torch.randn(n, 64)
+    bias = torch.randn(n) if with_bias else None
+    x = torch.randn(rows, 64)
+    whole = F.linear(x, weight, bias)
+    products = []
+    linear = F.linear
+    monkeypatch.setattr(F, "linear", lambda *args: products.append(args[1].shape[0]) or linear(*args))
+    assert torch.equal(matmul(x, weight, bias), whole)
+    # One row is a GEMV, which MKL streams well whole.
+    assert products == ([n] if rows == 1 else [CPU_ROW_SLICE] * 8 + [77])
