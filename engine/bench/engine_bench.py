@@ -93,6 +93,23 @@ def _batch_sizes(text: str) -> tuple[int, ...]:
     return sizes
 
 
+def _cpu_description() -> str:
+    """The CPU model, its logical cores and torch's thread count, as this run saw them."""
+    import os
+
+    import torch
+
+    model = "unknown CPU"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} logical cores, torch threads {torch.get_num_threads()}"
+
+
 def _say(message: str) -> None:
     print(f"[bench] {message}", flush=True)
 
@@ -321,6 +338,9 @@ def run(args: argparse.Namespace) -> int:
         num_params = parameter_count(config)
         bytes_per_param = 4 if args.dtype == "float32" else 2
         ceilings = None
+        if args.device == "cpu":
+            report["hardware"] = _cpu_description()
+            _say(f"hardware: {report['hardware']}")
         if args.device.startswith("cuda"):
             import torch
 
