@@ -53,3 +53,16 @@ def test_empty_batch():
     q, k_cache, v_cache, block_tables, lens = _decode_batch([4])
     out = paged_attention_decode_sdpa(q[:0], k_cache, v_cache, block_tables[:0], lens[:0], SCALE)
     assert out.shape == (0, *q.shape[1:])
+
+
+def test_decode_follows_tables_rewritten_in_place():
+    """A step's gather plan is reused by the step's every layer, never by a later step whose static
+    buffers (the decode-graph path) were rewritten in place."""
+    q, k_cache, v_cache, block_tables, lens = _decode_batch([20, 40])
+    first = paged_attention_decode_sdpa(q, k_cache, v_cache, block_tables, lens, SCALE)
+    lens[0] = 9
+    block_tables[1, :3] = block_tables[1, :3].flip(0)  # its three blocks, in another order
+    again = paged_attention_decode_sdpa(q, k_cache, v_cache, block_tables, lens, SCALE)
+    fresh = paged_attention_decode_sdpa(q, k_cache, v_cache, block_tables.clone(), lens.clone(), SCALE)
+    assert torch.equal(again, fresh)
+    assert not torch.equal(again, first)
