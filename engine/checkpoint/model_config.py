@@ -11,6 +11,8 @@ from typing import Any
 from engine.checkpoint.errors import CheckpointError
 from engine.checkpoint.gguf_config import gguf_configs
 from engine.checkpoint.gguf_file import find_gguf
+from engine.checkpoint.mla_config import MLAConfig
+from engine.checkpoint.moe_config import MoEConfig
 from engine.models import registry
 
 CHECKPOINT_DTYPES = ("float32", "bfloat16", "float16")
@@ -38,6 +40,8 @@ class ModelConfig:
     eos_token_ids: list[int] = field(default_factory=list)
     bos_token_id: int | None = None
     generation_defaults: dict[str, Any] = field(default_factory=dict)
+    moe: MoEConfig | None = None  # mixture-of-experts MLPs (engine.checkpoint.moe_config)
+    mla: MLAConfig | None = None  # multi-head latent attention (engine.checkpoint.mla_config)
 
 
 def read_json(path: Path, required: bool = True) -> dict | None:
