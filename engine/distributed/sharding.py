@@ -16,6 +16,13 @@ def check_tp_support(cfg: ModelConfig, tp: int) -> None:
         problems.append(f"num_key_value_heads={cfg.num_kv_heads} neither divides nor is divisible by {tp}")
     if cfg.intermediate_size % tp:
         problems.append(f"intermediate_size={cfg.intermediate_size} is not divisible by {tp}")
+    if cfg.moe is not None:
+        for key, size in (
+            ("moe_intermediate_size", cfg.moe.intermediate_size),
+            ("shared experts' intermediate size", cfg.moe.shared_intermediate_size),
+        ):
+            if size % tp:
+                problems.append(f"{key}={size} is not divisible by {tp}")
     if problems:
         raise ValueError(f"tensor_parallel_size={tp} does not fit this model: " + "; ".join(problems))
 

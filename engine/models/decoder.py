@@ -3,7 +3,8 @@ their model class; what sets them apart is parsed into ModelConfig by their own 
 
 Options of the shared layers, as the config asks: a bias on q/k/v (Qwen2), an RMSNorm on each query
 and key head before RoPE (Qwen3), a sliding window per layer (Mistral, some Qwen layers), an LM head
-tied to the embedding.
+tied to the embedding, a mixture-of-experts MLP on the layers ``cfg.moe`` names (Qwen3-MoE, Mixtral:
+``engine.layers.moe``; the checkpoint's per-expert tensors load into stacked expert weights).
 
 Tensor parallel (``tp`` of world size k): each rank keeps num_heads / k query heads and their KV
 heads (a replica of one when there are fewer KV heads than ranks), 1/k of the MLP rows and of the
@@ -24,6 +25,7 @@ from engine.layers.attention import AttentionMetadata, PagedAttention
 from engine.layers.embedding import Embedding, LMHead
 from engine.layers.linear import Linear
 from engine.layers.mlp import GatedMLP
+from engine.layers.moe import EXPERT_PROJECTIONS, FusedExperts, MoE
 from engine.layers.norm import RMSNorm
 from engine.layers.parallel_linear import ColumnParallelLinear, RowParallelLinear
 from engine.layers.rotary import RotaryEmbedding
@@ -95,27 +97,43 @@ class DecoderLayer(nn.Module):
         dtype: torch.dtype,
         device: torch.device,
         tp: TPGroup,
+        layer: int = 0,
     ) -> None:
         super().__init__()
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype, device)
         self.self_attn = attention
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype, device)
-        self.mlp = GatedMLP(cfg.hidden_size, cfg.intermediate_size, dtype, device, tp)
+        self.mlp = decoder_mlp(cfg, layer, dtype, device, tp)
         # Both row-parallel outputs go only into the next fused add + RMSNorm (this layer's, the next
         # layer's, or the final norm), which rounds their fp32 sums itself.
         self.self_attn.o_proj.rounds_output = False
-        self.mlp.down_proj.rounds_output = False
+        if isinstance(self.mlp, GatedMLP):
+            self.mlp.down_proj.rounds_output = False
 
     def forward(
         self, positions: torch.Tensor, x: torch.Tensor, residual: torch.Tensor | None, meta: AttentionMetadata
     ) -> tuple[torch.Tensor, torch.Tensor]:
         # Each norm goes with the (column-parallel, so rank-local) projection after it: one kernel
         # for decode-sized batches on the Triton GEMV, norm then matmul otherwise.
-        qkv_proj, gate_up_proj = self.self_attn.qkv_proj, self.mlp.gate_up_proj
+        qkv_proj = self.self_attn.qkv_proj
         qkv, residual = self.input_layernorm.norm_matmul(x, residual, qkv_proj.weight, qkv_proj.bias)
         x = self.self_attn.attend(positions, qkv, meta)
-        gate_up, residual = self.post_attention_layernorm.norm_matmul(x, residual, gate_up_proj.weight)
+        if isinstance(self.mlp, MoE):  # the router and the experts both read the normed input
+            x, residual = self.post_attention_layernorm.add_and_norm(x, residual)
+            return self.mlp(x), residual
+        gate_up, residual = self.post_attention_layernorm.norm_matmul(
+            x, residual, self.mlp.gate_up_proj.weight
+        )
         return self.mlp.down(gate_up), residual
+
+
+def decoder_mlp(
+    cfg: ModelConfig, layer: int, dtype: torch.dtype, device: torch.device, tp: TPGroup
+) -> GatedMLP | MoE:
+    """Layer ``layer``'s MLP: a mixture of experts where ``cfg.moe`` says so, else the dense SwiGLU."""
+    if cfg.moe is not None and cfg.moe.moe_layers[layer]:
+        return MoE(cfg.hidden_size, cfg.moe, dtype, device, tp)
+    return GatedMLP(cfg.hidden_size, cfg.intermediate_size, dtype, device, tp)
 
 
 # checkpoint module name -> (our fused module name, slice index)
@@ -127,6 +145,9 @@ _STACKED = {
     "up_proj": ("gate_up_proj", 1),
 }
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
+# Mixtral's names for the MoE block and an expert's projections.
+_RENAMED_MODULES = {"block_sparse_moe": "mlp"}
+_EXPERT_PROJECTION_ALIASES = {"w1": "gate_proj", "w3": "up_proj", "w2": "down_proj"}
 
 
 class CausalLM(nn.Module):
@@ -144,7 +165,7 @@ class CausalLM(nn.Module):
         rotary = RotaryEmbedding(cfg.head_dim, max_position, cfg.rope_theta, cfg.rope_scaling, device)
         self.embed_tokens = Embedding(cfg.vocab_size, cfg.hidden_size, dtype, device, tp)
         self.layers = nn.ModuleList(
-            DecoderLayer(cfg, DecoderAttention(cfg, i, rotary, dtype, device, tp), dtype, device, tp)
+            DecoderLayer(cfg, DecoderAttention(cfg, i, rotary, dtype, device, tp), dtype, device, tp, i)
             for i in range(cfg.num_layers)
         )
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype, device)
@@ -195,7 +216,10 @@ class CausalLM(nn.Module):
             target = name.removeprefix("model.")
             if target == "lm_head.weight" and self.config.tie_word_embeddings:
                 continue  # some tied checkpoints still ship a copy
-            parts = target.split(".")
+            parts = [_RENAMED_MODULES.get(p, p) for p in target.split(".")]
+            if _is_expert_tensor(parts):
+                loaded.add(self._load_expert(name, parts, tensor))
+                continue
             shard = 0
             if len(parts) >= 2 and parts[-2] in _STACKED:
                 parts[-2], shard = _STACKED[parts[-2]]
@@ -221,6 +245,10 @@ class CausalLM(nn.Module):
         expected = set()
         for pname in params:
             module = self.get_submodule(pname.rsplit(".", 1)[0])
+            if isinstance(module, FusedExperts):
+                prefix = pname.rsplit(".", 1)[0]
+                expected.update(f"{prefix}.{n}" for n in module.checkpoint_names())
+                continue
             shards = len(module.output_sizes) if isinstance(module, Linear) else 1
             expected.update(f"{pname}#{i}" for i in range(shards))
         if self.config.tie_word_embeddings:
@@ -228,3 +256,25 @@ class CausalLM(nn.Module):
         missing = sorted(expected - loaded)
         if missing:
             raise ValueError(f"checkpoint lacks {len(missing)} tensors, e.g. {', '.join(missing[:3])}")
+
+    def _load_expert(self, name: str, parts: list[str], tensor: torch.Tensor) -> str:
+        """Load ``...experts.<e>.<projection>.weight`` into its stacked experts; returns the
+        ``<experts module>.<e>.<projection>`` key that the missing-tensor check counts."""
+        prefix, expert, projection = ".".join(parts[:-3]), int(parts[-3]), parts[-2]
+        projection = _EXPERT_PROJECTION_ALIASES.get(projection, projection)
+        try:
+            module = self.get_submodule(prefix)
+        except AttributeError:
+            module = None
+        if not isinstance(module, FusedExperts) or projection not in EXPERT_PROJECTIONS:
+            raise ValueError(f"unexpected tensor {name!r} in checkpoint")
+        try:
+            module.load_projection(expert, projection, tensor)
+        except ValueError as exc:
+            raise ValueError(f"tensor {name!r}: {exc}") from exc
+        return f"{prefix}.{expert}.{projection}"
+
+
+def _is_expert_tensor(parts: list[str]) -> bool:
+    """``...experts.<e>.<projection>.weight``: one routed expert's projection."""
+    return len(parts) >= 4 and parts[-4] == "experts" and parts[-3].isdigit() and parts[-1] == "weight"

@@ -1,0 +1,111 @@
+"""A mixture-of-experts MLP: the router picks ``top_k`` of ``num_experts`` SwiGLU experts per token
+(``engine.layers.router``), ``kernels.fused_moe`` runs them and sums their outputs by the router's
+weights, and shared experts (DeepSeek), when the config has them, see every token.
+
+Tensor parallel (world size k): every expert, and the shared experts, keep 1/k of their intermediate
+rows (gate/up rows and the matching down columns), as GatedMLP does; the router is replicated, so
+every rank routes alike. The routed and shared partial sums are added, then all-reduced once.
+
+Routing statistics: ``expert_token_counts`` counts the tokens routed to each expert since the model
+was built (a scatter-add per forward, no host sync); ``routing_statistics`` reads them for metrics.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from engine.checkpoint.moe_config import MoEConfig
+from engine.distributed.group import SINGLE, TPGroup
+from engine.distributed.sharding import even_rows
+from engine.layers.mlp import GatedMLP
+from engine.layers.router import Router
+from kernels.activation import silu_and_mul
+from kernels.fused_moe import fused_moe
+
+# The projections of one expert as checkpoints name them -> (our stacked weight, half of w13).
+EXPERT_PROJECTIONS = {"gate_proj": ("w13", 0), "up_proj": ("w13", 1), "down_proj": ("w2", 0)}
+
+
+class FusedExperts(nn.Module):
+    """All routed experts' weights, stacked: ``w13 [E, 2*I_rank, H]`` (gate rows, then up rows) and
+    ``w2 [E, H, I_rank]``, this rank's slice of each loaded from per-expert checkpoint tensors."""
+
+    def __init__(
+        self, hidden: int, moe: MoEConfig, dtype: torch.dtype, device: torch.device, tp: TPGroup
+    ) -> None:
+        super().__init__()
+        self.num_experts, self.full_intermediate = moe.num_experts, moe.intermediate_size
+        self.row_slice = even_rows(moe.intermediate_size, tp.world_size, tp.rank)
+        rows = self.row_slice[1]
+        self.w13 = nn.Parameter(
+            torch.empty(moe.num_experts, 2 * rows, hidden, dtype=dtype, device=device), requires_grad=False
+        )
+        self.w2 = nn.Parameter(
+            torch.empty(moe.num_experts, hidden, rows, dtype=dtype, device=device), requires_grad=False
+        )
+
+    def checkpoint_names(self) -> list[str]:
+        """Every tensor this module loads, as ``load_projection`` names it (``<expert>.<projection>``)."""
+        return [f"{e}.{p}" for e in range(self.num_experts) for p in EXPERT_PROJECTIONS]
+
+    @torch.no_grad()
+    def load_projection(self, expert: int, projection: str, tensor: torch.Tensor) -> None:
+        """Copy in this rank's rows (gate/up) or columns (down) of one expert's ``projection``."""
+        if not 0 <= expert < self.num_experts:
+            raise ValueError(f"expert {expert} is out of range (0..{self.num_experts - 1})")
+        target, half = EXPERT_PROJECTIONS[projection]
+        hidden, full = self.w2.shape[1], self.full_intermediate
+        expected = (full, hidden) if target == "w13" else (hidden, full)
+        if tuple(tensor.shape) != expected:
+            raise ValueError(f"shape {tuple(tensor.shape)}, expected {expected}")
+        start, rows = self.row_slice
+        if target == "w13":
+            self.w13[expert, half * rows : (half + 1) * rows].copy_(tensor.narrow(0, start, rows))
+        else:
+            self.w2[expert].copy_(tensor.narrow(1, start, rows))
+
+
+class MoE(nn.Module):
+    def __init__(
+        self,
+        hidden_size: int,
+        moe: MoEConfig,
+        dtype: torch.dtype,
+        device: torch.device,
+        tp: TPGroup = SINGLE,
+    ) -> None:
+        super().__init__()
+        self.tp = tp
+        self.gate = Router(hidden_size, moe, device)
+        self.experts = FusedExperts(hidden_size, moe, dtype, device, tp)
+        self.shared_experts = None
+        if moe.shared_intermediate_size:
+            self.shared_experts = GatedMLP(hidden_size, moe.shared_intermediate_size, dtype, device, tp)
+        self.register_buffer(
+            "expert_token_counts",
+            torch.zeros(moe.num_experts, dtype=torch.int64, device=device),
+            persistent=False,
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        topk_weights, topk_ids = self.gate(x)
+        self.expert_token_counts.scatter_add_(
+            0, topk_ids.reshape(-1), torch.ones_like(topk_ids.reshape(-1), dtype=torch.int64)
+        )
+        out = fused_moe(x, self.experts.w13, self.experts.w2, topk_weights, topk_ids)
+        if self.shared_experts is not None:
+            # This rank's partial product, all-reduced together with the routed one below.
+            shared = self.shared_experts
+            out = out + F.linear(silu_and_mul(shared.gate_up_proj(x)), shared.down_proj.weight)
+        return out if self.tp.is_single else self.tp.all_reduce(out)
+
+
+def routing_statistics(model: nn.Module) -> dict[str, list[int]]:
+    """Tokens routed to each expert so far, per MoE layer (keyed by the layer's module name)."""
+    return {
+        name: module.expert_token_counts.tolist()
+        for name, module in model.named_modules()
+        if isinstance(module, MoE)
+    }

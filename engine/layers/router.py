@@ -1,0 +1,72 @@
+"""Which experts each token goes to, and with what weight, from the router's logits.
+
+Every variant the MoE architectures use, chosen by ``MoEConfig``: softmax or sigmoid scores (sigmoid:
+DeepSeek-V3), an optional per-expert correction bias added for the choice only (DeepSeek-V3's
+``e_score_correction_bias``), group-limited choice (only the best ``topk_groups`` of ``num_groups``
+expert groups are searched; a group ranks by its best score, or by its best two summed), the top-k
+weights renormalised to sum to one or not, then scaled by ``routed_scaling_factor``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from engine.checkpoint.moe_config import MoEConfig
+
+
+def select_experts(
+    router_logits: torch.Tensor, moe: MoEConfig, correction_bias: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``router_logits: [T, E]`` -> ``(topk_weights float32 [T, k], topk_ids int64 [T, k])``."""
+    logits = router_logits.float()
+    scores = logits.sigmoid() if moe.scoring == "sigmoid" else logits.softmax(dim=-1)
+    choice = scores if correction_bias is None else scores + correction_bias.float()
+    if moe.num_groups > 1:
+        choice = _limit_to_best_groups(choice, moe)
+    topk_ids = torch.topk(choice, k=moe.top_k, dim=-1, sorted=False)[1]
+    topk_weights = scores.gather(1, topk_ids)
+    if moe.renormalize:
+        # The epsilon is DeepSeek-V3's (sigmoid weights can all be tiny); at softmax weights (>= k/E
+        # in sum) it is below fp32 resolution.
+        topk_weights = topk_weights / (topk_weights.sum(dim=-1, keepdim=True) + 1e-20)
+    if moe.routed_scaling_factor != 1.0:
+        topk_weights = topk_weights * moe.routed_scaling_factor
+    return topk_weights, topk_ids
+
+
+def _limit_to_best_groups(choice: torch.Tensor, moe: MoEConfig) -> torch.Tensor:
+    """``choice`` with every expert outside its token's best ``topk_groups`` groups set to -inf."""
+    tokens, experts = choice.shape
+    grouped = choice.view(tokens, moe.num_groups, experts // moe.num_groups)
+    if moe.group_score == "top2_sum":
+        group_scores = grouped.topk(2, dim=-1)[0].sum(dim=-1)
+    else:
+        group_scores = grouped.max(dim=-1).values
+    best_groups = torch.topk(group_scores, k=moe.topk_groups, dim=-1, sorted=False)[1]
+    keep = torch.zeros_like(group_scores, dtype=torch.bool).scatter_(1, best_groups, True)
+    return grouped.masked_fill(~keep.unsqueeze(-1), float("-inf")).view(tokens, experts)
+
+
+class Router(nn.Module):
+    """The gate: one fp32 logit per expert (kept in fp32 whatever the model's dtype, as DeepSeek's
+    checkpoints and transformers keep it), plus the correction bias where the config has one."""
+
+    def __init__(self, hidden_size: int, moe: MoEConfig, device: torch.device) -> None:
+        super().__init__()
+        self.moe = moe
+        self.weight = nn.Parameter(
+            torch.empty(moe.num_experts, hidden_size, dtype=torch.float32, device=device), requires_grad=False
+        )
+        self.e_score_correction_bias = (
+            nn.Parameter(
+                torch.zeros(moe.num_experts, dtype=torch.float32, device=device), requires_grad=False
+            )
+            if moe.score_correction_bias
+            else None
+        )
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = F.linear(x.float(), self.weight)
+        return select_experts(logits, self.moe, self.e_score_correction_bias)
