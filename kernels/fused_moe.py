@@ -2,8 +2,13 @@
 
 Each expert is a SwiGLU MLP: ``w2[e] @ (silu(w13[e, :I] @ x) * (w13[e, I:] @ x))``. Both paths
 first sort the (token, slot) pairs by expert so one expert's weights are read once per step.
-The combine is a sum over the k slots of a ``[T, k, H]`` fp32 buffer in slot order, not an atomic
-add into ``[T, H]``: atomics would make the bits depend on which program finished first.
+
+The Triton path (``kernels/moe_align.py`` groups the pairs into row tiles of one expert each) runs
+one grouped GEMM per projection: ``x @ w13[e].T`` with SwiGLU in its epilogue, writing ``[T*k, I]``
+in x's dtype, then ``@ w2[e].T`` with the routing weight in its epilogue, writing ``[T*k, H]`` fp32.
+The combine is a sum over the k slots of that ``[T, k, H]`` buffer in slot order, not an atomic
+add into ``[T, H]``: atomics would make the bits depend on which program finished first. The torch
+reference sums the same buffer the same way. Tiles: ``kernels/fused_moe_configs.py``.
 """
 
 from __future__ import annotations
@@ -11,7 +16,164 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from kernels._common import cdiv, check_last_dim_contiguous, tl, triton, use_triton
+from kernels._paged import dot_in_fp32
+from kernels.fused_moe_configs import MoeConfig, choose_config
+from kernels.moe_align import moe_align_block_size
+
 __all__ = ["check_moe_inputs", "fused_moe", "fused_moe_reference"]
+
+
+@triton.jit
+def _tile_rows(sorted_pair_ids_ptr, expert_ids_ptr, num_pairs, BLOCK_M: tl.constexpr):
+    """This program's expert (-1: a tile past the end) and its pair ids, with a mask of the real ones."""
+    tile = tl.program_id(0)
+    expert = tl.load(expert_ids_ptr + tile)
+    pairs = tl.load(sorted_pair_ids_ptr + tile * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    return expert, pairs, pairs < num_pairs
+
+
+@triton.jit
+def _dot(a, b, acc, DOT_IN_FP32: tl.constexpr):
+    if DOT_IN_FP32:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+    return tl.dot(a, b, acc)
+
+
+@triton.jit
+def _gate_up_kernel(
+    x_ptr,
+    x_row_stride,
+    w_ptr,
+    w_expert_stride,
+    w_row_stride,
+    out_ptr,
+    sorted_pair_ids_ptr,
+    expert_ids_ptr,
+    num_pairs,
+    top_k,
+    hidden,
+    inter,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    DOT_IN_FP32: tl.constexpr,
+):
+    # One program: BLOCK_M pairs of one expert x BLOCK_N intermediate columns of both gate and up.
+    expert, pairs, row_mask = _tile_rows(sorted_pair_ids_ptr, expert_ids_ptr, num_pairs, BLOCK_M)
+    if expert < 0:
+        return
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < inter
+    ks = tl.arange(0, BLOCK_K)
+    x_ptrs = x_ptr + (pairs // top_k)[:, None] * x_row_stride + ks[None, :]  # [M, K]
+    gate_ptrs = (
+        w_ptr + expert.to(tl.int64) * w_expert_stride + cols[None, :] * w_row_stride + ks[:, None]
+    )  # [K, N]
+    up_ptrs = gate_ptrs + inter * w_row_stride
+    acc_gate = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    acc_up = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for k0 in range(0, hidden, BLOCK_K):
+        k_mask = ks < hidden - k0
+        a = tl.load(x_ptrs + k0, mask=row_mask[:, None] & k_mask[None, :], other=0.0)
+        w_mask = k_mask[:, None] & col_mask[None, :]
+        acc_gate = _dot(a, tl.load(gate_ptrs + k0, mask=w_mask, other=0.0), acc_gate, DOT_IN_FP32)
+        acc_up = _dot(a, tl.load(up_ptrs + k0, mask=w_mask, other=0.0), acc_up, DOT_IN_FP32)
+    # Round as the reference does: each projection, then silu, then the product, to x's dtype.
+    dtype = out_ptr.dtype.element_ty
+    gate = acc_gate.to(dtype).to(tl.float32)
+    act = (gate * tl.sigmoid(gate)).to(dtype).to(tl.float32)
+    out = (act * acc_up.to(dtype).to(tl.float32)).to(dtype)
+    tl.store(
+        out_ptr + pairs[:, None] * inter + cols[None, :], out, mask=row_mask[:, None] & col_mask[None, :]
+    )
+
+
+@triton.jit
+def _down_kernel(
+    act_ptr,
+    w_ptr,
+    w_expert_stride,
+    w_row_stride,
+    weights_ptr,
+    out_ptr,
+    sorted_pair_ids_ptr,
+    expert_ids_ptr,
+    num_pairs,
+    hidden,
+    inter,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    DOT_IN_FP32: tl.constexpr,
+):
+    # One program: BLOCK_M pairs of one expert x BLOCK_N hidden columns, scaled by the pair's weight.
+    expert, pairs, row_mask = _tile_rows(sorted_pair_ids_ptr, expert_ids_ptr, num_pairs, BLOCK_M)
+    if expert < 0:
+        return
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < hidden
+    ks = tl.arange(0, BLOCK_K)
+    act_ptrs = act_ptr + pairs[:, None] * inter + ks[None, :]  # [M, K]
+    w_ptrs = (
+        w_ptr + expert.to(tl.int64) * w_expert_stride + cols[None, :] * w_row_stride + ks[:, None]
+    )  # [K, N]
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for k0 in range(0, inter, BLOCK_K):
+        k_mask = ks < inter - k0
+        a = tl.load(act_ptrs + k0, mask=row_mask[:, None] & k_mask[None, :], other=0.0)
+        w = tl.load(w_ptrs + k0, mask=k_mask[:, None] & col_mask[None, :], other=0.0)
+        acc = _dot(a, w, acc, DOT_IN_FP32)
+    weights = tl.load(weights_ptr + pairs, mask=row_mask, other=0.0)
+    down = acc.to(act_ptr.dtype.element_ty).to(tl.float32) * weights[:, None]
+    tl.store(
+        out_ptr + pairs[:, None] * hidden + cols[None, :], down, mask=row_mask[:, None] & col_mask[None, :]
+    )
+
+
+def _launch(
+    x: torch.Tensor,
+    w13: torch.Tensor,
+    w2: torch.Tensor,
+    topk_weights: torch.Tensor,
+    topk_ids: torch.Tensor,
+    config: MoeConfig | None = None,
+) -> torch.Tensor:
+    for name, t in (("x", x), ("w13", w13), ("w2", w2)):
+        check_last_dim_contiguous(name, t)
+    tokens, hidden = x.shape
+    experts, inter = w13.shape[0], w13.shape[1] // 2
+    top_k = topk_ids.shape[1]
+    num_pairs = tokens * top_k
+    if num_pairs == 0:
+        return torch.zeros_like(x)
+    config = config or choose_config(tokens, top_k, experts, hidden, inter, x.device)
+    aligned = moe_align_block_size(topk_ids, experts, config.block_m)
+    num_tiles = aligned.expert_ids.numel()
+    act = torch.empty((num_pairs, inter), dtype=x.dtype, device=x.device)
+    pair_out = torch.empty((num_pairs, hidden), dtype=torch.float32, device=x.device)
+    tiles = {
+        "BLOCK_M": config.block_m,
+        "BLOCK_N": config.block_n,
+        "BLOCK_K": config.block_k,
+        "DOT_IN_FP32": dot_in_fp32(x.dtype),
+        "num_warps": config.num_warps,
+        "num_stages": config.num_stages,
+    }
+    _gate_up_kernel[(num_tiles, cdiv(inter, config.block_n))](
+        x, x.stride(0), w13, w13.stride(0), w13.stride(1), act, aligned.sorted_pair_ids, aligned.expert_ids,
+        num_pairs, top_k, hidden, inter, **tiles,
+    )  # fmt: skip
+    _down_kernel[(num_tiles, cdiv(hidden, config.block_n))](
+        act, w2, w2.stride(0), w2.stride(1), topk_weights.contiguous(), pair_out, aligned.sorted_pair_ids,
+        aligned.expert_ids, num_pairs, hidden, inter, **tiles,
+    )  # fmt: skip
+    return _combine(pair_out, tokens, top_k, x.dtype)
+
+
+def _combine(pair_out: torch.Tensor, tokens: int, top_k: int, dtype: torch.dtype) -> torch.Tensor:
+    """``[T*k, H]`` fp32 weighted expert outputs -> ``[T, H]``, summed over the slots in order."""
+    return pair_out.view(tokens, top_k, -1).sum(dim=1).to(dtype)
 
 
 def check_moe_inputs(
@@ -70,7 +232,7 @@ def fused_moe_reference(
         down = act @ w2[expert].t()
         weights = topk_weights.reshape(-1).index_select(0, pairs)
         pair_out.index_copy_(0, pairs, down.float() * weights[:, None])
-    return pair_out.view(tokens, top_k, hidden).sum(dim=1).to(x.dtype)
+    return _combine(pair_out, tokens, top_k, x.dtype)
 
 
 def fused_moe(
@@ -79,8 +241,12 @@ def fused_moe(
     w2: torch.Tensor,
     topk_weights: torch.Tensor,
     topk_ids: torch.Tensor,
+    config: MoeConfig | None = None,
 ) -> torch.Tensor:
     """``x: [T, H]``, ``w13: [E, 2I, H]`` (gate rows then up rows), ``w2: [E, H, I]``,
-    ``topk_weights: [T, k]`` fp32, ``topk_ids: [T, k]`` distinct experts per token -> ``[T, H]``."""
+    ``topk_weights: [T, k]`` fp32, ``topk_ids: [T, k]`` distinct experts per token -> ``[T, H]``.
+    ``config``: the Triton tiles (default: ``choose_config``); the reference ignores it."""
     check_moe_inputs(x, w13, w2, topk_weights, topk_ids)
+    if use_triton(x, w13, w2, topk_weights, topk_ids):
+        return _launch(x, w13, w2, topk_weights, topk_ids, config)
     return fused_moe_reference(x, w13, w2, topk_weights, topk_ids)

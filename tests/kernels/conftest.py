@@ -44,6 +44,7 @@ KERNEL_MODULES = [
     "kernels.rope_kv_write",
     "kernels.gemv",
     "kernels.gemv_norm",
+    "kernels.fused_moe",
 ]
 
 

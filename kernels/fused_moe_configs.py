@@ -1,0 +1,119 @@
+"""Launch configurations for ``kernels/fused_moe.py``: a built-in rule, and a measured table that overrides it.
+
+The table (``kernels/fused_moe_table.json`` unless ``set_table_path`` names another) maps
+(token bucket, experts, hidden, intermediate) to the tiles of both grouped GEMMs on one device; a
+table measured on another device name is ignored. It is meant to be written by a benchmark on the
+target GPU, as ``kernels/gemv_table.json`` is; until then it is empty and ``default_config`` rules.
+Configs are never tuned at run time: a timing-driven choice would change the summation order, and
+with it the logits, between server starts.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from kernels._common import next_power_of_2
+from kernels.gemv_configs import _device_name
+
+__all__ = [
+    "MoeConfig",
+    "MoeTable",
+    "choose_config",
+    "default_config",
+    "load_table",
+    "set_table_path",
+    "token_bucket",
+]
+
+DEFAULT_TABLE = Path(__file__).with_name("fused_moe_table.json")
+_table_path: str | None = None
+MAX_BUCKET = 4096
+
+
+@dataclass(frozen=True)
+class MoeConfig:
+    """Tiles shared by both GEMMs: ``block_m`` sorted (token, slot) rows per program (the padding unit
+    of every expert's row list), ``block_n`` output columns, ``block_k`` reduction step."""
+
+    block_m: int
+    block_n: int
+    block_k: int
+    num_warps: int = 4
+    num_stages: int = 3
+
+    def __post_init__(self) -> None:
+        for name in ("block_m", "block_n", "block_k"):
+            value = getattr(self, name)
+            if value < 16 or value & (value - 1):
+                raise ValueError(f"{name} must be a power of two >= 16 (tl.dot), got {value}")
+
+
+class MoeTable:
+    """Entries keyed ``(token bucket, experts, hidden, intermediate)`` for one device name."""
+
+    def __init__(self, device: str, entries: dict[tuple[int, int, int, int], MoeConfig]) -> None:
+        self.device = device
+        self.entries = entries
+
+    @classmethod
+    def load(cls, path: Path) -> MoeTable:
+        data = json.loads(Path(path).read_text())
+        entries = {
+            (e["tokens"], e["experts"], e["hidden"], e["inter"]): MoeConfig(**e["config"])
+            for e in data["entries"]
+        }
+        return cls(data["device"], entries)
+
+    def save(self, path: Path, extra: dict | None = None) -> None:
+        entries = [
+            {"tokens": t, "experts": e, "hidden": h, "inter": i, "config": asdict(config)}
+            for (t, e, h, i), config in sorted(self.entries.items())
+        ]
+        Path(path).write_text(
+            json.dumps({"device": self.device, **(extra or {}), "entries": entries}, indent=1)
+        )
+
+
+def token_bucket(tokens: int) -> int:
+    """Tokens rounded up to a power of two, capped at ``MAX_BUCKET`` (larger batches share its tiles)."""
+    return min(next_power_of_2(max(tokens, 1)), MAX_BUCKET)
+
+
+def set_table_path(path: str | Path | None) -> str | None:
+    """Read MoE choices from ``path`` (None: the built-in table); returns the previous setting."""
+    global _table_path
+    previous, _table_path = _table_path, (str(path) if path is not None else None)
+    return previous
+
+
+@functools.lru_cache(maxsize=4)
+def load_table(path: str) -> MoeTable | None:
+    return MoeTable.load(Path(path)) if Path(path).is_file() else None
+
+
+def default_config(tokens: int, top_k: int, experts: int) -> MoeConfig:
+    """The rule without a table entry, from the mean rows per expert: at decode sizes most experts get
+    a handful of rows, so a 16-row tile wastes least padding and the GEMMs stream weights; prefill
+    batches fill 64-row tiles and reuse each weight tile across them. Not yet measured on an H200."""
+    rows_per_expert = tokens * top_k / max(experts, 1)
+    if rows_per_expert <= 16:
+        return MoeConfig(block_m=16, block_n=64, block_k=128, num_warps=4, num_stages=4)
+    if rows_per_expert <= 64:
+        return MoeConfig(block_m=32, block_n=64, block_k=64, num_warps=4, num_stages=4)
+    return MoeConfig(block_m=64, block_n=128, block_k=64, num_warps=8, num_stages=3)
+
+
+def choose_config(
+    tokens: int, top_k: int, experts: int, hidden: int, inter: int, device: torch.device
+) -> MoeConfig:
+    table = load_table(_table_path or str(DEFAULT_TABLE))
+    if table is not None and table.device == _device_name(device):
+        entry = table.entries.get((token_bucket(tokens), experts, hidden, inter))
+        if entry is not None:
+            return entry
+    return default_config(tokens, top_k, experts)

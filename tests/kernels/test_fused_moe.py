@@ -1,0 +1,84 @@
+import pytest
+import torch
+import torch.nn.functional as F
+
+from kernels.fused_moe import fused_moe, fused_moe_reference
+from kernels.fused_moe_configs import MoeConfig
+from kernels.moe_align import max_padded_pairs, moe_align_block_size
+from tests.kernels.tolerances import assert_close
+
+HIDDEN, INTER, EXPERTS, TOP_K = 40, 24, 6, 2
+
+
+def make_moe(tokens, device="cpu", dtype=torch.float32, experts=EXPERTS, top_k=TOP_K, ids_dtype=torch.int64,
+             unused_experts=(3,)):  # fmt: skip
+    """Random weights and routing with distinct experts per token; ``unused_experts`` get no tokens."""
+    x = torch.randn(tokens, HIDDEN, device=device).to(dtype)
+    w13 = (torch.randn(experts, 2 * INTER, HIDDEN, device=device) / HIDDEN**0.5).to(dtype)
+    w2 = (torch.randn(experts, HIDDEN, INTER, device=device) / INTER**0.5).to(dtype)
+    allowed = torch.tensor([e for e in range(experts) if e not in unused_experts])
+    ids = torch.stack([allowed[torch.randperm(len(allowed))[:top_k]] for _ in range(tokens)])
+    weights = torch.rand(tokens, top_k)
+    return x, w13, w2, weights.to(device), ids.to(ids_dtype).to(device)
+
+
+def naive_moe(x, w13, w2, weights, ids):
+    """float64, one token and slot at a time, straight from the definition."""
+    x, w13, w2 = x.double().cpu(), w13.double().cpu(), w2.double().cpu()
+    out = torch.zeros(x.shape, dtype=torch.float64)
+    for t in range(x.shape[0]):
+        for j in range(ids.shape[1]):
+            e = int(ids[t, j])
+            gate_up = w13[e] @ x[t]
+            out[t] += float(weights[t, j]) * (w2[e] @ (F.silu(gate_up[:INTER]) * gate_up[INTER:]))
+    return out
+
+
+@pytest.mark.parametrize("tokens", [1, 9])
+@pytest.mark.parametrize("ids_dtype", [torch.int32, torch.int64])
+def test_reference_matches_float64(tokens, ids_dtype):
+    args = make_moe(tokens, ids_dtype=ids_dtype)
+    actual = fused_moe_reference(*args)
+    assert actual.shape == (tokens, HIDDEN) and actual.dtype == torch.float32
+    torch.testing.assert_close(actual.double(), naive_moe(*args), atol=1e-5, rtol=1e-5)
+
+
+def test_alignment_groups_pairs_by_expert_in_whole_tiles():
+    ids = torch.tensor([[2, 0], [2, 4], [0, 2]])  # experts 1 and 3 get nothing
+    aligned = moe_align_block_size(ids, 5, 4)
+    assert aligned.sorted_pair_ids.numel() == max_padded_pairs(6, 5, 4)
+    assert int(aligned.num_tokens_post_padded) == 12
+    in_use = aligned.sorted_pair_ids[:12].view(3, 4).tolist()
+    assert in_use == [[1, 4, 6, 6], [0, 2, 5, 6], [3, 6, 6, 6]]  # pair 6 = T*k: padding
+    assert aligned.expert_ids.tolist()[:3] == [0, 2, 4]
+    assert set(aligned.expert_ids.tolist()[3:]) <= {-1}
+
+
+@pytest.mark.parametrize("tokens", [1, 7])
+def test_triton_matches_reference(device, force_triton, tokens):
+    args = make_moe(tokens, device)
+    assert_close(fused_moe(*args), fused_moe_reference(*args), torch.float32)
+
+
+def test_triton_tiles_spanning_several_experts_and_k_steps(device, force_triton):
+    """Several row tiles per expert, columns and K not multiples of the tile, int32 ids."""
+    args = make_moe(21, device, ids_dtype=torch.int32, unused_experts=(0, 5))
+    config = MoeConfig(block_m=16, block_n=16, block_k=16)
+    assert_close(fused_moe(*args, config=config), fused_moe_reference(*args), torch.float32)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="bf16 tensor-core GEMMs need CUDA")
+@pytest.mark.parametrize("tokens", [1, 64, 300])
+def test_triton_bf16_matches_reference(force_triton, tokens):
+    args = make_moe(tokens, "cuda", torch.bfloat16)
+    assert_close(fused_moe(*args), fused_moe_reference(*args), torch.bfloat16)
+
+
+def test_bad_inputs_are_rejected():
+    x, w13, w2, weights, ids = make_moe(3)
+    with pytest.raises(ValueError, match="w2"):
+        fused_moe(x, w13, w2[:, :, :-1], weights, ids)
+    with pytest.raises(ValueError, match="topk_weights"):
+        fused_moe(x, w13, w2, weights.double(), ids)
+    with pytest.raises(ValueError, match="topk_ids"):
+        fused_moe(x, w13, w2, weights, ids.float())

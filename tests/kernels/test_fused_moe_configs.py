@@ -1,0 +1,52 @@
+import json
+
+import pytest
+import torch
+
+from kernels import fused_moe_configs
+from kernels.fused_moe_configs import MoeConfig, MoeTable, choose_config, default_config, token_bucket
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture
+def table_path(tmp_path, monkeypatch):
+    path = tmp_path / "fused_moe_table.json"
+    monkeypatch.setattr(fused_moe_configs, "_table_path", str(path))
+    fused_moe_configs.load_table.cache_clear()
+    yield path
+    fused_moe_configs.load_table.cache_clear()
+
+
+def test_token_buckets():
+    assert [token_bucket(t) for t in (0, 1, 3, 64, 65, 10_000)] == [1, 1, 4, 64, 128, 4096]
+
+
+def test_default_tiles_grow_with_rows_per_expert():
+    decode, prefill = default_config(1, 6, 64), default_config(2048, 6, 64)
+    assert decode.block_m == 16 and prefill.block_m == 64
+
+
+def test_tiles_must_suit_tl_dot():
+    with pytest.raises(ValueError, match="block_k"):
+        MoeConfig(block_m=16, block_n=32, block_k=8)
+
+
+def test_table_entry_overrides_the_default_on_its_device_only(table_path):
+    measured = MoeConfig(32, 128, 64, 8, 2)
+    MoeTable("cpu", {(8, 64, 2048, 1408): measured}).save(table_path)
+    assert choose_config(5, 6, 64, 2048, 1408, CPU) == measured
+    assert choose_config(9, 6, 64, 2048, 1408, CPU) == default_config(9, 6, 64)
+
+    table_path.write_text(json.dumps({**json.loads(table_path.read_text()), "device": "NVIDIA H200"}))
+    fused_moe_configs.load_table.cache_clear()
+    assert choose_config(5, 6, 64, 2048, 1408, CPU) == default_config(5, 6, 64)
+
+
+def test_missing_table_falls_back_to_the_default(table_path):
+    assert not table_path.exists()
+    assert choose_config(1, 8, 128, 2048, 768, CPU) == default_config(1, 8, 128)
+
+
+def test_shipped_table_loads():
+    assert MoeTable.load(fused_moe_configs.DEFAULT_TABLE).device == "NVIDIA H200"
