@@ -13,7 +13,13 @@ import torch
 
 from kernels._common import check_last_dim_contiguous, next_power_of_2, tl, triton, use_triton
 
-__all__ = ["build_cos_sin_cache", "rotary_embedding", "rotary_embedding_torch"]
+__all__ = [
+    "build_cos_sin_cache",
+    "rotary_embedding",
+    "rotary_embedding_torch",
+    "yarn_attention_factor",
+    "yarn_softmax_scale",
+]
 
 
 def _llama3_inv_freq(inv_freq: torch.Tensor, scaling: dict) -> torch.Tensor:
@@ -32,6 +38,56 @@ def _llama3_inv_freq(inv_freq: torch.Tensor, scaling: dict) -> torch.Tensor:
     return torch.where(is_medium_freq, smoothed_inv_freq, inv_freq_llama)
 
 
+def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def yarn_attention_factor(scaling: dict) -> float:
+    """What YaRN multiplies cos and sin by (``attention_factor``, else from ``factor``, ``mscale``
+    and ``mscale_all_dim``), as transformers' _compute_yarn_parameters."""
+    if scaling.get("attention_factor") is not None:
+        return float(scaling["attention_factor"])
+    factor, mscale, mscale_all_dim = scaling["factor"], scaling.get("mscale"), scaling.get("mscale_all_dim")
+    if mscale and mscale_all_dim:
+        return _yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all_dim)
+    return _yarn_mscale(factor)
+
+
+def yarn_softmax_scale(scaling: dict | None) -> float:
+    """DeepSeek's correction of the attention softmax scale under YaRN: ``mscale(factor,
+    mscale_all_dim)`` squared (1 without scaling or without ``mscale_all_dim``)."""
+    if not scaling or scaling.get("rope_type", scaling.get("type", "default")) == "default":
+        return 1.0
+    mscale_all_dim = scaling.get("mscale_all_dim")
+    if not mscale_all_dim:
+        return 1.0
+    return _yarn_mscale(scaling["factor"], mscale_all_dim) ** 2
+
+
+def _yarn_inv_freq(head_dim: int, base: float, scaling: dict, device) -> torch.Tensor:
+    # Same arithmetic, in the same order, as transformers' _compute_yarn_parameters.
+    factor = scaling["factor"]
+    original = scaling["original_max_position_embeddings"]
+    beta_fast = scaling.get("beta_fast") or 32
+    beta_slow = scaling.get("beta_slow") or 1
+
+    def correction_dim(rotations: float) -> float:
+        return (head_dim * math.log(original / (rotations * 2 * math.pi))) / (2 * math.log(base))
+
+    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+    if scaling.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, head_dim - 1)
+    if low == high:
+        high += 0.001  # no zero-width ramp
+    ramp = torch.clamp((torch.arange(head_dim // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
+    extrapolation_factor = (1 - ramp).to(device=device, dtype=torch.float)
+    pos_freqs = base ** (torch.arange(0, head_dim, 2).to(device=device, dtype=torch.float) / head_dim)
+    inv_freq_extrapolation = 1.0 / pos_freqs
+    inv_freq_interpolation = 1.0 / (factor * pos_freqs)
+    return inv_freq_interpolation * (1 - extrapolation_factor) + inv_freq_extrapolation * extrapolation_factor
+
+
 def build_cos_sin_cache(
     head_dim: int,
     max_position: int,
@@ -39,12 +95,14 @@ def build_cos_sin_cache(
     scaling: dict | None = None,
     device: torch.device | str | None = None,
 ) -> torch.Tensor:
-    """fp32 ``[max_position, head_dim]`` cache for plain RoPE, ``linear`` or ``llama3`` scaling."""
+    """fp32 ``[max_position, head_dim]`` cache for plain RoPE, ``linear``, ``llama3`` or ``yarn``
+    scaling (YaRN's attention factor folded into cos and sin)."""
     if head_dim <= 0 or head_dim % 2 != 0:
         raise ValueError(f"head_dim must be a positive even number, got {head_dim}")
     if max_position <= 0:
         raise ValueError(f"max_position must be positive, got {max_position}")
     rope_type = "default"
+    attention_factor = 1.0
     if scaling:
         rope_type = scaling.get("rope_type", scaling.get("type", "default"))
     inv_freq = 1.0 / (
@@ -60,11 +118,22 @@ def build_cos_sin_cache(
         inv_freq = _llama3_inv_freq(inv_freq, scaling)
     elif rope_type == "linear":
         inv_freq = inv_freq / scaling["factor"]
+    elif rope_type == "yarn":
+        missing = {"factor", "original_max_position_embeddings"} - set(scaling)
+        if missing:
+            raise ValueError(f"yarn rope scaling is missing {sorted(missing)}")
+        inv_freq = _yarn_inv_freq(head_dim, base, scaling, device)
+        attention_factor = yarn_attention_factor(scaling)
     elif rope_type != "default":
-        raise ValueError(f"unsupported rope scaling type {rope_type!r} (supported: default, linear, llama3)")
+        raise ValueError(
+            f"unsupported rope scaling type {rope_type!r} (supported: default, linear, llama3, yarn)"
+        )
     positions = torch.arange(max_position, device=device, dtype=torch.int64).float()
     freqs = positions[:, None] * inv_freq[None, :]
-    return torch.cat((freqs.cos(), freqs.sin()), dim=-1).contiguous()
+    cos, sin = freqs.cos(), freqs.sin()
+    if attention_factor != 1.0:
+        cos, sin = cos * attention_factor, sin * attention_factor
+    return torch.cat((cos, sin), dim=-1).contiguous()
 
 
 @triton.jit

@@ -12,7 +12,7 @@ from engine.kv.specs import FullAttentionSpec, KVCacheSpec, SlidingWindowSpec
 from engine.models.registry import Architecture, register
 
 DECODER = "engine.models.decoder:CausalLM"
-ROPE_TYPES = ("default", "linear", "llama3")
+ROPE_TYPES = ("default", "linear", "llama3", "yarn")
 
 
 def parse_llama_config(raw: dict, architecture: str) -> ModelConfig:
@@ -29,6 +29,11 @@ def parse_llama_config(raw: dict, architecture: str) -> ModelConfig:
     rope_type = rope.get("rope_type", rope.get("type", "default"))
     if rope_type not in ROPE_TYPES:
         raise ValueError(f"rope_type {rope_type!r} is not supported ({', '.join(ROPE_TYPES)})")
+    max_positions = int(raw.get("max_position_embeddings", 4096))
+    if rope_type == "yarn":  # transformers' defaults: the context the model was trained at, and its ratio
+        rope.setdefault("original_max_position_embeddings", max_positions)
+        if rope.get("factor") is None:
+            rope["factor"] = max_positions / rope["original_max_position_embeddings"]
     return ModelConfig(
         architecture=architecture,
         vocab_size=positive_int(raw, "vocab_size"),
@@ -38,7 +43,7 @@ def parse_llama_config(raw: dict, architecture: str) -> ModelConfig:
         num_heads=num_heads,
         num_kv_heads=num_kv,
         head_dim=int(head_dim),
-        max_position_embeddings=int(raw.get("max_position_embeddings", 4096)),
+        max_position_embeddings=max_positions,
         rms_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
         rope_theta=rope_theta,
         rope_scaling=None if rope_type == "default" else dict(rope, rope_type=rope_type),
