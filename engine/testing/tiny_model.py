@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-ARCHES = ("llama", "mistral", "qwen2", "qwen3")
+ARCHES = ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral")
 DTYPES = ("float32", "bfloat16", "float16")
 VOCAB_SIZE = 512
 HIDDEN, LAYERS, HEADS, KV_HEADS, HEAD_DIM, INTERMEDIATE = 64, 2, 4, 2, 16, 128
@@ -45,6 +45,20 @@ CORPUS_MODULES = ("argparse.py", "textwrap.py", "string.py", "json/decoder.py")
 
 
 @dataclass(frozen=True)
+class _MoEFlavor:
+    """A mixture-of-experts flavor: its layers' MLPs, but ``dense_layers``, are ``MOE_EXPERTS`` routed
+    experts, each named ``<block>.experts.<e>.<projection>`` (gate, up, down) as the hub does."""
+
+    block: str
+    projections: tuple[str, str, str]
+    config: tuple[tuple[str, object], ...]  # config.json fields
+    dense_layers: tuple[int, ...] = ()
+
+
+MOE_EXPERTS, MOE_TOP_K, MOE_INTERMEDIATE = 8, 2, 32
+
+
+@dataclass(frozen=True)
 class _Flavor:
     config_class: str
     template: str
@@ -55,6 +69,7 @@ class _Flavor:
     qkv_bias: bool = False
     qk_norm: bool = False
     tied: bool = False
+    moe: _MoEFlavor | None = None
 
 
 _CHATML = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
@@ -78,6 +93,45 @@ FLAVORS = {
         ("<|endoftext|>",),
         qk_norm=True,
         tied=True,
+    ),
+    "qwen3_moe": _Flavor(
+        "Qwen3MoeConfig",
+        "chatml.jinja",
+        _CHATML,
+        None,
+        "<|im_end|>",
+        ("<|endoftext|>",),
+        qk_norm=True,
+        moe=_MoEFlavor(
+            "mlp",
+            ("gate_proj", "up_proj", "down_proj"),
+            (
+                ("num_experts", MOE_EXPERTS),
+                ("num_experts_per_tok", MOE_TOP_K),
+                ("moe_intermediate_size", MOE_INTERMEDIATE),
+                ("mlp_only_layers", [0]),
+                ("norm_topk_prob", True),
+            ),
+            dense_layers=(0,),
+        ),
+    ),
+    "mixtral": _Flavor(
+        "MixtralConfig",
+        "llama3.jinja",
+        _LLAMA3,
+        "<|begin_of_text|>",
+        "<|end_of_text|>",
+        ("<|eot_id|>",),
+        moe=_MoEFlavor(
+            "block_sparse_moe",
+            ("w1", "w3", "w2"),
+            (
+                ("num_local_experts", MOE_EXPERTS),
+                ("num_experts_per_tok", MOE_TOP_K),
+                ("intermediate_size", MOE_INTERMEDIATE),
+                ("sliding_window", 24),  # as Mistral's, smaller than test prompts
+            ),
+        ),
     ),
 }
 
@@ -209,6 +263,8 @@ def _write_config(
         }
     if arch == "mistral":
         kwargs["sliding_window"] = 24  # smaller than test prompts, so the window is exercised
+    if flavor.moe is not None:
+        kwargs.update(flavor.moe.config)
     config = getattr(transformers, flavor.config_class)(**kwargs)
     config.architectures = [flavor.config_class.replace("Config", "ForCausalLM")]
     config.dtype = dtype
@@ -238,6 +294,10 @@ def _weight_shapes(
                 p + "mlp.down_proj.weight": (HIDDEN, INTERMEDIATE),
             }
         )
+        if flavor.moe is not None and i not in flavor.moe.dense_layers:
+            for proj in ("gate_proj", "up_proj", "down_proj"):
+                del shapes[p + f"mlp.{proj}.weight"]
+            shapes.update(_expert_shapes(p, flavor.moe, HIDDEN))
         if flavor.qkv_bias:
             shapes.update({p + "self_attn.q_proj.bias": (q,), p + "self_attn.k_proj.bias": (kv,)})
             shapes[p + "self_attn.v_proj.bias"] = (kv,)
@@ -248,6 +308,18 @@ def _weight_shapes(
     shapes["model.norm.weight"] = (HIDDEN,)
     if not flavor.tied:
         shapes["lm_head.weight"] = (VOCAB_SIZE, HIDDEN)
+    return shapes
+
+
+def _expert_shapes(layer_prefix: str, moe: _MoEFlavor, hidden: int) -> dict[str, tuple[int, ...]]:
+    block = layer_prefix + moe.block
+    gate, up, down = moe.projections
+    shapes: dict[str, tuple[int, ...]] = {block + ".gate.weight": (MOE_EXPERTS, hidden)}
+    for e in range(MOE_EXPERTS):
+        expert = f"{block}.experts.{e}."
+        shapes[expert + gate + ".weight"] = (MOE_INTERMEDIATE, hidden)
+        shapes[expert + up + ".weight"] = (MOE_INTERMEDIATE, hidden)
+        shapes[expert + down + ".weight"] = (hidden, MOE_INTERMEDIATE)
     return shapes
 
 
