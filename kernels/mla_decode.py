@@ -5,11 +5,21 @@ Cache layout per layer: ``[num_blocks, block_size, R + P]``: each token's compre
 by its rotated key part ``k_rope`` (P values). For one query head ``h`` of sequence ``b``:
 ``score(t) = (q_latent[b, h] . c_t + q_rope[b, h] . k_rope_t) * scale`` and
 ``out[b, h] = softmax_t(score) . c_t`` over the sequence's tokens ``0 .. seq_lens[b] - 1``.
+
+The Triton path is flash-decoding: one program per (sequence, group of heads, split of the
+sequence) runs an online softmax over its tokens, gathering them through the block table; every
+head of the group shares each latent tile it loads. With more than one split, the fp32 partial
+states are merged by ``paged_attention_decode``'s reduce kernel (same partial layout, ``R`` as
+the head dimension).
 """
 
 from __future__ import annotations
 
 import torch
+
+from kernels._common import cdiv, next_power_of_2, num_compute_units, tl, triton, use_triton
+from kernels._paged import LOG2E, dot_in_fp32
+from kernels.paged_attention_decode import _decode_reduce_kernel
 
 __all__ = ["check_mla_inputs", "mla_decode", "mla_decode_reference", "write_latent"]
 
@@ -46,6 +56,172 @@ def check_mla_inputs(
         raise ValueError(f"seq_lens must be int [batch={batch}], got {tuple(seq_lens.shape)}")
 
 
+# Tokens per inner-loop tile, and the fewest a split is given. Query heads per program: 16 is the
+# smallest tl.dot tile and DeepSeek-V2-Lite's whole head count, so each latent tile is read once.
+_BLOCK_N = 32
+_MIN_KEYS_PER_SPLIT = 64
+_MAX_SPLITS = 64
+_HEADS_PER_PROGRAM = 16
+
+
+@triton.jit
+def _dot(a, b, DOT_IN_FP32: tl.constexpr):
+    if DOT_IN_FP32:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
+    return tl.dot(a, b)
+
+
+# The block-table width and split count follow the batch's context lengths in eager steps.
+@triton.jit(do_not_specialize=["block_tables_stride", "num_splits"])
+def _mla_split_kernel(
+    q_latent_ptr,
+    q_latent_stride_b,
+    q_latent_stride_h,
+    q_rope_ptr,
+    q_rope_stride_b,
+    q_rope_stride_h,
+    cache_ptr,
+    block_tables_ptr,
+    block_tables_stride,
+    seq_lens_ptr,
+    out_ptr,
+    partial_max_ptr,
+    partial_sum_ptr,
+    partial_acc_ptr,
+    scale_log2e,
+    num_heads,
+    rank,
+    rope_dim,
+    num_splits,
+    BLOCK_SIZE: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+    BLOCK_P: tl.constexpr,
+    DOT_IN_FP32: tl.constexpr,
+    SINGLE_SPLIT: tl.constexpr,
+):
+    seq = tl.program_id(0).to(tl.int64)
+    heads = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+    split = tl.program_id(2)
+    seq_len = tl.load(seq_lens_ptr + seq)
+    # Splits share this sequence's own tokens evenly, in whole tiles; trailing splits may be empty.
+    keys_per_split = tl.cdiv(tl.cdiv(seq_len, num_splits), BLOCK_N) * BLOCK_N
+    split_start = split * keys_per_split
+    split_end = tl.minimum(split_start + keys_per_split, seq_len)
+
+    head_mask = heads < num_heads
+    dims = tl.arange(0, BLOCK_R)
+    dim_mask = dims < rank
+    rope_dims = tl.arange(0, BLOCK_P)
+    rope_mask = rope_dims < rope_dim
+    q_mask = head_mask[:, None] & dim_mask[None, :]
+    q_latent = tl.load(
+        q_latent_ptr + seq * q_latent_stride_b + heads[:, None] * q_latent_stride_h + dims[None, :],
+        mask=q_mask,
+        other=0.0,
+    )
+    q_rope = tl.load(
+        q_rope_ptr + seq * q_rope_stride_b + heads[:, None] * q_rope_stride_h + rope_dims[None, :],
+        mask=head_mask[:, None] & rope_mask[None, :],
+        other=0.0,
+    )
+
+    block_table_ptr = block_tables_ptr + seq * block_tables_stride
+    token_width = rank + rope_dim
+    m_i = tl.full([BLOCK_H], -1.0e30, dtype=tl.float32)  # log2 domain; finite so no -inf - -inf
+    l_i = tl.zeros([BLOCK_H], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_H, BLOCK_R], dtype=tl.float32)
+    for start_n in range(split_start, split_end, BLOCK_N):
+        positions = start_n + tl.arange(0, BLOCK_N)
+        token_mask = positions < split_end
+        pages = tl.load(block_table_ptr + positions // BLOCK_SIZE, mask=token_mask, other=0).to(tl.int64)
+        rows = (pages * BLOCK_SIZE + positions % BLOCK_SIZE) * token_width
+        latent = tl.load(
+            cache_ptr + rows[:, None] + dims[None, :], mask=token_mask[:, None] & dim_mask[None, :], other=0.0
+        )  # [N, R]
+        k_rope = tl.load(
+            cache_ptr + rows[None, :] + rank + rope_dims[:, None],
+            mask=rope_mask[:, None] & token_mask[None, :],
+            other=0.0,
+        )  # [P, N]
+        scores = _dot(q_latent, tl.trans(latent), DOT_IN_FP32) + _dot(q_rope, k_rope, DOT_IN_FP32)
+        scores = tl.where(token_mask[None, :], scores * scale_log2e, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(scores, axis=1))
+        p = tl.exp2(scores - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        acc = acc * alpha[:, None] + _dot(p.to(latent.dtype), latent, DOT_IN_FP32)
+        m_i = m_new
+
+    if SINGLE_SPLIT:
+        out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
+        out_offsets = (seq * num_heads + heads)[:, None] * rank + dims[None, :]
+        tl.store(out_ptr + out_offsets, out.to(out_ptr.dtype.element_ty), mask=q_mask)
+    else:
+        partial_rows = (seq * num_heads + heads) * num_splits + split
+        tl.store(partial_max_ptr + partial_rows, m_i, mask=head_mask)
+        tl.store(partial_sum_ptr + partial_rows, l_i, mask=head_mask)
+        tl.store(partial_acc_ptr + partial_rows[:, None] * rank + dims[None, :], acc, mask=q_mask)
+
+
+def choose_num_splits(batch: int, head_groups: int, max_context: int, device: torch.device) -> int:
+    """Splits per sequence so that ``batch * head_groups * splits`` covers about two waves of SMs.
+
+    ``max_context`` is the block-table capacity (a host-side shape: no device sync, and a fixed value
+    under CUDA graphs); each split keeps at least ``_MIN_KEYS_PER_SPLIT`` tokens of it.
+    """
+    wanted = cdiv(2 * num_compute_units(device), max(batch * head_groups, 1))
+    by_length = max(cdiv(max_context, _MIN_KEYS_PER_SPLIT), 1)
+    return max(1, min(wanted, by_length, _MAX_SPLITS))
+
+
+def _launch(
+    q_latent: torch.Tensor,
+    q_rope: torch.Tensor,
+    latent_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+    num_splits: int | None,
+) -> torch.Tensor:
+    if q_latent.stride(-1) != 1 or q_rope.stride(-1) != 1:
+        raise ValueError("q_latent and q_rope must be contiguous in their last dimension")
+    batch, num_heads, rank = q_latent.shape
+    rope_dim = q_rope.shape[2]
+    block_size = latent_cache.shape[1]
+    out = torch.empty((batch, num_heads, rank), dtype=q_latent.dtype, device=q_latent.device)
+    if batch == 0:
+        return out
+    head_groups = cdiv(num_heads, _HEADS_PER_PROGRAM)
+    if num_splits is None:
+        capacity = block_tables.shape[1] * block_size
+        num_splits = choose_num_splits(batch, head_groups, capacity, q_latent.device)
+    if num_splits > 1:
+        partial_max = torch.empty((batch, num_heads, num_splits), dtype=torch.float32, device=out.device)
+        partial_sum = torch.empty_like(partial_max)
+        partial_acc = torch.empty(
+            (batch, num_heads, num_splits, rank), dtype=torch.float32, device=out.device
+        )
+    else:
+        partial_max = partial_sum = partial_acc = out
+    block_r = max(next_power_of_2(rank), 16)
+    _mla_split_kernel[(batch, head_groups, num_splits)](
+        q_latent, q_latent.stride(0), q_latent.stride(1), q_rope, q_rope.stride(0), q_rope.stride(1),
+        latent_cache, block_tables, block_tables.stride(0), seq_lens, out, partial_max, partial_sum,
+        partial_acc, scale * LOG2E, num_heads, rank, rope_dim, num_splits,
+        BLOCK_SIZE=block_size, BLOCK_H=_HEADS_PER_PROGRAM, BLOCK_N=_BLOCK_N, BLOCK_R=block_r,
+        BLOCK_P=max(next_power_of_2(rope_dim), 16), DOT_IN_FP32=dot_in_fp32(q_latent.dtype),
+        SINGLE_SPLIT=num_splits == 1, num_warps=8,
+    )  # fmt: skip
+    if num_splits > 1:
+        _decode_reduce_kernel[(batch * num_heads,)](
+            partial_max, partial_sum, partial_acc, out, rank, num_splits,
+            BLOCK_S=next_power_of_2(num_splits), BLOCK_D=block_r, num_warps=4,
+        )  # fmt: skip
+    return out
+
+
 def mla_decode_reference(
     q_latent: torch.Tensor,
     q_rope: torch.Tensor,
@@ -76,9 +252,15 @@ def mla_decode(
     block_tables: torch.Tensor,
     seq_lens: torch.Tensor,
     scale: float,
+    num_splits: int | None = None,
 ) -> torch.Tensor:
-    """``q_latent: [B, H, R]``, ``q_rope: [B, H, P]``, one query per sequence -> ``[B, H, R]``."""
+    """``q_latent: [B, H, R]``, ``q_rope: [B, H, P]``, one query per sequence -> ``[B, H, R]``.
+    ``num_splits``: sequence splits of the Triton path (default: ``choose_num_splits``)."""
     check_mla_inputs(q_latent, q_rope, latent_cache, block_tables, seq_lens)
+    if num_splits is not None and num_splits < 1:
+        raise ValueError(f"num_splits must be >= 1, got {num_splits}")
+    if use_triton(q_latent, q_rope, latent_cache, block_tables, seq_lens):
+        return _launch(q_latent, q_rope, latent_cache, block_tables, seq_lens, scale, num_splits)
     return mla_decode_reference(q_latent, q_rope, latent_cache, block_tables, seq_lens, scale)
 
 

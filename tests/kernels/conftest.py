@@ -45,6 +45,7 @@ KERNEL_MODULES = [
     "kernels.gemv",
     "kernels.gemv_norm",
     "kernels.fused_moe",
+    "kernels.mla_decode",
 ]
 
 

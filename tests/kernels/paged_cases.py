@@ -10,13 +10,15 @@ import torch
 BLOCK_SIZE = 16
 
 
-def make_cache(seq_lens, kv_heads, head_dim, dtype, device, num_blocks=None, pad_blocks=1):
+def make_cache(
+    seq_lens, kv_heads, head_dim, dtype, device, num_blocks=None, pad_blocks=1, block_size=BLOCK_SIZE
+):
     """Random caches plus block tables that hand each sequence a shuffled, non-contiguous block list."""
-    blocks_needed = [math.ceil(n / BLOCK_SIZE) for n in seq_lens]
+    blocks_needed = [math.ceil(n / block_size) for n in seq_lens]
     total = sum(blocks_needed)
     num_blocks = num_blocks or total + 3
-    k_cache = torch.randn(num_blocks, BLOCK_SIZE, kv_heads, head_dim, device=device).to(dtype)
-    v_cache = torch.randn(num_blocks, BLOCK_SIZE, kv_heads, head_dim, device=device).to(dtype)
+    k_cache = torch.randn(num_blocks, block_size, kv_heads, head_dim, device=device).to(dtype)
+    v_cache = torch.randn(num_blocks, block_size, kv_heads, head_dim, device=device).to(dtype)
     order = torch.randperm(num_blocks)[:total].tolist()
     max_blocks = max(blocks_needed) + pad_blocks
     # Unused table entries hold an id past the cache end: reading them would fault or show up as garbage.
