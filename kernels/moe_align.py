@@ -33,7 +33,10 @@ def moe_align_block_size(topk_ids: torch.Tensor, num_experts: int, block_m: int)
     num_pairs = flat.numel()
     device = topk_ids.device
     order = torch.argsort(flat, stable=True)
-    counts = torch.bincount(flat, minlength=num_experts)
+    # Not torch.bincount: on CUDA it reads the largest id back to the host, which a graph capture forbids.
+    counts = torch.zeros(num_experts, dtype=torch.int64, device=device).scatter_add_(
+        0, flat, torch.ones_like(flat)
+    )
     padded = (counts + block_m - 1) // block_m * block_m
     padded_ends = torch.cumsum(padded, 0)
     starts = torch.cumsum(counts, 0) - counts
