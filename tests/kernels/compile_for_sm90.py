@@ -14,9 +14,11 @@ from triton.compiler import ASTSource
 
 from kernels import (
     activation,
+    fused_moe,
     gemv,
     gemv_norm,
     kv_cache_write,
+    mla_decode,
     paged_attention,
     paged_attention_decode,
     rms_norm,
@@ -59,6 +61,34 @@ DECODE_POINTERS = {
     "partial_acc_ptr": "*fp32",
     "counter_ptr": "*i32",
 }
+
+
+MOE_POINTERS = {"sorted_pair_ids_ptr": "*i32", "expert_ids_ptr": "*i32", "weights_ptr": "*fp32"}
+
+
+def compile_moe_and_mla() -> None:
+    """The MoE grouped GEMMs at the default decode and prefill tiles, and MLA decode at DeepSeek's shape."""
+    for block_m, block_n, block_k, warps, stages, dtype in ((16, 64, 128, 4, 4, "*bf16"), (64, 128, 64, 8, 3, "*bf16"),
+                                                           (16, 16, 16, 4, 3, "*fp32")):  # fmt: skip
+        constexprs = {
+            "BLOCK_M": block_m,
+            "BLOCK_N": block_n,
+            "BLOCK_K": block_k,
+            "DOT_IN_FP32": dtype == "*fp32",
+        }
+        for name, kernel, pointers in (("gate_up", fused_moe._gate_up_kernel, MOE_POINTERS),
+                                       ("down", fused_moe._down_kernel, {**MOE_POINTERS, "out_ptr": "*fp32"})):  # fmt: skip
+            compile_variant(f"fused_moe {name} m{block_m} n{block_n} k{block_k} {dtype}", kernel, constexprs,
+                            pointers, num_warps=warps, default_pointer=dtype, num_stages=stages)  # fmt: skip
+    for single, rank, rope, dtype in (
+        (True, 512, 64, "*bf16"),
+        (False, 512, 64, "*bf16"),
+        (False, 64, 16, "*fp32"),
+    ):
+        compile_variant(f"mla_decode single={single} r{rank} p{rope} {dtype}", mla_decode._mla_split_kernel,
+                        {"BLOCK_SIZE": 64, "BLOCK_H": 16, "BLOCK_N": 32, "BLOCK_R": rank, "BLOCK_P": rope,
+                         "DOT_IN_FP32": dtype == "*fp32", "SINGLE_SPLIT": single},
+                        DECODE_POINTERS, num_warps=8, default_pointer=dtype)  # fmt: skip
 
 
 def main() -> int:
@@ -124,6 +154,7 @@ def main() -> int:
                         default_pointer=dtype, num_stages=stages)  # fmt: skip
     compile_variant("gemv split reduce", gemv._split_reduce_kernel,
                     {"SPLITS": 4, "HAS_BIAS": True, "BLOCK": 1024}, gemv_pointers)  # fmt: skip
+    compile_moe_and_mla()
     return 0
 
 
