@@ -1,0 +1,120 @@
+"""The mixture-of-experts MLP (engine/layers/moe.py) against transformers' DeepSeek-V3 MoE block
+(routed experts, group-limited sigmoid routing with the correction bias, shared experts), its
+tensor-parallel slices, and its per-expert token counts."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.distributed as dist
+from transformers import DeepseekV3Config
+from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3MoE
+
+from engine.checkpoint.moe_config import MoEConfig
+from engine.distributed.group import TPGroup
+from engine.layers.moe import MoE, routing_statistics
+
+HIDDEN, EXPERTS, TOP_K, INTER, SHARED = 32, 16, 4, 8, 2
+CPU = torch.device("cpu")
+MOE = MoEConfig(
+    EXPERTS,
+    TOP_K,
+    INTER,
+    (True,),
+    scoring="sigmoid",
+    num_groups=4,
+    topk_groups=2,
+    group_score="top2_sum",
+    routed_scaling_factor=2.5,
+    score_correction_bias=True,
+    shared_intermediate_size=SHARED * INTER,
+)
+
+
+@pytest.fixture(scope="module")
+def reference() -> DeepseekV3MoE:
+    config = DeepseekV3Config(
+        hidden_size=HIDDEN,
+        n_routed_experts=EXPERTS,
+        num_experts_per_tok=TOP_K,
+        moe_intermediate_size=INTER,
+        n_shared_experts=SHARED,
+        n_group=4,
+        topk_group=2,
+        routed_scaling_factor=2.5,
+    )
+    block = DeepseekV3MoE(config).eval()
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for param in block.parameters():
+            param.copy_(0.3 * torch.randn(param.shape, generator=gen))
+        block.gate.e_score_correction_bias.copy_(torch.randn(EXPERTS, generator=gen))
+    return block
+
+
+def _ours(reference: DeepseekV3MoE, tp: TPGroup = TPGroup()) -> MoE:
+    """Our MoE loaded from the reference's weights, as a hub checkpoint names them per expert."""
+    moe = MoE(HIDDEN, MOE, torch.float32, CPU, tp)
+    experts = reference.experts
+    with torch.no_grad():
+        moe.gate.weight.copy_(reference.gate.weight)
+        moe.gate.e_score_correction_bias.copy_(reference.gate.e_score_correction_bias)
+        for e in range(EXPERTS):
+            gate, up = experts.gate_up_proj[e].chunk(2, dim=0)
+            moe.experts.load_projection(e, "gate_proj", gate)
+            moe.experts.load_projection(e, "up_proj", up)
+            moe.experts.load_projection(e, "down_proj", experts.down_proj[e])
+        shared = reference.shared_experts
+        moe.shared_experts.gate_up_proj.load("weight", shared.gate_proj.weight, 0)
+        moe.shared_experts.gate_up_proj.load("weight", shared.up_proj.weight, 1)
+        moe.shared_experts.down_proj.load("weight", shared.down_proj.weight)
+    return moe
+
+
+def _tokens(n: int = 40) -> torch.Tensor:
+    return torch.randn(n, HIDDEN, generator=torch.Generator().manual_seed(1))
+
+
+def test_moe_with_shared_experts_matches_deepseek_v3(reference):
+    x = _tokens()
+    with torch.no_grad():
+        expected = reference(x[None])[0]
+    torch.testing.assert_close(_ours(reference)(x), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_tensor_parallel_partials_sum_to_the_whole(reference, monkeypatch):
+    """Each of 2 ranks keeps half of every expert's (and the shared experts') intermediate rows; the
+    sum of their partial outputs (what the all-reduce computes) is the unsplit output."""
+    monkeypatch.setattr(dist, "all_reduce", lambda tensor: None)  # hand each rank's partial back
+    x = _tokens()
+    whole = _ours(reference)(x)
+    ranks = [_ours(reference, TPGroup(rank=r, world_size=2)) for r in range(2)]
+    assert ranks[0].experts.w13.shape == (EXPERTS, INTER, HIDDEN)  # 2 * INTER / 2 rows
+    assert ranks[1].experts.w2.shape == (EXPERTS, HIDDEN, INTER // 2)
+    torch.testing.assert_close(
+        ranks[1].experts.w2[3], reference.experts.down_proj[3][:, INTER // 2 :], rtol=0, atol=0
+    )
+    partials = [rank(x) for rank in ranks]
+    assert not torch.allclose(partials[0], whole)
+    torch.testing.assert_close(partials[0] + partials[1], whole, rtol=1e-5, atol=1e-5)
+
+
+def test_tokens_per_expert_are_counted(reference):
+    moe = _ours(reference)
+    model = torch.nn.ModuleDict({"layer": moe})
+    assert routing_statistics(model) == {"layer": [0] * EXPERTS}
+    x = _tokens(25)
+    moe(x)
+    moe(x[:5])
+    _, ids = moe.gate(torch.cat([x, x[:5]]))
+    expected = torch.bincount(ids.reshape(-1), minlength=EXPERTS).tolist()
+    assert routing_statistics(model) == {"layer": expected}
+    assert sum(expected) == 30 * TOP_K
+
+
+def test_an_expert_tensor_of_the_wrong_shape_is_refused(reference):
+    moe = MoE(HIDDEN, MOE, torch.float32, CPU)
+    with pytest.raises(ValueError, match=r"shape \(8, 31\), expected \(8, 32\)"):
+        moe.experts.load_projection(0, "gate_proj", torch.zeros(INTER, HIDDEN - 1))
+    with pytest.raises(ValueError, match="expert 16 is out of range"):
+        moe.experts.load_projection(EXPERTS, "down_proj", torch.zeros(HIDDEN, INTER))
