@@ -92,10 +92,11 @@ def layer_projection_params(config: dict) -> int:
 
 
 def parameter_count(config: dict) -> int:
-    h, layers, vocab = (config[k] for k in ("hidden_size", "num_hidden_layers", "vocab_size"))
-    per_layer = layer_projection_params(config) + 2 * h  # + the two RMSNorm weights
-    embeddings = vocab * h * (1 if config.get("tie_word_embeddings") else 2)
-    return layers * per_layer + embeddings + h
+    """Every parameter of the model ``config`` (a config.json's contents) describes."""
+    from engine.checkpoint.model_config import parse_model_config
+    from engine.checkpoint.model_facts import parameter_counts
+
+    return parameter_counts(parse_model_config(config)).total
 
 
 def write_config_dir(name: str, out_dir: Path) -> Path:

@@ -8,18 +8,17 @@ from pathlib import Path
 
 from engine.checkpoint.gguf_file import field, find_gguf, open_gguf
 from engine.checkpoint.model_config import load_model_config
+from engine.checkpoint.model_facts import ModelFacts, model_facts
 from engine.checkpoint.weights import tensor_shapes, weight_files
-from engine.kv.specs import total_bytes_per_token
-from engine.models.registry import kv_cache_specs
 
 
 @dataclass
 class CheckpointInfo:
     architecture: str
-    num_parameters: int
+    num_parameters: int  # of the tensors the weight files hold
     dtype: str
     size_bytes: int  # weight files (safetensors or GGUF) on disk
-    kv_bytes_per_token: int  # every layer's KV spec summed, at the checkpoint's dtype, on one device
+    facts: ModelFacts  # what its config says serving it costs: parameters, active ones, bytes
     num_layers: int
     hidden_size: int
     num_heads: int
@@ -30,6 +29,11 @@ class CheckpointInfo:
     num_weight_files: int
     has_tokenizer: bool
     has_chat_template: bool
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """Every layer's KV spec summed, at the checkpoint's dtype, on one device."""
+        return self.facts.kv_bytes_per_token
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -47,7 +51,7 @@ def inspect_checkpoint(model_dir: str | Path) -> CheckpointInfo:
         num_parameters=sum(prod(shape) for shape, _ in shapes.values()),
         dtype=cfg.dtype,
         size_bytes=sum(p.stat().st_size for p in files),
-        kv_bytes_per_token=total_bytes_per_token(kv_cache_specs(cfg, block_size=1, dtype=cfg.dtype)),
+        facts=model_facts(cfg),
         num_layers=cfg.num_layers,
         hidden_size=cfg.hidden_size,
         num_heads=cfg.num_heads,

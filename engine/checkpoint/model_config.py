@@ -71,6 +71,18 @@ def load_model_config(model_dir: str | Path) -> ModelConfig:
         path = model_dir / "config.json"
         raw = read_json(path)
         gen = read_json(model_dir / "generation_config.json", required=False) or {}
+    cfg = parse_model_config(raw, path)
+    cfg.eos_token_ids = _eos_ids(raw.get("eos_token_id"), gen.get("eos_token_id"))
+    cfg.bos_token_id = gen.get("bos_token_id", raw.get("bos_token_id"))
+    cfg.generation_defaults = {
+        k: gen[k] for k in ("temperature", "top_p", "top_k", "repetition_penalty") if k in gen
+    }
+    return cfg
+
+
+def parse_model_config(raw: dict, path: str | Path = "config.json") -> ModelConfig:
+    """A config.json's contents, parsed by its architecture's registered parser; ``path`` names the
+    file in a CheckpointError."""
     archs = raw.get("architectures") or []
     if not isinstance(archs, list) or not archs:
         raise CheckpointError(path, "no 'architectures' entry")
@@ -80,15 +92,9 @@ def load_model_config(model_dir: str | Path) -> ModelConfig:
         supported = ", ".join(registry.supported_architectures())
         raise CheckpointError(path, f"unsupported architecture {arch!r}; supported: {supported}")
     try:
-        cfg = registered.parse_config(raw, arch)
+        return registered.parse_config(raw, arch)
     except (KeyError, TypeError, ValueError) as exc:
         raise CheckpointError(path, f"missing or malformed field: {exc}") from exc
-    cfg.eos_token_ids = _eos_ids(raw.get("eos_token_id"), gen.get("eos_token_id"))
-    cfg.bos_token_id = gen.get("bos_token_id", raw.get("bos_token_id"))
-    cfg.generation_defaults = {
-        k: gen[k] for k in ("temperature", "top_p", "top_k", "repetition_penalty") if k in gen
-    }
-    return cfg
 
 
 def checkpoint_dtype(raw: dict) -> str:
