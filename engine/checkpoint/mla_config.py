@@ -13,6 +13,9 @@ class MLAConfig:
     qk_nope_head_dim: int  # per head, the query/key part without rotary
     qk_rope_head_dim: int  # per head, the rotary part (the key's is shared by all heads)
     v_head_dim: int
+    # Rotary pairs interleaved (x0, x1), (x2, x3)... as DeepSeek-V2 and V3's rope_interleave; False:
+    # first half against second half.
+    rope_interleave: bool = True
 
     @property
     def qk_head_dim(self) -> int:

@@ -42,6 +42,9 @@ class ModelConfig:
     generation_defaults: dict[str, Any] = field(default_factory=dict)
     moe: MoEConfig | None = None  # mixture-of-experts MLPs (engine.checkpoint.moe_config)
     mla: MLAConfig | None = None  # multi-head latent attention (engine.checkpoint.mla_config)
+    # Multi-token-prediction layers stored after the decoder layers (DeepSeek-V3): loaded and kept
+    # for speculative decoding, not run.
+    num_mtp_layers: int = 0
 
 
 def read_json(path: Path, required: bool = True) -> dict | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -33,6 +34,15 @@ class AttentionMetadata:
     # Query lengths when every request is a fresh prompt (nothing cached before this step): on CUDA
     # such steps attend with torch's fused SDPA (flash) kernel over this step's own q/k/v.
     fresh_prefill_lens: list[int] | None = None
+
+
+class KVCacheLayer(Protocol):
+    """A layer that owns one KV cache tensor, shaped by its layer's KVCacheSpec: PagedAttention, or
+    multi-head latent attention's LatentAttention. The model runner allocates and binds it."""
+
+    sliding_window: int | None
+
+    def bind_kv_cache(self, cache: torch.Tensor) -> None: ...
 
 
 class PagedAttention(nn.Module):

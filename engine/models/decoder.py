@@ -21,11 +21,13 @@ from torch import nn
 from engine.checkpoint.model_config import ModelConfig
 from engine.distributed.group import SINGLE, TPGroup
 from engine.distributed.sharding import kv_head_rows, kv_heads_per_rank, q_head_rows
-from engine.layers.attention import AttentionMetadata, PagedAttention
+from engine.layers.attention import AttentionMetadata, KVCacheLayer, PagedAttention
 from engine.layers.embedding import Embedding, LMHead
 from engine.layers.linear import Linear
+from engine.layers.mla import MLAAttention, mla_rotary
 from engine.layers.mlp import GatedMLP
 from engine.layers.moe import EXPERT_PROJECTIONS, FusedExperts, MoE
+from engine.layers.mtp import MTPWeights
 from engine.layers.norm import RMSNorm
 from engine.layers.parallel_linear import ColumnParallelLinear, RowParallelLinear
 from engine.layers.rotary import RotaryEmbedding
@@ -139,6 +141,8 @@ def decoder_mlp(
 # checkpoint module name -> (our fused module name, slice index)
 _STACKED = {
     "q_proj": ("qkv_proj", 0),
+    "q_a_proj": ("qkv_proj", 0),  # MLA: the query's low-rank projection...
+    "kv_a_proj_with_mqa": ("qkv_proj", 1),  # ...stacked with the latent's (engine.layers.mla)
     "k_proj": ("qkv_proj", 1),
     "v_proj": ("qkv_proj", 2),
     "gate_proj": ("gate_up_proj", 0),
@@ -162,18 +166,23 @@ class CausalLM(nn.Module):
         super().__init__()
         self.config = cfg
         self.tp = tp
-        rotary = RotaryEmbedding(cfg.head_dim, max_position, cfg.rope_theta, cfg.rope_scaling, device)
+        if cfg.mla is not None:
+            attention, rotary = MLAAttention, mla_rotary(cfg, max_position, device)
+        else:
+            attention = DecoderAttention
+            rotary = RotaryEmbedding(cfg.head_dim, max_position, cfg.rope_theta, cfg.rope_scaling, device)
         self.embed_tokens = Embedding(cfg.vocab_size, cfg.hidden_size, dtype, device, tp)
         self.layers = nn.ModuleList(
-            DecoderLayer(cfg, DecoderAttention(cfg, i, rotary, dtype, device, tp), dtype, device, tp, i)
+            DecoderLayer(cfg, attention(cfg, i, rotary, dtype, device, tp), dtype, device, tp, i)
             for i in range(cfg.num_layers)
         )
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype, device)
         self.lm_head = LMHead(cfg.vocab_size, cfg.hidden_size, dtype, device, tp)
         if cfg.tie_word_embeddings:
             self.lm_head.tie_to(self.embed_tokens)
+        self.mtp = MTPWeights(cfg.num_layers, cfg.num_mtp_layers, dtype)
 
-    def attention_layers(self) -> list[PagedAttention]:
+    def attention_layers(self) -> list[KVCacheLayer]:
         return [layer.self_attn.attn for layer in self.layers]
 
     def _layers(
@@ -214,6 +223,8 @@ class CausalLM(nn.Module):
             if name.endswith(_IGNORED_SUFFIXES):
                 continue
             target = name.removeprefix("model.")
+            if self.mtp.keep(target, tensor):
+                continue
             if target == "lm_head.weight" and self.config.tie_word_embeddings:
                 continue  # some tied checkpoints still ship a copy
             parts = [_RENAMED_MODULES.get(p, p) for p in target.split(".")]

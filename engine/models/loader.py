@@ -14,14 +14,14 @@ from engine.checkpoint.errors import CheckpointError
 from engine.checkpoint.model_config import ModelConfig
 from engine.checkpoint.weights import iter_weights
 from engine.distributed.group import SINGLE, TPGroup
-from engine.layers.attention import AttentionMetadata, PagedAttention
+from engine.layers.attention import AttentionMetadata, KVCacheLayer
 from engine.models import registry
 
 
 class CausalLMModel(Protocol):
     """What the runner needs of a model class (built as ``cls(cfg, dtype, device, max_position, tp)``)."""
 
-    def attention_layers(self) -> list[PagedAttention]:
+    def attention_layers(self) -> list[KVCacheLayer]:
         """The layers that own a KV cache, in the order of ``registry.kv_cache_specs``."""
         ...
 

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-ARCHES = ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral")
+from engine.testing.tiny_deepseek import DEEPSEEK_ARCHES, deepseek_config, deepseek_weight_shapes
+
+ARCHES = ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "deepseek_v2", "deepseek_v3")
 DTYPES = ("float32", "bfloat16", "float16")
 VOCAB_SIZE = 512
 HIDDEN, LAYERS, HEADS, KV_HEADS, HEAD_DIM, INTERMEDIATE = 64, 2, 4, 2, 16, 128
@@ -70,6 +72,7 @@ class _Flavor:
     qk_norm: bool = False
     tied: bool = False
     moe: _MoEFlavor | None = None
+    deepseek: str | None = None  # DeepSeek-V2/V3 shapes (engine.testing.tiny_deepseek)
 
 
 _CHATML = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
@@ -115,6 +118,18 @@ FLAVORS = {
             dense_layers=(0,),
         ),
     ),
+    **{
+        arch: _Flavor(
+            "DeepseekV2Config" if arch == "deepseek_v2" else "DeepseekV3Config",
+            "llama3.jinja",
+            _LLAMA3,
+            "<|begin_of_text|>",
+            "<|end_of_text|>",
+            ("<|eot_id|>",),
+            deepseek=arch,
+        )
+        for arch in DEEPSEEK_ARCHES
+    },
     "mixtral": _Flavor(
         "MixtralConfig",
         "llama3.jinja",
@@ -265,6 +280,9 @@ def _write_config(
         kwargs["sliding_window"] = 24  # smaller than test prompts, so the window is exercised
     if flavor.moe is not None:
         kwargs.update(flavor.moe.config)
+    if flavor.deepseek is not None:
+        del kwargs["head_dim"]  # qk_nope_head_dim + qk_rope_head_dim, with v_head_dim apart
+        kwargs.update(deepseek_config(flavor.deepseek, HEADS, dims.layers))
     config = getattr(transformers, flavor.config_class)(**kwargs)
     config.architectures = [flavor.config_class.replace("Config", "ForCausalLM")]
     config.dtype = dtype
@@ -276,6 +294,10 @@ def _write_config(
 def _weight_shapes(
     flavor: _Flavor, num_kv_heads: int = KV_HEADS, dims: _Dims = _Dims()
 ) -> dict[str, tuple[int, ...]]:
+    if flavor.deepseek is not None:
+        return deepseek_weight_shapes(
+            flavor.deepseek, dims.hidden, dims.intermediate, HEADS, dims.layers, VOCAB_SIZE
+        )
     HIDDEN, INTERMEDIATE, HEAD_DIM = dims.hidden, dims.intermediate, dims.head_dim  # noqa: N806
     q, kv = HEADS * HEAD_DIM, num_kv_heads * HEAD_DIM
     shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (VOCAB_SIZE, HIDDEN)}

@@ -13,7 +13,16 @@ import pytest
 from engine.testing.tiny_model import ARCHES, make_tiny_model
 
 # Different seeds per arch so llama and mistral (same shapes) do not share weights.
-ARCH_SEEDS = {"llama": 1, "mistral": 2, "qwen2": 3, "qwen3": 4, "qwen3_moe": 5, "mixtral": 6}
+ARCH_SEEDS = {
+    "llama": 1,
+    "mistral": 2,
+    "qwen2": 3,
+    "qwen3": 4,
+    "qwen3_moe": 5,
+    "mixtral": 6,
+    "deepseek_v2": 7,
+    "deepseek_v3": 8,
+}
 
 
 @pytest.fixture(scope="session")

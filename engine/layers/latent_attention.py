@@ -1,0 +1,144 @@
+"""Paged multi-head latent attention for one layer: owns the layer's latent cache (each token's
+normalized latent ``c`` and rotated shared key part ``k_rope``, ``[blocks, block_size, R + P]``) and
+attends over it.
+
+Decode steps (one token per request) use the absorbed-weight formulation: the query's no-rope part
+goes into latent space through the key half of ``kv_b_proj`` (``W_uk``), attention runs over the
+latents themselves (``kernels.mla_decode``), and the value half (``W_uv``) lifts the result back to
+per-head values; no per-head key or value is ever formed. Prefill and mixed steps use the expanded
+formulation: each request's latents are expanded through ``kv_b_proj`` into per-head keys and values
+for causal attention, which costs less than absorption when many queries share the context.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from engine.layers.attention import AttentionMetadata
+from engine.layers.rotary import RotaryEmbedding
+from kernels.mla_decode import mla_decode, write_latent
+
+
+class LatentAttention(nn.Module):
+    sliding_window = None  # MLA layers attend over the whole context
+
+    def __init__(
+        self,
+        num_heads: int,
+        kv_lora_rank: int,
+        qk_nope_head_dim: int,
+        qk_rope_head_dim: int,
+        v_head_dim: int,
+        scale: float,
+        rotary: RotaryEmbedding,
+    ) -> None:
+        super().__init__()
+        self.num_heads = num_heads
+        self.kv_lora_rank = kv_lora_rank
+        self.qk_nope_head_dim = qk_nope_head_dim
+        self.qk_rope_head_dim = qk_rope_head_dim
+        self.v_head_dim = v_head_dim
+        self.scale = scale
+        self.rotary = rotary
+        self.latent_cache: torch.Tensor | None = None  # bound by the model runner
+
+    def bind_kv_cache(self, cache: torch.Tensor) -> None:
+        """``cache``: this layer's one tensor, shaped by its MLASpec as [blocks, block_size, R + P]."""
+        width = self.kv_lora_rank + self.qk_rope_head_dim
+        if cache.dim() != 3 or cache.shape[2] != width:
+            raise ValueError(
+                f"KV cache of shape {tuple(cache.shape)} does not fit a latent of {self.kv_lora_rank} "
+                f"+ rope {self.qk_rope_head_dim} values per token"
+            )
+        self.latent_cache = cache
+
+    def forward(
+        self,
+        positions: torch.Tensor,
+        q_nope: torch.Tensor,
+        q_rope: torch.Tensor,
+        c: torch.Tensor,
+        k_rope: torch.Tensor,
+        kv_b_weight: torch.Tensor,
+        meta: AttentionMetadata,
+    ) -> torch.Tensor:
+        """``q_nope: [T, H, N]``, ``q_rope: [T, H, P]`` (before rotary), ``c: [T, R]`` (normalized),
+        ``k_rope: [T, P]`` (before rotary), ``kv_b_weight: [H * (N + V), R]`` (this rank's heads)
+        -> per-head attention output ``[T, H, V]``."""
+        if self.latent_cache is None:
+            raise RuntimeError("KV cache is not bound to this attention layer")
+        q_rope, k_rope = self.rotary(positions, q_rope, k_rope.unsqueeze(1))
+        k_rope = k_rope.squeeze(1)
+        write_latent(self.latent_cache, meta.slot_mapping, c, k_rope)
+        if meta.decode_only:
+            return self._absorbed(q_nope, q_rope, kv_b_weight, meta)
+        return self._expanded(q_nope, q_rope, c, k_rope, kv_b_weight, meta)
+
+    def _absorbed(
+        self, q_nope: torch.Tensor, q_rope: torch.Tensor, kv_b_weight: torch.Tensor, meta: AttentionMetadata
+    ) -> torch.Tensor:
+        w = kv_b_weight.view(self.num_heads, self.qk_nope_head_dim + self.v_head_dim, self.kv_lora_rank)
+        w_uk, w_uv = w[:, : self.qk_nope_head_dim], w[:, self.qk_nope_head_dim :]
+        q_latent = torch.einsum("thn,hnr->thr", q_nope, w_uk)
+        latent_out = mla_decode(
+            q_latent, q_rope.contiguous(), self.latent_cache, meta.block_tables, meta.seq_lens, self.scale
+        )
+        return torch.einsum("thr,hvr->thv", latent_out, w_uv)
+
+    def _expanded(
+        self,
+        q_nope: torch.Tensor,
+        q_rope: torch.Tensor,
+        c: torch.Tensor,
+        k_rope: torch.Tensor,
+        kv_b_weight: torch.Tensor,
+        meta: AttentionMetadata,
+    ) -> torch.Tensor:
+        q = torch.cat((q_nope, q_rope), dim=-1)
+        out = q.new_empty(q.shape[0], self.num_heads, self.v_head_dim)
+        starts = meta.query_start_loc.tolist()
+        fresh = meta.fresh_prefill_lens is not None  # nothing cached before: the context is this step's
+        for b, context_len in enumerate(meta.seq_lens.tolist()):
+            start, stop = starts[b], starts[b + 1]
+            if stop == start:
+                continue
+            if fresh:
+                latent, key_rope = c[start:stop], k_rope[start:stop]
+            else:
+                tokens = gather_latents(self.latent_cache, meta.block_tables[b], context_len)
+                latent, key_rope = tokens.split([self.kv_lora_rank, self.qk_rope_head_dim], dim=-1)
+            out[start:stop] = self._attend(q[start:stop], latent, key_rope, kv_b_weight)
+        return out
+
+    def _attend(
+        self, q: torch.Tensor, latent: torch.Tensor, key_rope: torch.Tensor, kv_b_weight: torch.Tensor
+    ) -> torch.Tensor:
+        """Causal attention of ``q: [n, H, N + P]``, the last ``n`` positions of a context whose
+        latents are ``latent: [L, R]`` and ``key_rope: [L, P]``."""
+        n, context_len = q.shape[0], latent.shape[0]
+        kv = F.linear(latent, kv_b_weight).view(context_len, self.num_heads, -1)
+        k_nope, v = kv.split([self.qk_nope_head_dim, self.v_head_dim], dim=-1)
+        k = torch.cat((k_nope, key_rope.unsqueeze(1).expand(-1, self.num_heads, -1)), dim=-1)
+        mask = None
+        if n > 1 and n != context_len:  # torch's is_causal aligns top-left: right only without a prefix
+            key_positions = torch.arange(context_len, device=q.device)
+            query_positions = torch.arange(context_len - n, context_len, device=q.device).unsqueeze(1)
+            mask = key_positions <= query_positions
+        o = F.scaled_dot_product_attention(
+            q.transpose(0, 1).unsqueeze(0),
+            k.transpose(0, 1).unsqueeze(0),
+            v.transpose(0, 1).unsqueeze(0),
+            attn_mask=mask,
+            is_causal=n > 1 and n == context_len,
+            scale=self.scale,
+        )
+        return o[0].transpose(0, 1)
+
+
+def gather_latents(cache: torch.Tensor, block_table: torch.Tensor, context_len: int) -> torch.Tensor:
+    """One sequence's first ``context_len`` cache rows ``[context_len, R + P]``, through its pages."""
+    block_size = cache.shape[1]
+    pages = cache.index_select(0, block_table[: -(-context_len // block_size)].long())
+    return pages.flatten(0, 1)[:context_len]
