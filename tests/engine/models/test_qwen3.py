@@ -4,16 +4,11 @@ parsed, built and run against transformers on a tiny checkpoint."""
 import json
 import shutil
 
-import torch
-from transformers import AutoModelForCausalLM
-
-from engine import LLM, SamplingParams
 from engine.checkpoint import load_model_config
 from engine.kv.specs import FullAttentionSpec
 from engine.models import registry
 from engine.models.qwen3 import QWEN3
-
-NEW_TOKENS = 8
+from tests.support.oracle import assert_matches_transformers
 
 
 def test_qwen3_is_served_by_its_module(tiny_qwen3):
@@ -35,21 +30,6 @@ def test_attention_bias_is_read_from_the_config(tiny_qwen3, tmp_path):
 
 
 def test_qwen3_matches_transformers(tiny_qwen3):
-    hf = AutoModelForCausalLM.from_pretrained(tiny_qwen3, dtype=torch.float32).eval()
-    hf.generation_config.eos_token_id = None  # full-length runs, as ours with ignore_eos
-    gen = torch.Generator().manual_seed(11)
-    prompts = [torch.randint(3, hf.config.vocab_size, (n,), generator=gen).tolist() for n in (6, 29)]
-    llm = LLM(tiny_qwen3, device="cpu", dtype="float32")
-    llm.engine.runner.keep_logits = True
+    llm = assert_matches_transformers(tiny_qwen3)
     for layer in llm.engine.runner.model.layers:  # the q/k norm really is in the built model
         assert layer.self_attn.q_norm is not None and layer.self_attn.k_norm is not None
-    outs = llm.generate(prompts, SamplingParams(max_tokens=NEW_TOKENS, temperature=0.0, ignore_eos=True))
-    with torch.no_grad():
-        for prompt, out in zip(prompts, outs, strict=True):
-            full = hf.generate(
-                torch.tensor([prompt]), max_new_tokens=NEW_TOKENS, do_sample=False, pad_token_id=0
-            )
-            assert out.token_ids == full[0, len(prompt) :].tolist()
-            expected = hf(full).logits[0, len(prompt) - 1 : len(prompt) - 1 + NEW_TOKENS]
-            ours = torch.stack(llm.engine.recorded_logits[out.request_id])
-            assert (ours - expected).abs().max() / expected.abs().max() < 1e-4
