@@ -9,6 +9,7 @@ from pathlib import Path
 from engine.checkpoint.errors import CheckpointError
 from engine.checkpoint.gguf_file import find_gguf
 from engine.checkpoint.inspect import inspect_checkpoint
+from engine.checkpoint.model_facts import device_memory_bytes
 from engine.checkpoint.weights import weight_files
 
 DIGESTED_EXTRAS = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json")
@@ -34,15 +35,20 @@ def inspect(path: str) -> dict:
     if not model_dir.is_dir() and find_gguf(model_dir) is None:
         raise CheckpointError(path, "neither a directory nor a .gguf file")
     info = inspect_checkpoint(model_dir)
+    facts = info.facts
     files = weight_files(model_dir)
     return {
         "architecture": info.architecture,
-        "parameter_count": info.num_parameters,
+        "parameter_count": facts.total_parameters,
+        "active_parameter_count": facts.active_parameters,
         "dtype": info.dtype,
         "size_bytes": info.size_bytes,
-        "kv_bytes_per_token": info.kv_bytes_per_token,
+        "weight_bytes": facts.weight_bytes,
+        "kv_bytes_per_token": facts.kv_bytes_per_token,
         "max_context": info.max_position_embeddings,
-        "memory_per_replica_bytes": info.size_bytes + info.kv_bytes_per_token * info.max_position_embeddings,
+        "memory_per_replica_bytes": device_memory_bytes(
+            facts.weight_bytes, 1, facts.kv_bytes_per_token, info.max_position_embeddings
+        ),
         "digest": content_digest(model_dir, files),
         "details": info.to_dict(),
     }

@@ -38,5 +38,17 @@ def checkpoint_validate(request, pk: int):
 
 
 @role_required()
+def checkpoint_detail(request, pk: int):
+    checkpoint = get_object_or_404(Checkpoint, pk=pk)
+    deployments = [
+        (deployment, checkpoint.memory_per_device_bytes(deployment.tp_size))
+        for deployment in checkpoint.deployments.order_by("name")
+    ]
+    return render(
+        request, "web/checkpoint_detail.html", {"checkpoint": checkpoint, "deployments": deployments}
+    )
+
+
+@role_required()
 def checkpoint_rows(request):
     return render(request, "web/_checkpoint_rows.html", {"checkpoints": Checkpoint.objects.all()})

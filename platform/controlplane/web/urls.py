@@ -11,6 +11,7 @@ urlpatterns = [
     path("", fleet.fleet_overview, name="fleet"),
     path("checkpoints/", checkpoints.checkpoint_list, name="checkpoint-list"),
     path("checkpoints/rows/", checkpoints.checkpoint_rows, name="checkpoint-rows"),
+    path("checkpoints/<int:pk>/", checkpoints.checkpoint_detail, name="checkpoint-detail"),
     path("checkpoints/<int:pk>/validate/", checkpoints.checkpoint_validate, name="checkpoint-validate"),
     path("deployments/", serving.deployment_list, name="deployment-list"),
     path("deployments/new/", serving.deployment_create, name="deployment-create"),

@@ -48,6 +48,21 @@ def make_deployment(ready_checkpoint):
 
 
 @pytest.fixture
+def login(client):
+    """login(role) -> Django's test client, logged in to the UI as a new user holding ``role``."""
+    from controlplane.api.roles import set_role
+    from django.contrib.auth import get_user_model
+
+    def as_role(role):
+        user = get_user_model().objects.create_user(f"{role}-ui", password="pw-for-tests-123")
+        set_role(user, role)
+        client.force_login(user)
+        return client
+
+    return as_role
+
+
+@pytest.fixture
 def tokens(db):
     """role -> bearer token, one user per role."""
     from django.core.management import call_command

@@ -5,6 +5,9 @@ from django.db import models
 from django.utils import timezone
 
 from controlplane.checkpoints.choices import CHECKPOINT_TRANSITIONS, CheckpointState
+from engine.checkpoint.model_facts import device_memory_bytes
+
+GIB = 2**30
 
 
 class Checkpoint(models.Model):
@@ -22,16 +25,27 @@ class Checkpoint(models.Model):
     )
     reason = models.TextField(blank=True, help_text="Why it is invalid.")
     architecture = models.CharField(max_length=100, blank=True)
-    parameter_count = models.BigIntegerField(null=True, blank=True)
+    parameter_count = models.BigIntegerField(
+        null=True, blank=True, help_text="Every parameter of the decoder (a DeepSeek-V3 MTP layer not counted)."
+    )
+    active_parameter_count = models.BigIntegerField(
+        null=True,
+        blank=True,
+        help_text="Parameters one token's forward pass multiplies by: a mixture of experts' routed "
+        "top-k, shared experts and dense parts, and the LM head; not the input embedding table.",
+    )
     dtype = models.CharField(max_length=20, blank=True)
     size_bytes = models.BigIntegerField(null=True, blank=True)
+    weight_bytes = models.BigIntegerField(
+        null=True, blank=True, help_text="The parameters in memory at the checkpoint's dtype."
+    )
     digest = models.CharField(
         max_length=80, blank=True, help_text="sha256 over config, tokenizer and weight files."
     )
     kv_bytes_per_token = models.BigIntegerField(null=True, blank=True)
     max_context = models.PositiveIntegerField(null=True, blank=True)
     memory_per_replica_bytes = models.BigIntegerField(
-        null=True, blank=True, help_text="Weights plus the KV cache of one full-length sequence."
+        null=True, blank=True, help_text="Weights plus the KV cache of one full-length sequence, on one device (tp=1)."
     )
     details = models.JSONField(default=dict, blank=True)
     validated_at = models.DateTimeField(null=True, blank=True)
@@ -55,6 +69,31 @@ class Checkpoint(models.Model):
         self.state = to
         for key, value in fields.items():
             setattr(self, key, value)
+
+    @property
+    def kv_tokens_per_gib(self) -> int | None:
+        return GIB // self.kv_bytes_per_token if self.kv_bytes_per_token else None
+
+    def memory_per_device_bytes(self, tp: int) -> int | None:
+        """One device of a ``tp``-way replica: its share of the weights plus the KV cache of one
+        ``max_context`` sequence. None when validation recorded no facts for ``tp`` (older rows)."""
+        kv = self._kv_bytes_per_token_by_tp().get(str(tp))
+        if kv is None or self.weight_bytes is None or self.max_context is None:
+            return None
+        return device_memory_bytes(self.weight_bytes, tp, kv, self.max_context)
+
+    @property
+    def memory_per_device_bytes_by_tp(self) -> dict[str, int]:
+        """``memory_per_device_bytes`` at every tensor-parallel size validation recorded."""
+        return {
+            tp: memory
+            for tp in self._kv_bytes_per_token_by_tp()
+            if (memory := self.memory_per_device_bytes(int(tp))) is not None
+        }
+
+    def _kv_bytes_per_token_by_tp(self) -> dict[str, int]:
+        # engine.checkpoint.model_facts.ModelFacts, as validation stored it (JSON: string keys)
+        return self.details.get("facts", {}).get("kv_bytes_per_token_by_tp", {})
 
     def start_validation(self) -> None:
         self._move(CheckpointState.VALIDATING, reason="")

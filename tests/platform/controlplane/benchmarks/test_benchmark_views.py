@@ -1,22 +1,9 @@
 """The benchmark pages through Django's test client: role gating, inline errors, live part, chart data."""
 
 import pytest
-from controlplane.api.roles import set_role
 from controlplane.benchmarks.models import BenchmarkRun, BenchmarkSchedule
-from django.contrib.auth import get_user_model
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def login(client):
-    def as_role(role):
-        user = get_user_model().objects.create_user(f"{role}-ui", password="pw-for-tests-123")
-        set_role(user, role)
-        client.force_login(user)
-        return client
-
-    return as_role
 
 
 @pytest.fixture

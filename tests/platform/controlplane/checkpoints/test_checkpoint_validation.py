@@ -22,9 +22,10 @@ def test_tiny_checkpoint_validates_to_ready(tiny_model_dir):
         checkpoint.kv_bytes_per_token
         == 2 * config["num_hidden_layers"] * config["num_key_value_heads"] * head_dim * 4
     )
+    assert checkpoint.weight_bytes == 4 * checkpoint.parameter_count <= checkpoint.size_bytes
     assert (
         checkpoint.memory_per_replica_bytes
-        == checkpoint.size_bytes + checkpoint.kv_bytes_per_token * checkpoint.max_context
+        == checkpoint.weight_bytes + checkpoint.kv_bytes_per_token * checkpoint.max_context
     )
     assert validate_checkpoint(checkpoint.pk) == "ready"  # validating again is harmless
 

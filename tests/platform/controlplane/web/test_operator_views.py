@@ -1,21 +1,8 @@
 """The operator UI through Django's test client: role gating, inline form errors, chart data."""
 
 import pytest
-from controlplane.api.roles import set_role
-from django.contrib.auth import get_user_model
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def login(client):
-    def as_role(role):
-        user = get_user_model().objects.create_user(f"{role}-ui", password="pw-for-tests-123")
-        set_role(user, role)
-        client.force_login(user)
-        return client
-
-    return as_role
 
 
 def test_login_required(client):
