@@ -37,6 +37,15 @@ def test_models_that_do_not_split_are_refused_with_reasons(tiny_qwen3):
         check_tp_support(replace(cfg, num_heads=6, num_kv_heads=3), 2)
 
 
+def test_experts_that_do_not_split_are_refused(tiny_models):
+    cfg = load_model_config(tiny_models["qwen3_moe"])  # moe_intermediate_size 32
+    check_tp_support(cfg, 4)
+    with pytest.raises(ValueError, match="moe_intermediate_size=30 is not divisible by 4"):
+        check_tp_support(replace(cfg, moe=replace(cfg.moe, intermediate_size=30)), 4)
+    with pytest.raises(ValueError, match="shared experts' intermediate size=6 is not divisible by 4"):
+        check_tp_support(replace(cfg, moe=replace(cfg.moe, shared_intermediate_size=6)), 4)
+
+
 def test_single_group_collectives_are_identity_without_torch_distributed():
     x = torch.arange(6.0).reshape(2, 3)
     assert SINGLE.all_reduce(x) is x and SINGLE.all_gather_last_dim(x) is x
