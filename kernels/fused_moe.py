@@ -29,15 +29,51 @@ def _tile_rows(sorted_pair_ids_ptr, expert_ids_ptr, num_pairs, BLOCK_M: tl.const
     """This program's expert (-1: a tile past the end) and its pair ids, with a mask of the real ones."""
     tile = tl.program_id(0)
     expert = tl.load(expert_ids_ptr + tile)
-    pairs = tl.load(sorted_pair_ids_ptr + tile * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    pairs = tl.load(sorted_pair_ids_ptr + tile * BLOCK_M + tl.arange(0, BLOCK_M))
     return expert, pairs, pairs < num_pairs
 
 
 @triton.jit
-def _dot(a, b, acc, DOT_IN_FP32: tl.constexpr):
-    if DOT_IN_FP32:
-        return tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
-    return tl.dot(a, b, acc)
+def _expert_gemm(
+    a_ptr,
+    a_rows,
+    a_row_stride,
+    a_row_mask,
+    w_ptr,
+    w_rows,
+    w_row_stride,
+    w_row_mask,
+    k_len,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    EVEN_K: tl.constexpr,
+    DOT_IN_FP32: tl.constexpr,
+):
+    """``a[a_rows, :k_len] @ w[w_rows, :k_len].T`` in fp32, ``[BLOCK_M, BLOCK_N]``.
+
+    The addresses are int32 offsets from the two base pointers (the launcher checks they fit):
+    64-bit pointer tiles held across the loop spilled registers on sm_90 at every tile tried.
+    """
+    ks = tl.arange(0, BLOCK_K)
+    a_offsets = a_rows[:, None] * a_row_stride + ks[None, :]  # [M, K]
+    w_offsets = w_rows[None, :] * w_row_stride + ks[:, None]  # [K, N]
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for k0 in range(0, k_len, BLOCK_K):
+        if EVEN_K:
+            a = tl.load(a_ptr + a_offsets, mask=a_row_mask[:, None], other=0.0)
+            w = tl.load(w_ptr + w_offsets, mask=w_row_mask[None, :], other=0.0)
+        else:
+            k_mask = ks < k_len - k0
+            a = tl.load(a_ptr + a_offsets, mask=a_row_mask[:, None] & k_mask[None, :], other=0.0)
+            w = tl.load(w_ptr + w_offsets, mask=k_mask[:, None] & w_row_mask[None, :], other=0.0)
+        if DOT_IN_FP32:
+            acc = tl.dot(a.to(tl.float32), w.to(tl.float32), acc, input_precision="ieee")
+        else:
+            acc = tl.dot(a, w, acc)
+        a_offsets += BLOCK_K
+        w_offsets += BLOCK_K
+    return acc
 
 
 @triton.jit
@@ -57,36 +93,30 @@ def _gate_up_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    EVEN_K: tl.constexpr,
     DOT_IN_FP32: tl.constexpr,
 ):
-    # One program: BLOCK_M pairs of one expert x BLOCK_N intermediate columns of both gate and up.
+    # One program: BLOCK_M pairs of one expert x BLOCK_N intermediate columns, gate and up
+    # interleaved in one 2 * BLOCK_N-wide weight tile so both share one GEMM loop.
     expert, pairs, row_mask = _tile_rows(sorted_pair_ids_ptr, expert_ids_ptr, num_pairs, BLOCK_M)
     if expert < 0:
         return
-    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-    col_mask = cols < inter
-    ks = tl.arange(0, BLOCK_K)
-    x_ptrs = x_ptr + (pairs // top_k)[:, None] * x_row_stride + ks[None, :]  # [M, K]
-    gate_ptrs = (
-        w_ptr + expert.to(tl.int64) * w_expert_stride + cols[None, :] * w_row_stride + ks[:, None]
-    )  # [K, N]
-    up_ptrs = gate_ptrs + inter * w_row_stride
-    acc_gate = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    acc_up = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    for k0 in range(0, hidden, BLOCK_K):
-        k_mask = ks < hidden - k0
-        a = tl.load(x_ptrs + k0, mask=row_mask[:, None] & k_mask[None, :], other=0.0)
-        w_mask = k_mask[:, None] & col_mask[None, :]
-        acc_gate = _dot(a, tl.load(gate_ptrs + k0, mask=w_mask, other=0.0), acc_gate, DOT_IN_FP32)
-        acc_up = _dot(a, tl.load(up_ptrs + k0, mask=w_mask, other=0.0), acc_up, DOT_IN_FP32)
+    lanes = tl.arange(0, 2 * BLOCK_N)
+    cols = tl.program_id(1) * BLOCK_N + lanes // 2
+    w_rows = cols + (lanes % 2) * inter  # even lanes: gate row, odd lanes: up row
+    acc = _expert_gemm(
+        x_ptr, pairs // top_k, x_row_stride, row_mask, w_ptr + expert.to(tl.int64) * w_expert_stride, w_rows,
+        w_row_stride, cols < inter, hidden, BLOCK_M, 2 * BLOCK_N, BLOCK_K, EVEN_K, DOT_IN_FP32,
+    )  # fmt: skip
+    gate_acc, up_acc = tl.split(tl.reshape(acc, [BLOCK_M, BLOCK_N, 2]))
     # Round as the reference does: each projection, then silu, then the product, to x's dtype.
     dtype = out_ptr.dtype.element_ty
-    gate = acc_gate.to(dtype).to(tl.float32)
+    gate = gate_acc.to(dtype).to(tl.float32)
     act = (gate * tl.sigmoid(gate)).to(dtype).to(tl.float32)
-    out = (act * acc_up.to(dtype).to(tl.float32)).to(dtype)
-    tl.store(
-        out_ptr + pairs[:, None] * inter + cols[None, :], out, mask=row_mask[:, None] & col_mask[None, :]
-    )
+    out = (act * up_acc.to(dtype).to(tl.float32)).to(dtype)
+    out_cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    out_mask = row_mask[:, None] & (out_cols < inter)[None, :]
+    tl.store(out_ptr + pairs[:, None] * inter + out_cols[None, :], out, mask=out_mask)
 
 
 @triton.jit
@@ -105,6 +135,7 @@ def _down_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    EVEN_K: tl.constexpr,
     DOT_IN_FP32: tl.constexpr,
 ):
     # One program: BLOCK_M pairs of one expert x BLOCK_N hidden columns, scaled by the pair's weight.
@@ -113,17 +144,10 @@ def _down_kernel(
         return
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     col_mask = cols < hidden
-    ks = tl.arange(0, BLOCK_K)
-    act_ptrs = act_ptr + pairs[:, None] * inter + ks[None, :]  # [M, K]
-    w_ptrs = (
-        w_ptr + expert.to(tl.int64) * w_expert_stride + cols[None, :] * w_row_stride + ks[:, None]
-    )  # [K, N]
-    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    for k0 in range(0, inter, BLOCK_K):
-        k_mask = ks < inter - k0
-        a = tl.load(act_ptrs + k0, mask=row_mask[:, None] & k_mask[None, :], other=0.0)
-        w = tl.load(w_ptrs + k0, mask=k_mask[:, None] & col_mask[None, :], other=0.0)
-        acc = _dot(a, w, acc, DOT_IN_FP32)
+    acc = _expert_gemm(
+        act_ptr, pairs, inter, row_mask, w_ptr + expert.to(tl.int64) * w_expert_stride, cols, w_row_stride,
+        col_mask, inter, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, DOT_IN_FP32,
+    )  # fmt: skip
     weights = tl.load(weights_ptr + pairs, mask=row_mask, other=0.0)
     down = acc.to(act_ptr.dtype.element_ty).to(tl.float32) * weights[:, None]
     tl.store(
@@ -147,6 +171,9 @@ def _launch(
     num_pairs = tokens * top_k
     if num_pairs == 0:
         return torch.zeros_like(x)
+    largest = max(x.numel(), w13[0].numel(), w2[0].numel(), num_pairs * max(hidden, inter))
+    if largest >= 2**31:
+        raise ValueError(f"fused_moe addresses with int32 offsets; {largest} elements is too many")
     config = config or choose_config(tokens, top_k, experts, hidden, inter, x.device)
     aligned = moe_align_block_size(topk_ids, experts, config.block_m)
     num_tiles = aligned.expert_ids.numel()
@@ -162,11 +189,11 @@ def _launch(
     }
     _gate_up_kernel[(num_tiles, cdiv(inter, config.block_n))](
         x, x.stride(0), w13, w13.stride(0), w13.stride(1), act, aligned.sorted_pair_ids, aligned.expert_ids,
-        num_pairs, top_k, hidden, inter, **tiles,
+        num_pairs, top_k, hidden, inter, EVEN_K=hidden % config.block_k == 0, **tiles,
     )  # fmt: skip
     _down_kernel[(num_tiles, cdiv(hidden, config.block_n))](
         act, w2, w2.stride(0), w2.stride(1), topk_weights.contiguous(), pair_out, aligned.sorted_pair_ids,
-        aligned.expert_ids, num_pairs, hidden, inter, **tiles,
+        aligned.expert_ids, num_pairs, hidden, inter, EVEN_K=inter % config.block_k == 0, **tiles,
     )  # fmt: skip
     return _combine(pair_out, tokens, top_k, x.dtype)
 

@@ -38,7 +38,8 @@ MAX_BUCKET = 4096
 @dataclass(frozen=True)
 class MoeConfig:
     """Tiles shared by both GEMMs: ``block_m`` sorted (token, slot) rows per program (the padding unit
-    of every expert's row list), ``block_n`` output columns, ``block_k`` reduction step."""
+    of every expert's row list), ``block_n`` output columns (the gate/up GEMM's weight tile is twice
+    that wide: gate and up rows interleaved), ``block_k`` reduction step."""
 
     block_m: int
     block_n: int
@@ -99,13 +100,14 @@ def load_table(path: str) -> MoeTable | None:
 def default_config(tokens: int, top_k: int, experts: int) -> MoeConfig:
     """The rule without a table entry, from the mean rows per expert: at decode sizes most experts get
     a handful of rows, so a 16-row tile wastes least padding and the GEMMs stream weights; prefill
-    batches fill 64-row tiles and reuse each weight tile across them. Not yet measured on an H200."""
+    batches fill 64-row tiles and reuse each weight tile across them. Not yet timed on an H200; each
+    compiles for sm_90 without register spills (ptxas -v), which 64x128 and 4-warp 16x64x128 did not."""
     rows_per_expert = tokens * top_k / max(experts, 1)
     if rows_per_expert <= 16:
-        return MoeConfig(block_m=16, block_n=64, block_k=128, num_warps=4, num_stages=4)
+        return MoeConfig(block_m=16, block_n=64, block_k=128, num_warps=8, num_stages=3)
     if rows_per_expert <= 64:
-        return MoeConfig(block_m=32, block_n=64, block_k=64, num_warps=4, num_stages=4)
-    return MoeConfig(block_m=64, block_n=128, block_k=64, num_warps=8, num_stages=3)
+        return MoeConfig(block_m=32, block_n=64, block_k=64, num_warps=8, num_stages=4)
+    return MoeConfig(block_m=64, block_n=64, block_k=64, num_warps=8, num_stages=3)
 
 
 def choose_config(

@@ -15,6 +15,7 @@ from triton.compiler import ASTSource
 from kernels import (
     activation,
     fused_moe,
+    fused_moe_configs,
     gemv,
     gemv_norm,
     kv_cache_write,
@@ -67,19 +68,17 @@ MOE_POINTERS = {"sorted_pair_ids_ptr": "*i32", "expert_ids_ptr": "*i32", "weight
 
 
 def compile_moe_and_mla() -> None:
-    """The MoE grouped GEMMs at the default decode and prefill tiles, and MLA decode at DeepSeek's shape."""
-    for block_m, block_n, block_k, warps, stages, dtype in ((16, 64, 128, 4, 4, "*bf16"), (64, 128, 64, 8, 3, "*bf16"),
-                                                           (16, 16, 16, 4, 3, "*fp32")):  # fmt: skip
-        constexprs = {
-            "BLOCK_M": block_m,
-            "BLOCK_N": block_n,
-            "BLOCK_K": block_k,
-            "DOT_IN_FP32": dtype == "*fp32",
-        }
+    """The MoE grouped GEMMs at the default decode, mid and prefill tiles (and a ragged fp32 one), and
+    MLA decode at DeepSeek's shape."""
+    tiles = [(fused_moe_configs.default_config(tokens, 8, 128), True, "*bf16") for tokens in (1, 512, 4096)]
+    tiles.append((fused_moe_configs.MoeConfig(16, 16, 16), False, "*fp32"))
+    for config, even_k, dtype in tiles:
+        constexprs = {"BLOCK_M": config.block_m, "BLOCK_N": config.block_n, "BLOCK_K": config.block_k,
+                      "EVEN_K": even_k, "DOT_IN_FP32": dtype == "*fp32"}  # fmt: skip
         for name, kernel, pointers in (("gate_up", fused_moe._gate_up_kernel, MOE_POINTERS),
                                        ("down", fused_moe._down_kernel, {**MOE_POINTERS, "out_ptr": "*fp32"})):  # fmt: skip
-            compile_variant(f"fused_moe {name} m{block_m} n{block_n} k{block_k} {dtype}", kernel, constexprs,
-                            pointers, num_warps=warps, default_pointer=dtype, num_stages=stages)  # fmt: skip
+            compile_variant(f"fused_moe {name} {config} even_k={even_k} {dtype}", kernel, constexprs, pointers,
+                            num_warps=config.num_warps, default_pointer=dtype, num_stages=config.num_stages)  # fmt: skip
     for single, rank, rope, dtype in (
         (True, 512, 64, "*bf16"),
         (False, 512, 64, "*bf16"),

@@ -11,11 +11,11 @@ HIDDEN, INTER, EXPERTS, TOP_K = 40, 24, 6, 2
 
 
 def make_moe(tokens, device="cpu", dtype=torch.float32, experts=EXPERTS, top_k=TOP_K, ids_dtype=torch.int64,
-             unused_experts=(3,)):  # fmt: skip
+             unused_experts=(3,), hidden=HIDDEN, inter=INTER):  # fmt: skip
     """Random weights and routing with distinct experts per token; ``unused_experts`` get no tokens."""
-    x = torch.randn(tokens, HIDDEN, device=device).to(dtype)
-    w13 = (torch.randn(experts, 2 * INTER, HIDDEN, device=device) / HIDDEN**0.5).to(dtype)
-    w2 = (torch.randn(experts, HIDDEN, INTER, device=device) / INTER**0.5).to(dtype)
+    x = torch.randn(tokens, hidden, device=device).to(dtype)
+    w13 = (torch.randn(experts, 2 * inter, hidden, device=device) / hidden**0.5).to(dtype)
+    w2 = (torch.randn(experts, hidden, inter, device=device) / inter**0.5).to(dtype)
     allowed = torch.tensor([e for e in range(experts) if e not in unused_experts])
     ids = torch.stack([allowed[torch.randperm(len(allowed))[:top_k]] for _ in range(tokens)])
     weights = torch.rand(tokens, top_k)
@@ -25,12 +25,13 @@ def make_moe(tokens, device="cpu", dtype=torch.float32, experts=EXPERTS, top_k=T
 def naive_moe(x, w13, w2, weights, ids):
     """float64, one token and slot at a time, straight from the definition."""
     x, w13, w2 = x.double().cpu(), w13.double().cpu(), w2.double().cpu()
+    inter = w2.shape[2]
     out = torch.zeros(x.shape, dtype=torch.float64)
     for t in range(x.shape[0]):
         for j in range(ids.shape[1]):
             e = int(ids[t, j])
             gate_up = w13[e] @ x[t]
-            out[t] += float(weights[t, j]) * (w2[e] @ (F.silu(gate_up[:INTER]) * gate_up[INTER:]))
+            out[t] += float(weights[t, j]) * (w2[e] @ (F.silu(gate_up[:inter]) * gate_up[inter:]))
     return out
 
 
@@ -64,6 +65,13 @@ def test_triton_tiles_spanning_several_experts_and_k_steps(device, force_triton)
     """Several row tiles per expert, columns and K not multiples of the tile, int32 ids."""
     args = make_moe(21, device, ids_dtype=torch.int32, unused_experts=(0, 5))
     config = MoeConfig(block_m=16, block_n=16, block_k=16)
+    assert_close(fused_moe(*args, config=config), fused_moe_reference(*args), torch.float32)
+
+
+def test_triton_with_k_a_multiple_of_the_tile(device, force_triton):
+    """Both reductions (hidden 64, intermediate 32) in whole 16-wide steps: the unmasked K loop."""
+    args = make_moe(11, device, hidden=64, inter=32)
+    config = MoeConfig(block_m=16, block_n=32, block_k=16)
     assert_close(fused_moe(*args, config=config), fused_moe_reference(*args), torch.float32)
 
 
