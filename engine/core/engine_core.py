@@ -91,6 +91,7 @@ class EngineCore:
             from engine.core.warm_up import warm_up
 
             warm_up(self)
+        self.runner.reset_routing_statistics()  # forget graph capture's and warm-up's tokens
 
     # -- admission ---------------------------------------------------------------------------
     def prepare(
@@ -260,6 +261,10 @@ class EngineCore:
     def shutdown(self) -> None:
         """Release what outlives the object: the other tensor-parallel ranks' processes."""
         self.runner.shutdown()
+
+    def routing_statistics(self) -> dict[str, list[int]]:
+        """Per mixture-of-experts layer, the tokens routed to each expert so far (load imbalance)."""
+        return self.runner.routing_statistics()
 
     def stats(self) -> EngineStats:
         pool = self.kv.pool

@@ -45,6 +45,13 @@ class Executor(Protocol):
         """After the KV cache exists. ``eager``: the graphs' static-buffer path without graphs."""
         ...
 
+    def routing_statistics(self) -> dict[str, list[int]]:
+        """Tokens routed to each expert of every mixture-of-experts layer (``engine.layers.moe``);
+        empty for a dense model."""
+        ...
+
+    def reset_routing_statistics(self) -> None: ...
+
     def add_generator(self, request_id: str, seed: int) -> None:
         """A seeded request's random generator, before its first sampling step."""
         ...

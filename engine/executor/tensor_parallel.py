@@ -102,6 +102,12 @@ class TensorParallelExecutor:
     def allocate_kv_cache(self, num_blocks: int) -> None:
         self._everywhere((m.ALLOCATE, num_blocks), lambda: self.local.allocate_kv_cache(num_blocks))
 
+    def routing_statistics(self) -> dict[str, list[int]]:
+        return self.local.routing_statistics()  # every rank routes alike
+
+    def reset_routing_statistics(self) -> None:
+        self.local.reset_routing_statistics()
+
     def capture_decode_graphs(self, max_batch: int, eager: bool = False) -> None:
         self._everywhere(
             (m.CAPTURE, max_batch, eager), lambda: self.local.capture_decode_graphs(max_batch, eager=eager)

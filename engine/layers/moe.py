@@ -7,7 +7,8 @@ rows (gate/up rows and the matching down columns), as GatedMLP does; the router 
 every rank routes alike. The routed and shared partial sums are added, then all-reduced once.
 
 Routing statistics: ``expert_token_counts`` counts the tokens routed to each expert since the model
-was built (a scatter-add per forward, no host sync); ``routing_statistics`` reads them for metrics.
+was built or last reset (a scatter-add per forward, no host sync); ``routing_statistics`` reads them
+for metrics. A CUDA-graph decode step also counts its padding rows.
 """
 
 from __future__ import annotations
@@ -103,9 +104,15 @@ class MoE(nn.Module):
 
 
 def routing_statistics(model: nn.Module) -> dict[str, list[int]]:
-    """Tokens routed to each expert so far, per MoE layer (keyed by the layer's module name)."""
-    return {
-        name: module.expert_token_counts.tolist()
-        for name, module in model.named_modules()
-        if isinstance(module, MoE)
-    }
+    """Tokens routed to each expert so far, per MoE layer (keyed by the layer's module name); a
+    host sync on an accelerator, so for a metrics scrape, not for every step."""
+    return {name: module.expert_token_counts.tolist() for name, module in _moe_layers(model)}
+
+
+def reset_routing_statistics(model: nn.Module) -> None:
+    for _, module in _moe_layers(model):
+        module.expert_token_counts.zero_()
+
+
+def _moe_layers(model: nn.Module) -> list[tuple[str, MoE]]:
+    return [(name, module) for name, module in model.named_modules() if isinstance(module, MoE)]

@@ -10,6 +10,7 @@ import torch
 from engine.checkpoint.model_config import ModelConfig
 from engine.distributed.group import SINGLE, TPGroup
 from engine.kv.specs import KVCacheSpec, shared_block_size
+from engine.layers import moe
 from engine.models.loader import load_model
 from engine.models.registry import kv_cache_specs
 from engine.runner.cuda_graphs import DecodeGraphs
@@ -141,6 +142,12 @@ class ModelRunner:
 
     def drop_request(self, request_id: str) -> None:
         self._generators.pop(request_id, None)
+
+    def routing_statistics(self) -> dict[str, list[int]]:
+        return moe.routing_statistics(self.model)
+
+    def reset_routing_statistics(self) -> None:
+        moe.reset_routing_statistics(self.model)
 
     def execute(self, out: SchedulerOutput) -> StepResult:
         return self.launch(out, share_samples=False).result()

@@ -8,6 +8,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from engine import LLM, SamplingParams
 from engine.checkpoint import load_model_config
 from engine.checkpoint.moe_config import MoEConfig
 from engine.kv.specs import FullAttentionSpec
@@ -82,3 +83,14 @@ def test_a_missing_or_stray_expert_tensor_is_named(tiny_qwen3_moe):
         with pytest.raises(ValueError, match=match) as info:
             _built(tiny_qwen3_moe).load_weights(extra.items())
         assert stray in str(info.value)
+
+
+def test_the_engine_counts_every_computed_token_per_expert(tiny_qwen3_moe):
+    prompts = [[5, 6, 7, 8, 9], list(range(10, 40))]
+    params = SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True)
+    llm = LLM(tiny_qwen3_moe, device="cpu", dtype="float32", enable_prefix_caching=False)
+    assert llm.engine.routing_statistics() == {"layers.1.mlp": [0] * 8}
+    llm.generate(prompts, params)
+    (counts,) = llm.engine.routing_statistics().values()
+    computed = sum(len(p) + params.max_tokens - 1 for p in prompts)  # the last token is never fed
+    assert sum(counts) == 2 * computed  # top-2
