@@ -11,7 +11,8 @@ Counting conventions:
 - ``active``: the weights one token's forward pass multiplies by: the dense parts of every layer, per
   MoE layer its router, its shared experts and ``top_k`` routed experts, and the LM head; not the
   input embedding table, of which a token reads one row. DeepSeek publishes this figure
-  (DeepSeek-V2-Lite: 2.45 B, "2.4 B activated") and it is what a batch-1 decode step reads.
+  (DeepSeek-V2-Lite: 2.45 B, "2.4 B activated"; V3: 36.6 B, "37 B") and it is what a batch-1
+  decode step reads.
   Qwen's and Mistral's cards count the input embedding table as active too, ``active +
   input_embedding`` here: Qwen3-30B-A3B 3.04 B + 0.31 B = 3.35 B ("3.3 B"), Mixtral-8x7B 12.9 B.
 """

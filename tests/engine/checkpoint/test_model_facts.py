@@ -8,17 +8,14 @@ from math import prod
 
 import pytest
 
-from engine.checkpoint.mla_config import MLAConfig
-from engine.checkpoint.model_config import ModelConfig, load_model_config, parse_model_config
+from engine.checkpoint.model_config import load_model_config, parse_model_config
 from engine.checkpoint.model_facts import (
     device_memory_bytes,
     kv_bytes_per_token,
     model_facts,
     parameter_counts,
 )
-from engine.checkpoint.moe_config import MoEConfig
 from engine.checkpoint.weights import tensor_shapes
-from engine.models import registry
 
 B = 1e9
 TOTAL_TOLERANCE = 0.005
@@ -50,34 +47,15 @@ DEEPSEEK_V2_LITE = {
     "q_lora_rank": None, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
     "v_head_dim": 128, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
 }  # fmt: skip
-PUBLISHED_CONFIGS = [LLAMA_3_1_8B, MIXTRAL_8X7B, QWEN3_30B_A3B, DEEPSEEK_V2_LITE]
-
-
-def parsed(raw: dict) -> ModelConfig:
-    arch = raw["architectures"][0]
-    if registry.get_architecture(arch) is not None:
-        return parse_model_config(raw)
-    assert arch == "DeepseekV2ForCausalLM", f"{arch} has no registered parser"
-    # Until engine/models registers DeepSeek-V2, its facts as its parser is to give them.
-    return ModelConfig(
-        architecture=arch, vocab_size=raw["vocab_size"], hidden_size=raw["hidden_size"],
-        intermediate_size=raw["intermediate_size"], num_layers=raw["num_hidden_layers"],
-        num_heads=raw["num_attention_heads"], num_kv_heads=raw["num_key_value_heads"], head_dim=192,
-        max_position_embeddings=163840, rms_norm_eps=1e-6, rope_theta=10000.0, rope_scaling=None,
-        tie_word_embeddings=False, qkv_bias=False, qk_norm=False,
-        sliding_windows=[None] * raw["num_hidden_layers"], dtype="bfloat16",
-        moe=MoEConfig(
-            num_experts=raw["n_routed_experts"], top_k=raw["num_experts_per_tok"],
-            intermediate_size=raw["moe_intermediate_size"],
-            moe_layers=tuple(i >= raw["first_k_dense_replace"] for i in range(raw["num_hidden_layers"])),
-            shared_intermediate_size=raw["n_shared_experts"] * raw["moe_intermediate_size"],
-        ),
-        mla=MLAConfig(
-            q_lora_rank=raw["q_lora_rank"], kv_lora_rank=raw["kv_lora_rank"],
-            qk_nope_head_dim=raw["qk_nope_head_dim"], qk_rope_head_dim=raw["qk_rope_head_dim"],
-            v_head_dim=raw["v_head_dim"],
-        ),
-    )  # fmt: skip
+DEEPSEEK_V3 = {
+    **DEEPSEEK_V2_LITE, "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
+    "hidden_size": 7168, "intermediate_size": 18432, "moe_intermediate_size": 2048, "num_hidden_layers": 61,
+    "num_attention_heads": 128, "num_key_value_heads": 128, "vocab_size": 129280, "n_routed_experts": 256,
+    "num_experts_per_tok": 8, "n_shared_experts": 1, "first_k_dense_replace": 3, "n_group": 8,
+    "topk_group": 4, "topk_method": "noaux_tc", "scoring_func": "sigmoid", "norm_topk_prob": True,
+    "routed_scaling_factor": 2.5, "q_lora_rank": 1536, "num_nextn_predict_layers": 1,
+}  # fmt: skip
+PUBLISHED_CONFIGS = [LLAMA_3_1_8B, MIXTRAL_8X7B, QWEN3_30B_A3B, DEEPSEEK_V2_LITE, DEEPSEEK_V3]
 
 
 def assert_published(count: int, billions: float, tolerance: float = TOTAL_TOLERANCE) -> None:
@@ -85,20 +63,20 @@ def assert_published(count: int, billions: float, tolerance: float = TOTAL_TOLER
 
 
 def test_llama_3_1_8b_has_its_8_03_billion_parameters_all_active():
-    counts = parameter_counts(parsed(LLAMA_3_1_8B))
+    counts = parameter_counts(parse_model_config(LLAMA_3_1_8B))
     assert_published(counts.total, 8.03)
     assert counts.active + counts.input_embedding == counts.total  # dense: every weight is read
 
 
 def test_mixtral_8x7b_counts_two_of_eight_experts_as_active():
-    counts = parameter_counts(parsed(MIXTRAL_8X7B))
+    counts = parameter_counts(parse_model_config(MIXTRAL_8X7B))
     assert_published(counts.total, 46.7)
     # Mistral's 12.9 B active counts the input embedding table as well.
     assert_published(counts.active + counts.input_embedding, 12.9, tolerance=0.01)
 
 
 def test_qwen3_30b_a3b_active_is_3_04_billion_or_the_cards_3_3_with_embeddings():
-    counts = parameter_counts(parsed(QWEN3_30B_A3B))
+    counts = parameter_counts(parse_model_config(QWEN3_30B_A3B))
     assert_published(counts.total, 30.5)
     assert_published(counts.active, 3.04)  # the issue's figure: LM head in, input embedding out
     # The card's "3.3 B activated" is this count truncated (3.35 B), its "29.9 B non-embedding" the
@@ -108,9 +86,15 @@ def test_qwen3_30b_a3b_active_is_3_04_billion_or_the_cards_3_3_with_embeddings()
 
 
 def test_deepseek_v2_lite_has_15_7_billion_of_which_2_45_active():
-    counts = parameter_counts(parsed(DEEPSEEK_V2_LITE))
+    counts = parameter_counts(parse_model_config(DEEPSEEK_V2_LITE))
     assert_published(counts.total, 15.7)
     assert_published(counts.active, 2.45)  # DeepSeek's "2.4 B activated", the issue's 2.45 B
+
+
+def test_deepseek_v3_has_671_billion_of_which_37_active_without_its_mtp_layer():
+    counts = parameter_counts(parse_model_config(DEEPSEEK_V3))
+    assert_published(counts.total, 671)
+    assert round(counts.active / B) == 37  # 36.6 B
 
 
 @pytest.mark.parametrize("raw", PUBLISHED_CONFIGS, ids=lambda raw: raw["model_type"])
@@ -121,22 +105,34 @@ def test_total_equals_transformers_count_of_the_same_config(raw):
     hf_config = AutoConfig.for_model(raw["model_type"], **{k: v for k, v in raw.items() if k != "model_type"})
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(hf_config)
-    assert parameter_counts(parsed(raw)).total == sum(p.numel() for p in model.parameters())
+    # DeepSeek-V3's e_score_correction_bias is a buffer there, a tensor of the checkpoint all the same.
+    bias = sum(b.numel() for name, b in model.named_buffers() if name.endswith("e_score_correction_bias"))
+    assert (
+        parameter_counts(parse_model_config(raw)).total == sum(p.numel() for p in model.parameters()) + bias
+    )
 
 
 def test_mla_with_q_lora_counts_the_query_down_and_up_projections_and_their_norm():
-    plain = parsed(DEEPSEEK_V2_LITE)
+    plain = parse_model_config(DEEPSEEK_V2_LITE)
     mla = plain.mla
-    lora = MLAConfig(1536, mla.kv_lora_rank, mla.qk_nope_head_dim, mla.qk_rope_head_dim, mla.v_head_dim)
-    with_lora = replace(plain, mla=lora)
+    with_lora = replace(plain, mla=replace(mla, q_lora_rank=1536))
     h, q_width = plain.hidden_size, plain.num_heads * mla.qk_head_dim
     per_layer = (h * 1536 + 1536 + 1536 * q_width) - h * q_width
     delta = parameter_counts(with_lora).total - parameter_counts(plain).total
     assert delta == plain.num_layers * per_layer
 
 
+def test_mla_caches_one_latent_per_token_and_layer_for_all_heads_on_every_rank():
+    cfg = parse_model_config(DEEPSEEK_V2_LITE)
+    mla = cfg.mla
+    latent = cfg.num_layers * (mla.kv_lora_rank + mla.qk_rope_head_dim) * 2  # bf16
+    assert kv_bytes_per_token(cfg) == kv_bytes_per_token(cfg, tp=8) == latent
+    per_head_layout = cfg.num_layers * cfg.num_heads * (mla.qk_head_dim + mla.v_head_dim) * 2
+    assert per_head_layout >= 8 * kv_bytes_per_token(cfg)  # issue 16's capacity goal for this shape
+
+
 def test_llama_kv_bytes_per_token_split_over_tensor_parallel_ranks():
-    cfg = parsed(LLAMA_3_1_8B)
+    cfg = parse_model_config(LLAMA_3_1_8B)
     per_layer = 2 * cfg.num_kv_heads * cfg.head_dim * 2  # K and V, bf16
     assert kv_bytes_per_token(cfg) == cfg.num_layers * per_layer
     assert kv_bytes_per_token(cfg, tp=2) * 2 == kv_bytes_per_token(cfg)
@@ -145,7 +141,7 @@ def test_llama_kv_bytes_per_token_split_over_tensor_parallel_ranks():
 
 
 def test_facts_give_each_rank_its_share_of_weights_and_its_kv():
-    cfg = parsed(LLAMA_3_1_8B)
+    cfg = parse_model_config(LLAMA_3_1_8B)
     facts = model_facts(cfg)
     assert facts.weight_bytes == 2 * facts.total_parameters
     assert facts.kv_bytes_per_token == facts.kv_bytes_per_token_by_tp[1] == kv_bytes_per_token(cfg)
