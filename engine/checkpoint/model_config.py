@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.checkpoint.errors import CheckpointError
+from engine.checkpoint.fp8 import fp8_block_size
 from engine.checkpoint.gguf_config import gguf_configs
 from engine.checkpoint.gguf_file import find_gguf
 from engine.checkpoint.mla_config import MLAConfig
@@ -45,6 +46,8 @@ class ModelConfig:
     # Multi-token-prediction layers stored after the decoder layers (DeepSeek-V3): loaded and kept
     # for speculative decoding, not run.
     num_mtp_layers: int = 0
+    # [out, in] blocks of FP8 block-quantized weights (engine.checkpoint.fp8); None: not quantized.
+    fp8_block_size: tuple[int, int] | None = None
 
 
 def read_json(path: Path, required: bool = True) -> dict | None:
@@ -95,7 +98,9 @@ def parse_model_config(raw: dict, path: str | Path = "config.json") -> ModelConf
         supported = ", ".join(registry.supported_architectures())
         raise CheckpointError(path, f"unsupported architecture {arch!r}; supported: {supported}")
     try:
-        return registered.parse_config(raw, arch)
+        cfg = registered.parse_config(raw, arch)
+        cfg.fp8_block_size = fp8_block_size(raw)
+        return cfg
     except (KeyError, TypeError, ValueError) as exc:
         raise CheckpointError(path, f"missing or malformed field: {exc}") from exc
 

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from engine.checkpoint.errors import CheckpointError
+from engine.checkpoint.fp8 import dequantize_fp8_weights
 from engine.checkpoint.model_config import ModelConfig
 from engine.checkpoint.weights import iter_weights
 from engine.distributed.group import SINGLE, TPGroup
@@ -54,7 +55,10 @@ def load_model(
         fill_random_weights(model, seed)
         return model.eval()
     try:
-        model.load_weights(iter_weights(model_dir))
+        weights = iter_weights(model_dir)
+        if cfg.fp8_block_size is not None:
+            weights = dequantize_fp8_weights(weights, cfg.fp8_block_size)
+        model.load_weights(weights)
     except ValueError as exc:
         if isinstance(exc, CheckpointError):
             raise
