@@ -10,7 +10,7 @@ The Triton path is flash-decoding: one program per (sequence, group of heads, sp
 sequence) runs an online softmax over its tokens, gathering them through the block table; every
 head of the group shares each latent tile it loads. With more than one split, the fp32 partial
 states are merged by ``paged_attention_decode``'s reduce kernel (same partial layout, ``R`` as
-the head dimension).
+the head dimension). ``write_latent`` (``kernels/latent_cache_write.py``) fills the cache.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import torch
 
 from kernels._common import cdiv, next_power_of_2, num_compute_units, tl, triton, use_triton
 from kernels._paged import LOG2E, dot_in_fp32
+from kernels.latent_cache_write import write_latent
 from kernels.paged_attention_decode import _decode_reduce_kernel
 
 __all__ = ["check_mla_inputs", "mla_decode", "mla_decode_reference", "write_latent"]
@@ -262,22 +263,3 @@ def mla_decode(
     if use_triton(q_latent, q_rope, latent_cache, block_tables, seq_lens):
         return _launch(q_latent, q_rope, latent_cache, block_tables, seq_lens, scale, num_splits)
     return mla_decode_reference(q_latent, q_rope, latent_cache, block_tables, seq_lens, scale)
-
-
-def write_latent(
-    latent_cache: torch.Tensor, slot_mapping: torch.Tensor, c: torch.Tensor, k_rope: torch.Tensor
-) -> None:
-    """In place: ``latent_cache.view(-1, R + P)[slot_mapping[t]] = cat(c[t], k_rope[t])`` for every
-    ``t`` whose slot is >= 0 (slot ``-1``: padding, or a token already cached)."""
-    if c.dim() != 2 or k_rope.dim() != 2 or c.shape[0] != k_rope.shape[0]:
-        raise ValueError(f"c/k_rope must be [T, R] / [T, P], got {tuple(c.shape)} / {tuple(k_rope.shape)}")
-    if latent_cache.dim() != 3 or latent_cache.shape[2] != c.shape[1] + k_rope.shape[1]:
-        raise ValueError(f"latent_cache last dim must be R + P, got {tuple(latent_cache.shape)}")
-    if slot_mapping.shape != (c.shape[0],) or slot_mapping.dtype not in (torch.int32, torch.int64):
-        raise ValueError(f"slot_mapping must be int [T={c.shape[0]}], got {tuple(slot_mapping.shape)}")
-    slots = slot_mapping.long()
-    rows = torch.cat([c, k_rope], dim=1).to(latent_cache.dtype)
-    if bool((slots < 0).any()):
-        keep = slots >= 0
-        slots, rows = slots[keep], rows[keep]
-    latent_cache.view(-1, latent_cache.shape[2]).index_copy_(0, slots, rows)

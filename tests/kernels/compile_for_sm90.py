@@ -19,6 +19,7 @@ from kernels import (
     gemv,
     gemv_norm,
     kv_cache_write,
+    latent_cache_write,
     mla_decode,
     paged_attention,
     paged_attention_decode,
@@ -69,7 +70,9 @@ MOE_POINTERS = {"sorted_pair_ids_ptr": "*i32", "expert_ids_ptr": "*i32", "weight
 
 def compile_moe_and_mla() -> None:
     """The MoE grouped GEMMs at the default decode, mid and prefill tiles (and a ragged fp32 one), and
-    MLA decode at DeepSeek's shape."""
+    MLA decode and the latent-cache write at DeepSeek's shape."""
+    compile_variant("write_latent", latent_cache_write._write_latent_kernel, {"BLOCK_R": 512, "BLOCK_P": 64},
+                    {"slot_mapping_ptr": "*i64"})  # fmt: skip
     tiles = [(fused_moe_configs.default_config(tokens, 8, 128), True, "*bf16") for tokens in (1, 512, 4096)]
     tiles.append((fused_moe_configs.MoeConfig(16, 16, 16), False, "*fp32"))
     for config, even_k, dtype in tiles:

@@ -46,6 +46,7 @@ KERNEL_MODULES = [
     "kernels.gemv_norm",
     "kernels.fused_moe",
     "kernels.mla_decode",
+    "kernels.latent_cache_write",
 ]
 
 

@@ -86,16 +86,6 @@ def test_num_splits_fills_the_device_for_small_batches():
     assert choose_num_splits(64, 1, 4096, cpu) == 1
 
 
-def test_write_latent_fills_slots_and_skips_padding():
-    cache = torch.zeros(3, 4, RANK + ROPE_DIM)
-    c, k_rope = torch.randn(3, RANK), torch.randn(3, ROPE_DIM)
-    write_latent(cache, torch.tensor([9, -1, 2]), c, k_rope)
-    flat = cache.view(-1, RANK + ROPE_DIM)
-    assert torch.equal(flat[9], torch.cat([c[0], k_rope[0]]))
-    assert torch.equal(flat[2], torch.cat([c[2], k_rope[2]]))
-    assert int((flat.abs().sum(dim=1) > 0).sum()) == 2
-
-
 def test_written_tokens_are_what_decode_attends_to():
     """Two sequences written token by token through non-contiguous pages, then decoded."""
     block_size, seq_lens = 4, [6, 3]
@@ -125,5 +115,3 @@ def test_bad_inputs_are_rejected():
         mla_decode(q_latent, q_rope, cache, block_tables[:2], seq_lens, 0.1)
     with pytest.raises(ValueError, match="num_splits"):
         mla_decode(q_latent, q_rope, cache, block_tables, seq_lens, 0.1, num_splits=0)
-    with pytest.raises(ValueError, match="slot_mapping"):
-        write_latent(cache, torch.tensor([0]), torch.randn(2, RANK), torch.randn(2, ROPE_DIM))
