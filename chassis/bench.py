@@ -8,7 +8,10 @@ import sys
 
 from engine.config_cli import add_engine_arguments
 
-HELP = "Run benchmarks: 'routing' (gateway policies over real replicas)."
+HELP = (
+    "Run benchmarks: 'routing' (gateway policies over real replicas), 'engine' (engine workloads), "
+    "'kv-capacity' (KV cache tokens per GiB)."
+)
 
 
 def _positive(value: str) -> int:
@@ -63,7 +66,10 @@ def add_routing_arguments(parser: argparse.ArgumentParser) -> None:
     )
     # The replicas' engine settings, as `chassis serve` declares them.
     add_engine_arguments(
-        parser, model_dir=False, only=("max_num_seqs", "num_gpu_blocks"), default_overrides={"max_num_seqs": 16}
+        parser,
+        model_dir=False,
+        only=("max_num_seqs", "num_gpu_blocks"),
+        default_overrides={"max_num_seqs": 16},
     )
     parser.add_argument("--model", default=None, help="checkpoint dir (default: a freshly made tiny model)")
     parser.add_argument("--workdir", default=None, help="where logs and configs go (default: a temp dir)")
@@ -76,6 +82,15 @@ def add_routing_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--blocks", type=_positive, default=10_000, help="with --decision-only: cached blocks per replica"
     )
+
+
+def add_kv_capacity_arguments(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model", help="checkpoint directory")
+    source.add_argument("--random-arch", help="a published config by name, e.g. deepseek-v2-lite")
+    parser.add_argument("--dtype", default="bfloat16", help="KV cache dtype (default: %(default)s)")
+    parser.add_argument("--tp", type=_positive, default=1, help="tensor-parallel size (default: 1)")
+    parser.add_argument("--json", metavar="OUT", default=None, help="also write the figures as JSON to OUT")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -95,6 +110,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         description=engine_bench.__doc__,
     )
     engine_bench.add_arguments(engine)
+    capacity = subparsers.add_parser(
+        "kv-capacity",
+        help="tokens per GiB of KV cache: the model's layout (MLA latents) vs per-head K/V",
+        description="Tokens one GiB of KV cache holds in the engine's per-layer layout and in an "
+        "uncompressed per-head K/V layout, and their ratio (no weights loaded).",
+    )
+    add_kv_capacity_arguments(capacity)
 
 
 def _write_json(path: str, data: dict) -> None:
@@ -127,9 +149,28 @@ def run_routing(args: argparse.Namespace) -> int:
     return 1 if any(r.failed for r in reports) else 0
 
 
+def run_kv_capacity(args: argparse.Namespace) -> int:
+    from engine.bench.kv_capacity import format_kv_capacity, kv_capacity
+    from engine.checkpoint.model_config import load_model_config, parse_model_config
+
+    if args.random_arch:
+        from engine.bench.random_arch import hf_config
+
+        cfg, name = parse_model_config(hf_config(args.random_arch)), args.random_arch
+    else:
+        cfg, name = load_model_config(args.model), args.model
+    capacity = kv_capacity(cfg, args.dtype, args.tp)
+    print(format_kv_capacity(name, capacity))
+    if args.json:
+        _write_json(args.json, capacity.to_dict())
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     if args.bench == "routing":
         return run_routing(args)
+    if args.bench == "kv-capacity":
+        return run_kv_capacity(args)
     if args.bench == "engine":
         from engine.bench import engine_bench
 
