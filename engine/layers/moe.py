@@ -100,7 +100,10 @@ class MoE(nn.Module):
             # This rank's partial product, all-reduced together with the routed one below.
             shared = self.shared_experts
             out = out + F.linear(silu_and_mul(shared.gate_up_proj(x)), shared.down_proj.weight)
-        return out if self.tp.is_single else self.tp.all_reduce(out)
+        if self.tp.is_single:
+            return out
+        # Summed in fp32 and rounded once, as RowParallelLinear does (bf16 sums flip near-ties).
+        return self.tp.all_reduce(out.float()).to(out.dtype)
 
 
 def routing_statistics(model: nn.Module) -> dict[str, list[int]]:
