@@ -49,7 +49,9 @@ def _assert_same(model_dir):
         )
 
 
-@pytest.mark.parametrize("arch", ["llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral"])
+@pytest.mark.parametrize(
+    "arch", ["llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "deepseek_v2", "deepseek_v3"]
+)
 def test_tp2_matches_tp1_token_for_token(tiny_models, arch):
     _assert_same(tiny_models[arch])
 
