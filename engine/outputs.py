@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from engine.sampling.sampler import Logprob
 
@@ -47,6 +47,9 @@ class EngineStats:
     num_preemptions: int  # cumulative
     prompt_tokens: int  # cumulative
     generation_tokens: int  # cumulative
+    # Per mixture-of-experts layer (module name), tokens routed to each expert, cumulative; read at
+    # most every ROUTING_REFRESH_S (engine_core), as reading it waits for the device.
+    expert_tokens: dict[str, list[int]] = field(default_factory=dict)
 
 
 @dataclass

@@ -40,6 +40,8 @@ from engine.tokenizer.detokenizer import IncrementalDetokenizer
 from engine.tokenizer.tokenizer import Tokenizer
 from kernels._common import kernels_mode
 
+ROUTING_REFRESH_S = 1.0  # how stale the per-expert token counts in stats() may be
+
 
 @dataclass
 class PreparedRequest:
@@ -92,6 +94,8 @@ class EngineCore:
 
             warm_up(self)
         self.runner.reset_routing_statistics()  # forget graph capture's and warm-up's tokens
+        self._expert_tokens: dict[str, list[int]] = {}
+        self._expert_tokens_read_at = -ROUTING_REFRESH_S
 
     # -- admission ---------------------------------------------------------------------------
     def prepare(
@@ -279,7 +283,17 @@ class EngineCore:
             num_preemptions=self.scheduler.num_preemptions,
             prompt_tokens=self.prompt_tokens,
             generation_tokens=self.generation_tokens,
+            expert_tokens=self._routing_snapshot(),
         )
+
+    def _routing_snapshot(self) -> dict[str, list[int]]:
+        """``routing_statistics()``, re-read at most every ROUTING_REFRESH_S: ``stats()`` runs every
+        turn of the loop, and reading the counts waits for the device."""
+        now = time.monotonic()
+        if now - self._expert_tokens_read_at >= ROUTING_REFRESH_S:
+            self._expert_tokens = self.runner.routing_statistics()
+            self._expert_tokens_read_at = now
+        return self._expert_tokens
 
     # -- outputs -----------------------------------------------------------------------------
     def _finish_output(self, state: PreparedRequest, new_ids, new_logprobs, new_text: str) -> RequestOutput:

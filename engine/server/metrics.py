@@ -65,6 +65,16 @@ class _EngineStatsCollector(Collector):
             "vllm:num_requests_waiting", "Number of requests waiting to be processed.", stats.num_waiting
         )
         yield gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", stats.kv_usage)
+        if stats.expert_tokens:  # a mixture-of-experts model: its load balance per layer
+            experts = CounterMetricFamily(
+                "chassis_moe_expert_tokens",
+                "Tokens routed to each expert of each mixture-of-experts layer.",
+                labels=["model_name", "layer", "expert"],
+            )
+            for layer, counts in stats.expert_tokens.items():
+                for expert, count in enumerate(counts):
+                    experts.add_metric([self._model_name, layer, str(expert)], count)
+            yield experts
 
 
 class ServerMetrics:

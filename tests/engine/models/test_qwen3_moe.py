@@ -94,3 +94,4 @@ def test_the_engine_counts_every_computed_token_per_expert(tiny_qwen3_moe):
     (counts,) = llm.engine.routing_statistics().values()
     computed = sum(len(p) + params.max_tokens - 1 for p in prompts)  # the last token is never fed
     assert sum(counts) == 2 * computed  # top-2
+    assert set(llm.stats().expert_tokens) == {"layers.1.mlp"}  # what /metrics exports (refreshed each second)

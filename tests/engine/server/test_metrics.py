@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -20,6 +20,7 @@ class Stats:
     num_preemptions: int = 0
     prefix_cache_queries: int = 0
     prefix_cache_hits: int = 0
+    expert_tokens: dict[str, list[int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -76,3 +77,18 @@ def test_engine_series_absent_while_loading():
     names = {name for name, _ in samples(metrics)}
     assert "vllm:num_requests_running" not in names
     assert "vllm:time_to_first_token_seconds_count" in names
+
+
+def test_tokens_per_expert_of_each_moe_layer():
+    stats = Stats()
+    metrics = ServerMetrics("tiny", lambda: stats)
+    assert not any(name.startswith("chassis_moe") for name, _ in samples(metrics))  # a dense model
+    stats.expert_tokens = {"layers.0.mlp": [3, 0, 5], "layers.1.mlp": [1, 7, 0]}
+    after = samples(metrics)
+
+    def tokens(layer: str, expert: int) -> float:
+        labels = (("expert", str(expert)), ("layer", layer), ("model_name", "tiny"))
+        return after[("chassis_moe_expert_tokens_total", labels)]
+
+    assert [tokens("layers.0.mlp", e) for e in range(3)] == [3, 0, 5]
+    assert [tokens("layers.1.mlp", e) for e in range(3)] == [1, 7, 0]
