@@ -18,7 +18,8 @@ from torch import nn
 
 from engine.layers.attention import AttentionMetadata
 from engine.layers.rotary import RotaryEmbedding
-from kernels.mla_decode import mla_decode, write_latent
+from kernels.latent_cache_write import write_latent
+from kernels.mla_decode import mla_decode
 
 
 class LatentAttention(nn.Module):

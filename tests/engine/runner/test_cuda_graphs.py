@@ -24,7 +24,7 @@ def test_capture_sizes_cover_every_batch_up_to_the_max():
     assert capture_sizes(64) == [1, 2, 4, 8, 16, 32, 48, 64]
 
 
-@pytest.mark.parametrize("arch", ["llama", "qwen3", "qwen3_moe"])
+@pytest.mark.parametrize("arch", ["llama", "qwen3", "qwen3_moe", "deepseek_v3"])
 def test_graph_path_gives_the_eager_tokens(tiny_models, arch):
     prompts = _prompts(6)
     params = [SamplingParams(max_tokens=12 + 3 * i, temperature=0.0, ignore_eos=True) for i in range(6)]
