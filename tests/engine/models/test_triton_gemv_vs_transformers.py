@@ -38,8 +38,9 @@ def triton_gemv_everywhere(monkeypatch):
     return launches
 
 
-# qwen2: the GEMV adds the q/k/v bias; qwen3: RMSNorm on q and k heads after the fused projection
-@pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen3"])
+# qwen2: the GEMV adds the q/k/v bias; qwen3: RMSNorm on q and k heads after the fused projection;
+# deepseek: the MLA input projection, its latent cache write and decode, and the MoE layers on Triton
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen3", "deepseek_v2", "deepseek_v3"])
 def test_greedy_matches_transformers_through_the_triton_gemv(tiny_models, triton_gemv_everywhere, arch):
     hf = AutoModelForCausalLM.from_pretrained(tiny_models[arch], dtype=torch.float32).eval()
     gen = torch.Generator().manual_seed(7)
