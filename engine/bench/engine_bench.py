@@ -32,6 +32,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--offline-requests", type=int, default=2000)
     parser.add_argument(
+        "--prefill-lengths",
+        type=_batch_sizes,
+        default=(2048, 8192),
+        help="prefill: comma-separated prompt lengths, for the engine and transformers (default: 2048,8192)",
+    )
+    parser.add_argument(
+        "--hf-batch128",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="with --compare hf and batch128/offline: also time transformers at batch 128 (default: on)",
+    )
+    parser.add_argument(
         "--static-batch-sizes",
         type=_batch_sizes,
         default=(1, 16),
@@ -84,6 +96,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _batch_sizes(text: str) -> tuple[int, ...]:
+    """Comma-separated positive integers (batch sizes, prompt lengths)."""
     try:
         sizes = tuple(int(part) for part in text.split(","))
     except ValueError:
@@ -128,11 +141,10 @@ def _model_dir(args, tmp: Path) -> tuple[Path, dict]:
     return model_dir, json.loads((model_dir / "config.json").read_text())
 
 
-def _hf_figures(model_dir: Path, config: dict, args, ceilings) -> dict:
+def _hf_figures(model_dir: Path, config: dict, args, ceilings, active_params: int) -> dict:
     import torch
 
     from engine.bench.hf_baseline import build_hf_model, load_hf_model, time_generate, time_prefill
-    from engine.bench.random_arch import parameter_count
 
     if args.random_arch:
         _say("transformers: building the model with random weights")
@@ -147,15 +159,15 @@ def _hf_figures(model_dir: Path, config: dict, args, ceilings) -> dict:
         result = time_generate(model, 1, 1024, 256, args.device)
         figures["hf_decode_bs1_tokens_per_s"] = result.output_tokens_per_s
     if "prefill" in workloads:
-        for length in (2048, 8192):
+        for length in args.prefill_lengths:
             _say(f"transformers: prefill {length}")
             seconds = time_prefill(model, length, args.device)
             figures[f"hf_prefill_{length}_tokens_per_s"] = length / seconds
             if ceilings:
                 figures[f"hf_prefill_{length}_mfu"] = (
-                    2 * parameter_count(config) * length / seconds / ceilings.matmul_flops_per_s
+                    2 * active_params * length / seconds / ceilings.matmul_flops_per_s
                 )
-    if "batch128" in workloads or "offline" in workloads:
+    if args.hf_batch128 and ("batch128" in workloads or "offline" in workloads):
         _say("transformers: batch 128, prompt 512, 128 output tokens")
         figures["hf_batch128_output_tokens_per_s"] = time_generate(
             model, 128, 512, 128, args.device
@@ -174,18 +186,19 @@ def _hf_figures(model_dir: Path, config: dict, args, ceilings) -> dict:
     return figures
 
 
-def _run_workload(name: str, llm, config: dict, args, num_params: int, ceilings):
+def _run_workload(name: str, llm, config: dict, args, active_params: int, floor_inputs):
     from engine.bench import workloads as wl
 
     vocab = config["vocab_size"]
-    floor_inputs = (config, ceilings) if ceilings else None
+    ceilings = floor_inputs.ceilings if floor_inputs else None
     if name == "decode-bs1":
         return wl.decode_bs1(llm, vocab)
     if name == "prefill":
         return wl.prefill(
             llm,
             vocab,
-            num_params=num_params,
+            lengths=args.prefill_lengths,
+            num_params=active_params,
             matmul_flops_per_s=ceilings.matmul_flops_per_s if ceilings else None,
         )
     if name == "offline":
@@ -224,10 +237,13 @@ def _profiled(enabled: bool, fn, *args):
         print(buf.getvalue(), flush=True)
 
 
-def _run_in_process(workloads, model_dir, config, args, num_params, ceilings, report) -> None:
+def _run_in_process(workloads, model_dir, config, args, counts, floor_inputs, report) -> None:
     from engine import LLM
 
-    _say(f"engine: loading {args.random_arch or args.model} ({num_params / 1e9:.2f} B parameters)")
+    _say(
+        f"engine: loading {args.random_arch or args.model} ({counts.total / 1e9:.2f} B parameters, "
+        f"{counts.active / 1e9:.2f} B active)"
+    )
     llm = LLM(
         str(model_dir),
         device=args.device,
@@ -247,7 +263,7 @@ def _run_in_process(workloads, model_dir, config, args, num_params, ceilings, re
                 llm.engine.async_scheduling = mode  # safe between generate calls: none in flight
             _say(f"engine: {name}{suffix}")
             result = _profiled(
-                args.profile_host, _run_workload, name, llm, config, args, num_params, ceilings
+                args.profile_host, _run_workload, name, llm, config, args, counts.active, floor_inputs
             )
             key = name.replace("-", "_")
             report["figures"].update({f"engine_{key}_{k}{suffix}": v for k, v in result.figures.items()})
@@ -282,6 +298,43 @@ def _add_ratios(figures: dict, static_batch_sizes=()) -> None:
             figures[name] = figures[ours] / figures[theirs]
 
 
+def _floor_figures(floor_inputs, active_params: int, prefill_lengths) -> dict:
+    """The ceilings measured in this process and the model's floors on them (engine/bench/floors.py)."""
+    from engine.bench.floors import active_weight_bytes, decode_floor_ms, prefill_floor_ms
+
+    ceilings = floor_inputs.ceilings
+    floor_ms = decode_floor_ms(active_weight_bytes(floor_inputs.cfg, floor_inputs.dtype), ceilings)
+    figures = {
+        "copy_TB_per_s": ceilings.copy_bytes_per_s / 1e12,
+        "matmul_TFLOP_per_s": ceilings.matmul_flops_per_s / 1e12,
+        "floor_decode_bs1_ms_per_token": floor_ms,
+        "floor_decode_bs1_tokens_per_s": 1e3 / floor_ms,
+    }
+    for length in prefill_lengths:
+        figures[f"floor_prefill_{length}_tokens_per_s"] = (
+            length / prefill_floor_ms(active_params, length, ceilings) * 1e3
+        )
+    return figures
+
+
+def _add_floor_fractions(figures: dict, prefill_lengths) -> None:
+    """Engine over its floor for bs=1 decode and each prefill length, where both were measured."""
+    pairs = {
+        "fraction_decode_bs1_of_floor": (
+            "engine_decode_bs1_decode_tokens_per_s",
+            "floor_decode_bs1_tokens_per_s",
+        )
+    }
+    for length in prefill_lengths:
+        pairs[f"fraction_prefill_{length}_of_floor"] = (
+            f"engine_prefill_prefill_{length}_tokens_per_s",
+            f"floor_prefill_{length}_tokens_per_s",
+        )
+    for name, (ours, floor) in pairs.items():
+        if ours in figures and figures.get(floor):
+            figures[name] = figures[ours] / figures[floor]
+
+
 def _serve_options(args):
     from engine.bench.serve_workload import ServeOptions
 
@@ -314,8 +367,9 @@ def _serve_figures(model_dir: Path, config: dict, args) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.bench.floors import decode_floor_ms, measure_ceilings, prefill_floor_ms
-    from engine.bench.random_arch import parameter_count
+    from engine.bench.floors import FloorInputs, measure_ceilings
+    from engine.checkpoint.model_config import parse_model_config
+    from engine.checkpoint.model_facts import kv_bytes_per_token, parameter_counts
 
     args.workload = list(WORKLOADS) if not args.workload or "all" in args.workload else args.workload
     if "serve" in args.workload and (
@@ -335,9 +389,14 @@ def run(args: argparse.Namespace) -> int:
     }
     with tempfile.TemporaryDirectory() as tmp:
         model_dir, config = _model_dir(args, Path(tmp))
-        num_params = parameter_count(config)
-        bytes_per_param = 4 if args.dtype == "float32" else 2
-        ceilings = None
+        cfg = parse_model_config(config)
+        counts = parameter_counts(cfg)
+        report["model"] = {
+            "total_parameters": counts.total,
+            "active_parameters": counts.active,
+            "kv_bytes_per_token": kv_bytes_per_token(cfg, args.dtype),
+        }
+        floor_inputs = None
         if args.device == "cpu":
             report["hardware"] = _cpu_description()
             _say(f"hardware: {report['hardware']}")
@@ -346,29 +405,21 @@ def run(args: argparse.Namespace) -> int:
 
             report["hardware"] = torch.cuda.get_device_name()
             _say("measuring copy bandwidth and bf16 matmul rate")
-            ceilings = measure_ceilings(args.device)
-            floor_ms = decode_floor_ms(num_params * bytes_per_param, ceilings)
-            report["figures"].update(
-                {
-                    "copy_TB_per_s": ceilings.copy_bytes_per_s / 1e12,
-                    "matmul_TFLOP_per_s": ceilings.matmul_flops_per_s / 1e12,
-                    "floor_decode_bs1_ms_per_token": floor_ms,
-                    "floor_decode_bs1_tokens_per_s": 1e3 / floor_ms,
-                    "floor_prefill_8192_tokens_per_s": 8192
-                    / prefill_floor_ms(num_params, 8192, ceilings)
-                    * 1e3,
-                }
-            )
+            floor_inputs = FloorInputs(cfg, measure_ceilings(args.device), args.dtype)
+            report["figures"].update(_floor_figures(floor_inputs, counts.active, args.prefill_lengths))
         in_process = [name for name in args.workload if name != "serve"]
         if "serve" in args.workload:
             in_process.append("serve-reference")  # the engine's own step time under the same load
         if in_process:
-            _run_in_process(in_process, model_dir, config, args, num_params, ceilings, report)
+            _run_in_process(in_process, model_dir, config, args, counts, floor_inputs, report)
+            _write_json(report, args.json)  # kept if a later part is cut short (a time limit)
         # After our engine has freed the device: whatever transformers leaves behind (allocator
         # state, compiled kernels, host threads) cannot slow the engine's figures.
         if args.compare == "hf":
-            report["figures"].update(_hf_figures(model_dir, config, args, ceilings))
+            ceilings = floor_inputs.ceilings if floor_inputs else None
+            report["figures"].update(_hf_figures(model_dir, config, args, ceilings, counts.active))
             _add_ratios(report["figures"], args.static_batch_sizes if "static-batch" in args.workload else ())
+        _add_floor_fractions(report["figures"], args.prefill_lengths)
         if "serve" in args.workload:
             figures = report["figures"]
             figures.update(_serve_figures(model_dir, config, args))
@@ -381,9 +432,14 @@ def run(args: argparse.Namespace) -> int:
     for key, value in report["figures"].items():
         print(f"{key:<48} {value:>14,.3f}")
     if args.json:
-        args.json.write_text(json.dumps(report, indent=2))
+        _write_json(report, args.json)
         _say(f"wrote {args.json}")
     return 0
+
+
+def _write_json(report: dict, path: Path | None) -> None:
+    if path:
+        path.write_text(json.dumps(report, indent=2))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,8 +1,15 @@
-"""Physical ceilings measured on the device at hand, and the floors they imply for a model."""
+"""Physical ceilings measured on the device at hand, and the floors they imply for a model.
+
+Every parameter and KV byte comes from ``engine.checkpoint.model_facts`` (the one count of the
+codebase); this module only turns them into seconds.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from engine.checkpoint.model_config import ModelConfig
+from engine.checkpoint.model_facts import kv_bytes_per_token, parameter_counts, weight_bytes
 
 
 @dataclass(frozen=True)
@@ -32,8 +39,17 @@ def measure_ceilings(device: str = "cuda") -> Ceilings:
     return Ceilings(copy_bytes_per_s=2 * n_bytes / (copy_ms * 1e-3), matmul_flops_per_s=best_flops)
 
 
+@dataclass(frozen=True)
+class FloorInputs:
+    """What a workload needs to report its floor: the model, the ceilings, the weights' dtype."""
+
+    cfg: ModelConfig
+    ceilings: Ceilings
+    dtype: str = "bfloat16"
+
+
 def decode_floor_ms(weight_bytes: int, ceilings: Ceilings) -> float:
-    """Batch-1 decode reads every weight once per token: weight bytes over read bandwidth.
+    """Batch-1 decode reads every weight it multiplies by once per token: those bytes over read bandwidth.
 
     A device-to-device copy moves each byte twice (read + write), and ``copy_bytes_per_s`` counts
     both, so it is the rate at which bytes stream through HBM.
@@ -41,20 +57,79 @@ def decode_floor_ms(weight_bytes: int, ceilings: Ceilings) -> float:
     return weight_bytes / ceilings.copy_bytes_per_s * 1e3
 
 
+def active_weight_bytes(cfg: ModelConfig, dtype: str = "bfloat16") -> int:
+    """What one token's forward pass reads: model_facts' active parameters (the dense parts, a MoE
+    layer's router, shared and top-k experts, the LM head; not the input table, of which it reads a
+    row) at ``dtype``. DeepSeek-V2-Lite: 2.45 B x 2 bytes; at 4.08 TB/s, 1.20 ms."""
+    return weight_bytes(parameter_counts(cfg).active, dtype)
+
+
 def prefill_floor_ms(num_params: int, num_tokens: int, ceilings: Ceilings) -> float:
+    """``num_params``: the parameters each token multiplies by (model_facts' active count)."""
     return 2 * num_params * num_tokens / ceilings.matmul_flops_per_s * 1e3
+
+
+def experts_read(cfg: ModelConfig, batch_size: int) -> int:
+    """Routed experts of each MoE layer a decode step of ``batch_size`` tokens reads.
+
+    Assumption: routing spreads tokens over the experts (random weights route near-uniformly), so a
+    step reads min(num_experts, batch_size x top_k) experts per layer, all of them once
+    batch_size x top_k >= num_experts (DeepSeek-V2-Lite and Qwen3-30B-A3B from batch 11 and 16 on).
+    """
+    if cfg.moe is None:
+        return 0
+    return min(cfg.moe.num_experts, batch_size * cfg.moe.top_k)
+
+
+def step_weight_bytes(cfg: ModelConfig, batch_size: int, dtype: str = "bfloat16") -> int:
+    """Weight bytes one decode step of ``batch_size`` tokens reads: the active weights plus, per MoE
+    layer, the routed experts the batch touches beyond one token's top-k (``experts_read``)."""
+    counts = parameter_counts(cfg)
+    params = counts.active
+    if cfg.moe is not None and cfg.moe.num_experts > cfg.moe.top_k:
+        # total - input table - active = (num_experts - top_k) routed experts of every MoE layer
+        one_expert_all_layers = (counts.total - counts.input_embedding - counts.active) // (
+            cfg.moe.num_experts - cfg.moe.top_k
+        )
+        params += (experts_read(cfg, batch_size) - cfg.moe.top_k) * one_expert_all_layers
+    return weight_bytes(params, dtype)
+
+
+@dataclass(frozen=True)
+class DecodeStepFloor:
+    """The least time of one decode step: its weight reads and its batch's KV reads at copy bandwidth."""
+
+    weight_bytes: int
+    kv_bytes: int
+    copy_bytes_per_s: float
+
+    @property
+    def seconds(self) -> float:
+        return (self.weight_bytes + self.kv_bytes) / self.copy_bytes_per_s
+
+
+def decode_step_floor(
+    cfg: ModelConfig, context_lens: list[int], ceilings: Ceilings, dtype: str = "bfloat16"
+) -> DecodeStepFloor:
+    """One step decoding a token for each sequence, each reading ``context_lens[i]`` cached tokens."""
+    return DecodeStepFloor(
+        weight_bytes=step_weight_bytes(cfg, len(context_lens), dtype),
+        kv_bytes=sum(context_lens) * kv_bytes_per_token(cfg, dtype),
+        copy_bytes_per_s=ceilings.copy_bytes_per_s,
+    )
 
 
 @dataclass(frozen=True)
 class WorkloadFloor:
     """The least time a set of requests can take on this device, from two independent bounds.
 
-    * compute: every projection FLOP (prompt tokens and generated tokens alike; the LM head once per
-      generated token) and the causal attention FLOPs of each prompt, at the measured matmul rate;
+    * compute: every active-weight FLOP (prompt tokens and generated tokens alike; the LM head once
+      per generated token) and the causal attention FLOPs of each prompt, at the measured matmul rate;
     * memory: each generated token reads its request's whole KV context, at the measured copy rate.
     Decode attention cannot overlap the projections of the same step (they are separate kernels in
     sequence), so the two add. Weight reads are left out: at batch sizes that saturate compute,
-    one read per step is hidden under the step's matmuls. It is a lower bound, not a model of time.
+    one read per step is hidden under the step's matmuls (for a mixture of experts, whose step reads
+    every expert, that makes it looser). It is a lower bound, not a model of time.
     """
 
     compute_s: float
@@ -66,24 +141,26 @@ class WorkloadFloor:
 
 
 def workload_floor(
-    config: dict,
+    cfg: ModelConfig,
     prompt_lens: list[int],
     output_lens: list[int],
     ceilings: Ceilings,
-    bytes_per_element: int = 2,
+    dtype: str = "bfloat16",
 ) -> WorkloadFloor:
-    from engine.bench.random_arch import attention_widths, layer_projection_params
-
-    h, layers, vocab = (config[k] for k in ("hidden_size", "num_hidden_layers", "vocab_size"))
-    q, kv = attention_widths(config)
-    layer_macs = layer_projection_params(config)
+    lm_head = cfg.vocab_size * cfg.hidden_size
+    body = parameter_counts(cfg).active - lm_head  # norm weights included: < 0.01 % of the MACs
+    # Per (query, key) pair and layer: QK^T over the query/key width, PV over the value width.
+    if cfg.mla is not None:
+        pair_macs = cfg.num_heads * (cfg.mla.qk_head_dim + cfg.mla.v_head_dim)
+    else:
+        pair_macs = cfg.num_heads * 2 * cfg.head_dim
+    per_token_kv = kv_bytes_per_token(cfg, dtype)
     flops = 0.0
     kv_bytes = 0.0
-    kv_bytes_per_token = layers * 2 * kv * bytes_per_element
     for p, o in zip(prompt_lens, output_lens, strict=True):
         forward_tokens = p + o - 1  # the last generated token is never fed back
-        flops += 2 * layer_macs * layers * forward_tokens + 2 * vocab * h * o
-        flops += 2 * 2 * layers * q * p * (p + 1) / 2  # QK^T and PV over the causal prompt
+        flops += 2 * body * forward_tokens + 2 * lm_head * o
+        flops += 2 * cfg.num_layers * pair_macs * p * (p + 1) / 2  # the causal prompt
         # generated token j (1-based, j >= 2) attends over p + j - 1 positions
-        kv_bytes += kv_bytes_per_token * sum(p + j - 1 for j in range(2, o + 1))
+        kv_bytes += per_token_kv * sum(p + j - 1 for j in range(2, o + 1))
     return WorkloadFloor(flops / ceilings.matmul_flops_per_s, kv_bytes / ceilings.copy_bytes_per_s)

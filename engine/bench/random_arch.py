@@ -107,6 +107,80 @@ ARCHITECTURES["deepseek-v2-lite"] = {
     "torch_dtype": "bfloat16",
 }
 
+# Qwen3-30B-A3B's published config.json (30.5 B parameters, 3.3 B active counting the input table).
+ARCHITECTURES["qwen3-30b-a3b"] = {
+    "architectures": ["Qwen3MoeForCausalLM"],
+    "model_type": "qwen3_moe",
+    "hidden_size": 2048,
+    "intermediate_size": 6144,
+    "moe_intermediate_size": 768,
+    "num_hidden_layers": 48,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 4,
+    "head_dim": 128,
+    "vocab_size": 151936,
+    "num_experts": 128,
+    "num_experts_per_tok": 8,
+    "norm_topk_prob": True,
+    "decoder_sparse_step": 1,
+    "mlp_only_layers": [],
+    "max_position_embeddings": 40960,
+    "rope_theta": 1000000.0,
+    "rms_norm_eps": 1e-6,
+    "hidden_act": "silu",
+    "attention_bias": False,
+    "tie_word_embeddings": False,
+    "bos_token_id": 151643,
+    "eos_token_id": 151645,
+    "torch_dtype": "bfloat16",
+}
+
+# Small twins of the two mixture-of-experts shapes, for exercising the benchmark path on CPU: the
+# same layer kinds (a dense first layer, shared experts, MLA without q-LoRA and YaRN for DeepSeek).
+ARCHITECTURES["tiny-deepseek-v2"] = {
+    **ARCHITECTURES["deepseek-v2-lite"],
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "moe_intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "vocab_size": 2048,
+    "n_routed_experts": 8,
+    "n_shared_experts": 1,
+    "num_experts_per_tok": 2,
+    "kv_lora_rank": 32,
+    "qk_nope_head_dim": 16,
+    "qk_rope_head_dim": 8,
+    "v_head_dim": 16,
+    # YaRN's factor 40 over a 512-token original context, so CPU prompts go past it.
+    "rope_scaling": {
+        **ARCHITECTURES["deepseek-v2-lite"]["rope_scaling"],
+        "original_max_position_embeddings": 512,
+    },
+    "max_position_embeddings": 40 * 512,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "torch_dtype": "float32",
+}
+ARCHITECTURES["tiny-qwen3-moe"] = {
+    **ARCHITECTURES["qwen3-30b-a3b"],
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "moe_intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 32,
+    "vocab_size": 2048,
+    "num_experts": 8,
+    "num_experts_per_tok": 2,
+    "max_position_embeddings": 4096,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "torch_dtype": "float32",
+}
+
 ARCHITECTURES["llama-3.1-70b"] = {
     **ARCHITECTURES["llama-3.1-8b"],
     "hidden_size": 8192,
@@ -123,27 +197,6 @@ def hf_config(name: str) -> dict:
         raise ValueError(
             f"unknown architecture {name!r}; known: {', '.join(sorted(ARCHITECTURES))}"
         ) from None
-
-
-def attention_widths(config: dict) -> tuple[int, int]:
-    """(query width, key/value width): heads times head dimension."""
-    head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
-    return config["num_attention_heads"] * head_dim, config["num_key_value_heads"] * head_dim
-
-
-def layer_projection_params(config: dict) -> int:
-    """Weights of one decoder layer's projections (q/k/v, o, gate/up, down): one MAC each per token."""
-    h, i = config["hidden_size"], config["intermediate_size"]
-    q, kv = attention_widths(config)
-    return h * (q + 2 * kv) + q * h + 3 * h * i
-
-
-def parameter_count(config: dict) -> int:
-    """Every parameter of the model ``config`` (a config.json's contents) describes."""
-    from engine.checkpoint.model_config import parse_model_config
-    from engine.checkpoint.model_facts import parameter_counts
-
-    return parameter_counts(parse_model_config(config)).total
 
 
 def write_config_dir(name: str, out_dir: Path) -> Path:

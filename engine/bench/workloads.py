@@ -183,8 +183,9 @@ def _floor_figures(floor_inputs, prompts, output_lens, seconds: float) -> dict[s
         return {}
     from engine.bench.floors import workload_floor
 
-    config, ceilings = floor_inputs
-    floor = workload_floor(config, [len(p) for p in prompts], output_lens, ceilings)
+    floor = workload_floor(
+        floor_inputs.cfg, [len(p) for p in prompts], output_lens, floor_inputs.ceilings, floor_inputs.dtype
+    )
     return {
         "floor_seconds": floor.seconds,
         "floor_compute_seconds": floor.compute_s,
@@ -195,7 +196,7 @@ def _floor_figures(floor_inputs, prompts, output_lens, seconds: float) -> dict[s
 
 
 def offline(llm, vocab: int, num_requests: int = 2000, seed: int = 0, floor_inputs=None) -> WorkloadResult:
-    """``floor_inputs``: (HF config dict, measured Ceilings) to also report the physical floor."""
+    """``floor_inputs``: an ``engine.bench.floors.FloorInputs`` to also report the physical floor."""
     from engine import SamplingParams
 
     rng = random.Random(seed)
@@ -234,19 +235,56 @@ def static_batch(
     seed: int = 0,
     floor_inputs=None,
 ) -> WorkloadResult:
-    """The same shape as the transformers batch-128 baseline, for a like-for-like ratio."""
+    """The same shape as the transformers batch-128 baseline, for a like-for-like ratio.
+
+    The decode step time is (the run - a prefill-only run of as many other prompts of the same
+    length) / (output_len - 1); with chunked prefill some decode steps of the run also carry prompt
+    chunks, so it is an upper estimate of the pure decode step."""
     from engine import SamplingParams
 
     prompts = random_prompts(batch_size, prompt_len, prompt_len, vocab, seed)
     params = SamplingParams(max_tokens=output_len, ignore_eos=True, temperature=0.0)
     llm.generate(prompts[:4], SamplingParams(max_tokens=4, ignore_eos=True))
+    # Other tokens than the timed prompts, so neither run hits the other's prefix cache.
+    others = random_prompts(batch_size, prompt_len, prompt_len, vocab, seed + 1)
+    prefill_s, _ = _timed_generate(
+        llm, others, SamplingParams(max_tokens=1, ignore_eos=True, temperature=0.0)
+    )
     seconds, outs, idle, steps = _timed_with_idle(llm, prompts, params)
-    figures = {"output_tokens_per_s": batch_size * output_len / seconds, "seconds": seconds, "steps": steps}
+    figures = {
+        "output_tokens_per_s": batch_size * output_len / seconds,
+        "seconds": seconds,
+        "steps": steps,
+        "prefill_seconds": prefill_s,
+    }
+    if output_len > 1:
+        figures["decode_step_ms"] = (seconds - prefill_s) / (output_len - 1) * 1e3
     if idle is not None:
         figures["gpu_idle_fraction"] = idle
     figures.update(_floor_figures(floor_inputs, prompts, [output_len] * batch_size, seconds))
+    figures.update(_decode_step_floor_figures(floor_inputs, prompt_len, output_len, batch_size, figures))
     return WorkloadResult(
         f"batch{batch_size}",
         figures,
         f"{batch_size} prompts of {prompt_len}, {output_len} output tokens each",
     )
+
+
+def _decode_step_floor_figures(
+    floor_inputs, prompt_len: int, output_len: int, batch_size: int, figures
+) -> dict:
+    """The weight-and-KV read floor of the run's mean decode step (contexts prompt_len + output_len / 2)."""
+    if floor_inputs is None or "decode_step_ms" not in figures:
+        return {}
+    from engine.bench.floors import decode_step_floor
+
+    context = prompt_len + output_len // 2
+    floor = decode_step_floor(
+        floor_inputs.cfg, [context] * batch_size, floor_inputs.ceilings, floor_inputs.dtype
+    )
+    return {
+        "floor_decode_step_ms": floor.seconds * 1e3,
+        "floor_decode_step_weight_GB": floor.weight_bytes / 1e9,
+        "floor_decode_step_kv_GB": floor.kv_bytes / 1e9,
+        "decode_step_over_floor": figures["decode_step_ms"] / (floor.seconds * 1e3),
+    }
