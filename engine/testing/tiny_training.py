@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F  # noqa: N812
 from safetensors import safe_open
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from engine.testing.tiny_model import corpus_lines
@@ -191,22 +192,47 @@ def _mean_loss(model, rows: torch.Tensor, batch_size: int) -> float:
 
 def _save_like_checkpoint(model, model_dir: Path) -> None:
     """Rewrite every safetensors file of ``model_dir`` with the trained values, keeping each file's
-    tensor names and dtypes (a tied ``lm_head`` stays absent, shards stay shards)."""
-    trained = model.state_dict()
+    tensor names and dtypes (a tied ``lm_head`` stays absent, shards stay shards). Layers past the
+    decoder's (DeepSeek-V3's multi-token-prediction layer), which transformers does not load, keep
+    their stored values."""
+    trained = _hub_named_tensors(model)
     files = sorted(model_dir.glob("model*.safetensors"))
     if not files:
         raise FileNotFoundError(f"no model*.safetensors in {model_dir}")
+    decoder_layers = model.config.num_hidden_layers
     for path in files:
         with safe_open(str(path), framework="pt") as f:
             metadata = f.metadata()
-            dtypes = {name: f.get_tensor(name).dtype for name in f.keys()}
-        missing = [name for name in dtypes if name not in trained]
+            stored = {name: f.get_tensor(name) for name in f.keys()}
+        beyond = {
+            name for name in stored if _layer_index(name) is not None and _layer_index(name) >= decoder_layers
+        }
+        missing = [name for name in stored if name not in trained and name not in beyond]
         if missing:
             raise KeyError(f"{path.name}: transformers' model has no tensor {missing[0]!r}")
         tensors = {
-            name: trained[name].detach().to("cpu", dtype).contiguous() for name, dtype in dtypes.items()
+            name: (tensor if name in beyond else trained[name].to(tensor.dtype)).contiguous()
+            for name, tensor in stored.items()
         }
         save_file(tensors, str(path), metadata=metadata)
+
+
+def _hub_named_tensors(model) -> dict[str, torch.Tensor]:
+    """The model's tensors on the CPU under the checkpoint's names: ``save_pretrained`` undoes the
+    conversions transformers makes on load (per-expert projections fused into one tensor, say)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        model.save_pretrained(tmp)
+        tensors: dict[str, torch.Tensor] = {}
+        for path in Path(tmp).glob("*.safetensors"):
+            tensors.update(load_file(str(path)))
+    return tensors
+
+
+def _layer_index(name: str) -> int | None:
+    parts = name.split(".")
+    if len(parts) > 2 and parts[:2] == ["model", "layers"] and parts[2].isdigit():
+        return int(parts[2])
+    return None
 
 
 @contextmanager
