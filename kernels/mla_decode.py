@@ -9,18 +9,18 @@ by its rotated key part ``k_rope`` (P values). For one query head ``h`` of seque
 The Triton path is flash-decoding: one program per (sequence, group of heads, split of the
 sequence) runs an online softmax over its tokens, gathering them through the block table; every
 head of the group shares each latent tile it loads. With more than one split, the fp32 partial
-states are merged by ``paged_attention_decode``'s reduce kernel (same partial layout, ``R`` as
-the head dimension). ``write_latent`` (``kernels/latent_cache_write.py``) fills the cache.
+states are merged by ``kernels._decode_splits``' reduce kernel (``R`` as the head dimension), as
+paged attention's are. ``write_latent`` (``kernels/latent_cache_write.py``) fills the cache.
 """
 
 from __future__ import annotations
 
 import torch
 
-from kernels._common import cdiv, next_power_of_2, num_compute_units, tl, triton, use_triton
-from kernels._paged import LOG2E, dot_in_fp32
+from kernels._common import cdiv, next_power_of_2, tl, triton, use_triton
+from kernels._decode_splits import choose_splits, reduce_splits, split_partials, store_split
+from kernels._paged import LOG2E, dot_in_fp32, head_tile
 from kernels.latent_cache_write import write_latent
-from kernels.paged_attention_decode import _decode_reduce_kernel
 
 __all__ = ["check_mla_inputs", "mla_decode", "mla_decode_reference", "write_latent"]
 
@@ -155,26 +155,15 @@ def _mla_split_kernel(
         acc = acc * alpha[:, None] + _dot(p.to(latent.dtype), latent, DOT_IN_FP32)
         m_i = m_new
 
-    if SINGLE_SPLIT:
-        out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
-        out_offsets = (seq * num_heads + heads)[:, None] * rank + dims[None, :]
-        tl.store(out_ptr + out_offsets, out.to(out_ptr.dtype.element_ty), mask=q_mask)
-    else:
-        partial_rows = (seq * num_heads + heads) * num_splits + split
-        tl.store(partial_max_ptr + partial_rows, m_i, mask=head_mask)
-        tl.store(partial_sum_ptr + partial_rows, l_i, mask=head_mask)
-        tl.store(partial_acc_ptr + partial_rows[:, None] * rank + dims[None, :], acc, mask=q_mask)
+    store_split(
+        out_ptr, partial_max_ptr, partial_sum_ptr, partial_acc_ptr, seq * num_heads + heads, split, num_splits,
+        rank, dims, head_mask, q_mask, m_i, l_i, acc, SINGLE_SPLIT,
+    )  # fmt: skip
 
 
 def choose_num_splits(batch: int, head_groups: int, max_context: int, device: torch.device) -> int:
-    """Splits per sequence so that ``batch * head_groups * splits`` covers about two waves of SMs.
-
-    ``max_context`` is the block-table capacity (a host-side shape: no device sync, and a fixed value
-    under CUDA graphs); each split keeps at least ``_MIN_KEYS_PER_SPLIT`` tokens of it.
-    """
-    wanted = cdiv(2 * num_compute_units(device), max(batch * head_groups, 1))
-    by_length = max(cdiv(max_context, _MIN_KEYS_PER_SPLIT), 1)
-    return max(1, min(wanted, by_length, _MAX_SPLITS))
+    """``choose_splits`` for one program per (sequence, group of heads) and split."""
+    return choose_splits(batch * head_groups, max_context, _MIN_KEYS_PER_SPLIT, _MAX_SPLITS, device)
 
 
 def _launch(
@@ -198,15 +187,8 @@ def _launch(
     if num_splits is None:
         capacity = block_tables.shape[1] * block_size
         num_splits = choose_num_splits(batch, head_groups, capacity, q_latent.device)
-    if num_splits > 1:
-        partial_max = torch.empty((batch, num_heads, num_splits), dtype=torch.float32, device=out.device)
-        partial_sum = torch.empty_like(partial_max)
-        partial_acc = torch.empty(
-            (batch, num_heads, num_splits, rank), dtype=torch.float32, device=out.device
-        )
-    else:
-        partial_max = partial_sum = partial_acc = out
-    block_r = max(next_power_of_2(rank), 16)
+    partial_max, partial_sum, partial_acc = partials = split_partials(out, num_splits)
+    block_r = head_tile(rank)
     _mla_split_kernel[(batch, head_groups, num_splits)](
         q_latent, q_latent.stride(0), q_latent.stride(1), q_rope, q_rope.stride(0), q_rope.stride(1),
         latent_cache, block_tables, block_tables.stride(0), seq_lens, out, partial_max, partial_sum,
@@ -216,10 +198,7 @@ def _launch(
         SINGLE_SPLIT=num_splits == 1, num_warps=8,
     )  # fmt: skip
     if num_splits > 1:
-        _decode_reduce_kernel[(batch * num_heads,)](
-            partial_max, partial_sum, partial_acc, out, rank, num_splits,
-            BLOCK_S=next_power_of_2(num_splits), BLOCK_D=block_r, num_warps=4,
-        )  # fmt: skip
+        reduce_splits(partials, out, num_splits, block_r)
     return out
 
 

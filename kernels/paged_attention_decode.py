@@ -4,7 +4,8 @@ Each sequence's one query sits at position ``seq_lens[b] - 1``. The Triton path 
 context into ``num_splits`` chunks, each program computing a partial (max, sum, acc) for all query
 heads of one KV group. The partials are merged either by the program of each (sequence, KV group)
 that finishes last (``FUSED_REDUCE``: it counts arrivals on a persistent counter) or by a second
-kernel; both run ``_merge_splits``, reading the splits in the same order, so they give the same bits.
+kernel; both run ``kernels._decode_splits.merge_splits``, reading the splits in the same order, so
+they give the same bits.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from __future__ import annotations
 import torch
 
 from kernels._arrival_counters import arrival_counters
-from kernels._common import cdiv, next_power_of_2, num_compute_units, tl, triton, use_triton
+from kernels._common import next_power_of_2, tl, triton, use_triton
+from kernels._decode_splits import choose_splits, merge_splits, reduce_splits, split_partials, store_split
 from kernels._paged import (
     LOG2E,
     attend,
@@ -39,42 +41,6 @@ _MAX_SPLITS = 64
 # took 15.2 us a layer against 7.8 us for split + merge kernels: the last program's serial merge of
 # its 4 heads over 33 splits costs more than the launch it saves. Bit-identical either way.
 FUSED_REDUCE = False
-
-
-@triton.jit
-def _merge_splits(
-    partial_max_ptr,
-    partial_sum_ptr,
-    partial_acc_ptr,
-    out_ptr,
-    row,
-    head_dim,
-    num_splits,
-    BLOCK_S: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-):
-    """Merge the splits' partial softmax states of one (sequence, query head) ``row`` into ``out``."""
-    splits = tl.arange(0, BLOCK_S)
-    split_mask = splits < num_splits
-    dims = tl.arange(0, BLOCK_D)
-    dim_mask = dims < head_dim
-    # .cg: other programs wrote these; read them from L2, never from a stale L1 line.
-    part_max = tl.load(
-        partial_max_ptr + row * num_splits + splits,
-        mask=split_mask,
-        other=float("-inf"),
-        cache_modifier=".cg",
-    )
-    part_sum = tl.load(
-        partial_sum_ptr + row * num_splits + splits, mask=split_mask, other=0.0, cache_modifier=".cg"
-    )
-    acc_offsets = (row * num_splits + splits)[:, None] * head_dim + dims[None, :]
-    acc_mask = split_mask[:, None] & dim_mask[None, :]
-    part_acc = tl.load(partial_acc_ptr + acc_offsets, mask=acc_mask, other=0.0, cache_modifier=".cg")
-    weights = tl.exp2(part_max - tl.max(part_max, axis=0))
-    total = tl.sum(weights * part_sum, axis=0)
-    out = tl.sum(weights[:, None] * part_acc, axis=0) / tl.where(total == 0.0, 1.0, total)
-    tl.store(out_ptr + row * head_dim + dims, out.to(out_ptr.dtype.element_ty), mask=dim_mask)
 
 
 # The block-table width and split count follow the batch's context lengths in eager steps.
@@ -141,68 +107,32 @@ def _decode_split_kernel(
     )  # fmt: skip
 
     num_q_heads = num_kv_heads * GROUP
-    if SINGLE_SPLIT:
-        out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
-        out_offsets = (seq * num_q_heads + heads)[:, None] * head_dim + dims[None, :]
-        tl.store(out_ptr + out_offsets, out.to(out_ptr.dtype.element_ty), mask=q_mask)
-    else:
-        partial_rows = (seq * num_q_heads + heads) * num_splits + split
-        tl.store(partial_max_ptr + partial_rows, m_i, mask=row_mask)
-        tl.store(partial_sum_ptr + partial_rows, l_i, mask=row_mask)
-        tl.store(partial_acc_ptr + partial_rows[:, None] * head_dim + dims[None, :], acc, mask=q_mask)
-        if FUSED_REDUCE:
-            # Every thread's stores precede the release of the one atomic (barrier + cumulativity).
-            tl.debug_barrier()
-            counter = counter_ptr + seq * num_kv_heads + kv_head
-            if tl.atomic_add(counter, 1, sem="acq_rel") == num_splits - 1:
-                first_row = seq * num_q_heads + kv_head * GROUP
-                for g in range(GROUP):
-                    _merge_splits(
-                        partial_max_ptr, partial_sum_ptr, partial_acc_ptr, out_ptr, first_row + g,
-                        head_dim, num_splits, BLOCK_S, BLOCK_D,
-                    )  # fmt: skip
-                tl.store(counter, 0)  # every split has arrived: ready for the next launch
-
-
-@triton.jit(do_not_specialize=["num_splits"])
-def _decode_reduce_kernel(
-    partial_max_ptr,
-    partial_sum_ptr,
-    partial_acc_ptr,
-    out_ptr,
-    head_dim,
-    num_splits,
-    BLOCK_S: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-):
-    # One program per (sequence, query head): the separate-kernel merge (FUSED_REDUCE off).
-    row = tl.program_id(0).to(tl.int64)
-    _merge_splits(
-        partial_max_ptr,
-        partial_sum_ptr,
-        partial_acc_ptr,
-        out_ptr,
-        row,
-        head_dim,
-        num_splits,
-        BLOCK_S,
-        BLOCK_D,
-    )
+    store_split(
+        out_ptr, partial_max_ptr, partial_sum_ptr, partial_acc_ptr, seq * num_q_heads + heads, split, num_splits,
+        head_dim, dims, row_mask, q_mask, m_i, l_i, acc, SINGLE_SPLIT,
+    )  # fmt: skip
+    if FUSED_REDUCE:  # set only with several splits
+        # Every thread's stores precede the release of the one atomic (barrier + cumulativity).
+        tl.debug_barrier()
+        counter = counter_ptr + seq * num_kv_heads + kv_head
+        if tl.atomic_add(counter, 1, sem="acq_rel") == num_splits - 1:
+            first_row = seq * num_q_heads + kv_head * GROUP
+            for g in range(GROUP):
+                merge_splits(
+                    partial_max_ptr, partial_sum_ptr, partial_acc_ptr, out_ptr, first_row + g,
+                    head_dim, num_splits, BLOCK_S, BLOCK_D,
+                )  # fmt: skip
+            tl.store(counter, 0)  # every split has arrived: ready for the next launch
 
 
 def choose_num_splits(
     batch: int, num_kv_heads: int, max_context: int, device: torch.device, sliding_window: int | None = None
 ) -> int:
-    """Splits per sequence so that ``batch * kv_heads * splits`` covers about two waves of SMs.
-
-    ``max_context`` is the block-table capacity (a host-side shape, so no device sync and a fixed
-    value under CUDA graphs); each split keeps at least ``_MIN_KEYS_PER_SPLIT`` keys of it.
-    """
+    """``choose_splits`` for one program per (sequence, KV head) and split; a sliding window caps
+    the context a split may cover."""
     if sliding_window is not None:
         max_context = min(max_context, sliding_window)
-    wanted = cdiv(2 * num_compute_units(device), max(batch * num_kv_heads, 1))
-    by_length = max(cdiv(max_context, _MIN_KEYS_PER_SPLIT), 1)
-    return max(1, min(wanted, by_length, _MAX_SPLITS))
+    return choose_splits(batch * num_kv_heads, max_context, _MIN_KEYS_PER_SPLIT, _MAX_SPLITS, device)
 
 
 def _launch(
@@ -229,14 +159,7 @@ def _launch(
     block_d = head_tile(head_dim)
     fused = num_splits > 1 and (FUSED_REDUCE if fused_reduce is None else fused_reduce)
     counters = arrival_counters(q.device, batch * num_kv_heads) if fused else seq_lens
-    if num_splits > 1:
-        partial_max = torch.empty((batch, num_q_heads, num_splits), dtype=torch.float32, device=q.device)
-        partial_sum = torch.empty_like(partial_max)
-        partial_acc = torch.empty(
-            (batch, num_q_heads, num_splits, head_dim), dtype=torch.float32, device=q.device
-        )
-    else:
-        partial_max = partial_sum = partial_acc = out
+    partial_max, partial_sum, partial_acc = partials = split_partials(out, num_splits)
     _decode_split_kernel[(batch, num_kv_heads, num_splits)](
         q,
         q.stride(0),
@@ -269,17 +192,7 @@ def _launch(
         num_warps=4,
     )
     if num_splits > 1 and not fused:
-        _decode_reduce_kernel[(batch * num_q_heads,)](
-            partial_max,
-            partial_sum,
-            partial_acc,
-            out,
-            head_dim,
-            num_splits,
-            BLOCK_S=next_power_of_2(num_splits),
-            BLOCK_D=block_d,
-            num_warps=4,
-        )
+        reduce_splits(partials, out, num_splits, block_d)
     return out
 
 

@@ -13,6 +13,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from kernels import (
+    _decode_splits,
     activation,
     fused_moe,
     fused_moe_configs,
@@ -123,7 +124,7 @@ def main() -> int:
                              "USE_WINDOW": window, "DOT_IN_FP32": fp32, "SINGLE_SPLIT": single,
                              "FUSED_REDUCE": fused, "BLOCK_S": 32 if fused else 1},
                             DECODE_POINTERS, default_pointer=dtype)  # fmt: skip
-    compile_variant("decode reduce", paged_attention_decode._decode_reduce_kernel, {"BLOCK_S": 8, "BLOCK_D": 128},
+    compile_variant("decode reduce", _decode_splits.decode_reduce_kernel, {"BLOCK_S": 8, "BLOCK_D": 128},
                     DECODE_POINTERS)  # fmt: skip
     gemv_pointers = {"partial_ptr": "*fp32", "counter_ptr": "*i32"}
     for use_dot, block_m, block_n, block_k, stages, gated, split, fused, dtype in (

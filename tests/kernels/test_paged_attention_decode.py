@@ -107,7 +107,7 @@ def test_fused_reduce_gives_the_bits_of_the_reduce_kernel(
     the arrival counters at zero for the next call (and every CUDA-graph replay)."""
     args = make_batch(device, dtype, q_heads, kv_heads, head_dim)
     separate = paged_attention_decode(*args, 0.125, sliding_window, splits, fused_reduce=False)
-    monkeypatch.setattr(decode_module, "_decode_reduce_kernel", None)  # a launch of it would fail
+    monkeypatch.setattr(decode_module, "reduce_splits", None)  # a call of it would fail
     fused = [
         paged_attention_decode(*args, 0.125, sliding_window, splits, fused_reduce=True) for _ in range(3)
     ]
