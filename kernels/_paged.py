@@ -108,6 +108,25 @@ def attend(
 
 
 @triton.jit
+def dot(a, b, DOT_IN_FP32: tl.constexpr):
+    """``tl.dot`` with exact fp32 products when ``DOT_IN_FP32`` (fp32 inputs, or bf16 under the
+    interpreter, whose bf16 ``tl.dot`` returns garbage in Triton 3.9)."""
+    if DOT_IN_FP32:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
+    return tl.dot(a, b)
+
+
+@triton.jit
+def softmax_step(scores, m_i, l_i):
+    """One tile's online-softmax update from log2-domain ``scores: [M, N]``: the tile's weights
+    ``p``, the factor ``alpha`` that rescales what was accumulated before, and the new ``(m, l)``."""
+    m_new = tl.maximum(m_i, tl.max(scores, axis=1))
+    p = tl.exp2(scores - m_new[:, None])
+    alpha = tl.exp2(m_i - m_new)
+    return p, alpha, m_new, l_i * alpha + tl.sum(p, axis=1)
+
+
+@triton.jit
 def attend_kv_range(
     q,
     k_cache_ptr,
@@ -135,8 +154,7 @@ def attend_kv_range(
 
     Keys are gathered through the block table, so a tile may span several cache blocks. ``m_i`` is
     kept in the log2 domain; rows with nothing allowed yet keep the finite sentinel -1e30 so no
-    ``-inf - -inf`` NaN appears. ``DOT_IN_FP32``: exact fp32 products (fp32 inputs, or bf16 under
-    the interpreter, whose bf16 ``tl.dot`` returns garbage in Triton 3.9).
+    ``-inf - -inf`` NaN appears. ``DOT_IN_FP32``: as ``dot``'s.
     """
     m_i = tl.full([BLOCK_M], -1.0e30, dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -149,28 +167,16 @@ def attend_kv_range(
         offsets = slots * (num_kv_heads * head_dim) + kv_head * head_dim
         kv_mask = key_mask[None, :] & dim_mask[:, None]
         k = tl.load(k_cache_ptr + offsets[None, :] + dims[:, None], mask=kv_mask, other=0.0)  # [D, N]
-        if DOT_IN_FP32:
-            qk = tl.dot(q.to(tl.float32), k.to(tl.float32), input_precision="ieee")
-        else:
-            qk = tl.dot(q, k)
-        qk = qk * scale_log2e
+        qk = dot(q, k, DOT_IN_FP32) * scale_log2e
         allowed = key_mask[None, :] & (key_positions[None, :] <= q_positions[:, None])
         if USE_WINDOW:
             allowed = allowed & (key_positions[None, :] > q_positions[:, None] - sliding_window)
         qk = tl.where(allowed, qk, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(qk, axis=1))
-        p = tl.exp2(qk - m_new[:, None])
-        alpha = tl.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, axis=1)
+        p, alpha, m_i, l_i = softmax_step(qk, m_i, l_i)
         v = tl.load(
             v_cache_ptr + offsets[:, None] + dims[None, :],
             mask=key_mask[:, None] & dim_mask[None, :],
             other=0.0,
         )  # [N, D]
-        if DOT_IN_FP32:
-            p_rounded = p.to(v.dtype).to(tl.float32)
-            acc = acc * alpha[:, None] + tl.dot(p_rounded, v.to(tl.float32), input_precision="ieee")
-        else:
-            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-        m_i = m_new
+        acc = acc * alpha[:, None] + dot(p.to(v.dtype), v, DOT_IN_FP32)
     return m_i, l_i, acc

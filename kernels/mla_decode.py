@@ -19,7 +19,7 @@ import torch
 
 from kernels._common import cdiv, next_power_of_2, tl, triton, use_triton
 from kernels._decode_splits import choose_splits, reduce_splits, split_partials, store_split
-from kernels._paged import LOG2E, dot_in_fp32, head_tile
+from kernels._paged import LOG2E, dot, dot_in_fp32, head_tile, softmax_step
 from kernels.latent_cache_write import write_latent
 
 __all__ = ["check_mla_inputs", "mla_decode", "mla_decode_reference", "write_latent"]
@@ -63,13 +63,6 @@ _BLOCK_N = 32
 _MIN_KEYS_PER_SPLIT = 64
 _MAX_SPLITS = 64
 _HEADS_PER_PROGRAM = 16
-
-
-@triton.jit
-def _dot(a, b, DOT_IN_FP32: tl.constexpr):
-    if DOT_IN_FP32:
-        return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
-    return tl.dot(a, b)
 
 
 # The block-table width and split count follow the batch's context lengths in eager steps.
@@ -146,14 +139,10 @@ def _mla_split_kernel(
             mask=rope_mask[:, None] & token_mask[None, :],
             other=0.0,
         )  # [P, N]
-        scores = _dot(q_latent, tl.trans(latent), DOT_IN_FP32) + _dot(q_rope, k_rope, DOT_IN_FP32)
+        scores = dot(q_latent, tl.trans(latent), DOT_IN_FP32) + dot(q_rope, k_rope, DOT_IN_FP32)
         scores = tl.where(token_mask[None, :], scores * scale_log2e, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(scores, axis=1))
-        p = tl.exp2(scores - m_new[:, None])
-        alpha = tl.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        acc = acc * alpha[:, None] + _dot(p.to(latent.dtype), latent, DOT_IN_FP32)
-        m_i = m_new
+        p, alpha, m_i, l_i = softmax_step(scores, m_i, l_i)
+        acc = acc * alpha[:, None] + dot(p.to(latent.dtype), latent, DOT_IN_FP32)
 
     store_split(
         out_ptr, partial_max_ptr, partial_sum_ptr, partial_acc_ptr, seq * num_heads + heads, split, num_splits,
