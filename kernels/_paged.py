@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels._common import interpreting, next_power_of_2, tl, triton
+from kernels._common import cdiv, interpreting, next_power_of_2, tl, triton
 from kernels.kv_cache_write import check_caches_contiguous
 
 LOG2E = 1.4426950408889634
@@ -59,16 +59,17 @@ def check_paged_inputs(
         raise ValueError(f"sliding_window must be positive or None, got {sliding_window}")
 
 
+def gather_pages(cache: torch.Tensor, block_table: torch.Tensor, context_len: int) -> torch.Tensor:
+    """One sequence's first ``context_len`` token rows of a paged ``cache: [blocks, block_size, ...]``."""
+    pages = block_table[: cdiv(context_len, cache.shape[1])].long()
+    return cache.index_select(0, pages).flatten(0, 1)[:context_len]
+
+
 def gather_context(
     k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor, context_len: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One sequence's first ``context_len`` keys and values, each ``[context_len, kv_heads, head_dim]``."""
-    block_size = k_cache.shape[1]
-    num_blocks = -(-context_len // block_size)
-    blocks = block_table[:num_blocks].long()
-    keys = k_cache.index_select(0, blocks).flatten(0, 1)[:context_len]
-    values = v_cache.index_select(0, blocks).flatten(0, 1)[:context_len]
-    return keys, values
+    return gather_pages(k_cache, block_table, context_len), gather_pages(v_cache, block_table, context_len)
 
 
 def attend(

@@ -19,10 +19,10 @@ import torch
 
 from kernels._common import cdiv, next_power_of_2, tl, triton, use_triton
 from kernels._decode_splits import choose_splits, reduce_splits, split_partials, store_split
-from kernels._paged import LOG2E, dot, dot_in_fp32, head_tile, softmax_step
+from kernels._paged import LOG2E, dot, dot_in_fp32, gather_pages, head_tile, softmax_step
 from kernels.latent_cache_write import write_latent
 
-__all__ = ["check_mla_inputs", "mla_decode", "mla_decode_reference", "write_latent"]
+__all__ = ["check_mla_inputs", "gather_latents", "mla_decode", "mla_decode_reference", "write_latent"]
 
 
 def check_mla_inputs(
@@ -191,6 +191,11 @@ def _launch(
     return out
 
 
+def gather_latents(latent_cache: torch.Tensor, block_table: torch.Tensor, context_len: int) -> torch.Tensor:
+    """One sequence's first ``context_len`` cache rows ``[context_len, R + P]``, through its pages."""
+    return gather_pages(latent_cache, block_table, context_len)
+
+
 def mla_decode_reference(
     q_latent: torch.Tensor,
     q_rope: torch.Tensor,
@@ -201,13 +206,11 @@ def mla_decode_reference(
 ) -> torch.Tensor:
     """Gathers each sequence's pages and attends in fp32; a row with no tokens gives zeros."""
     rank = q_latent.shape[2]
-    block_size = latent_cache.shape[1]
     out = torch.zeros(q_latent.shape, dtype=q_latent.dtype, device=q_latent.device)
     for b, seq_len in enumerate(seq_lens.tolist()):
         if seq_len <= 0:
             continue
-        pages = block_tables[b, : -(-seq_len // block_size)].long()
-        tokens = latent_cache.index_select(0, pages).flatten(0, 1)[:seq_len].float()  # [L, R + P]
+        tokens = gather_latents(latent_cache, block_tables[b], seq_len).float()  # [L, R + P]
         latent = tokens[:, :rank]
         scores = (q_latent[b].float() @ latent.t() + q_rope[b].float() @ tokens[:, rank:].t()) * scale
         out[b] = (torch.softmax(scores, dim=-1) @ latent).to(q_latent.dtype)

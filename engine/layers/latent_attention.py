@@ -19,7 +19,7 @@ from torch import nn
 from engine.layers.attention import AttentionMetadata
 from engine.layers.rotary import RotaryEmbedding
 from kernels.latent_cache_write import write_latent
-from kernels.mla_decode import mla_decode
+from kernels.mla_decode import gather_latents, mla_decode
 
 
 class LatentAttention(nn.Module):
@@ -136,10 +136,3 @@ class LatentAttention(nn.Module):
             scale=self.scale,
         )
         return o[0].transpose(0, 1)
-
-
-def gather_latents(cache: torch.Tensor, block_table: torch.Tensor, context_len: int) -> torch.Tensor:
-    """One sequence's first ``context_len`` cache rows ``[context_len, R + P]``, through its pages."""
-    block_size = cache.shape[1]
-    pages = cache.index_select(0, block_table[: -(-context_len // block_size)].long())
-    return pages.flatten(0, 1)[:context_len]

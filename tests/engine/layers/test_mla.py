@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from engine.layers.attention import AttentionMetadata
-from engine.layers.latent_attention import gather_latents
 from engine.layers.mla import MLAAttention, mla_rotary
 from engine.models.deepseek_v2 import parse_deepseek_config
 from kernels.latent_cache_write import write_latent
+from kernels.mla_decode import gather_latents
 
 BLOCK_SIZE, NUM_BLOCKS, HIDDEN = 4, 16, 32
 RANK, ROPE = 16, 4
