@@ -11,14 +11,13 @@ with it the logits, between server starts.
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
 from kernels._common import next_power_of_2
-from kernels.gemv_configs import _device_name
+from kernels._config_table import device_name, read_table_file, write_table_file
 
 __all__ = [
     "MoeConfig",
@@ -63,21 +62,18 @@ class MoeTable:
 
     @classmethod
     def load(cls, path: Path) -> MoeTable:
-        data = json.loads(Path(path).read_text())
+        device, rows = read_table_file(path)
         entries = {
-            (e["tokens"], e["experts"], e["hidden"], e["inter"]): MoeConfig(**e["config"])
-            for e in data["entries"]
+            (e["tokens"], e["experts"], e["hidden"], e["inter"]): MoeConfig(**e["config"]) for e in rows
         }
-        return cls(data["device"], entries)
+        return cls(device, entries)
 
     def save(self, path: Path, extra: dict | None = None) -> None:
         entries = [
             {"tokens": t, "experts": e, "hidden": h, "inter": i, "config": asdict(config)}
             for (t, e, h, i), config in sorted(self.entries.items())
         ]
-        Path(path).write_text(
-            json.dumps({"device": self.device, **(extra or {}), "entries": entries}, indent=1)
-        )
+        write_table_file(path, self.device, entries, extra)
 
 
 def token_bucket(tokens: int) -> int:
@@ -114,7 +110,7 @@ def choose_config(
     tokens: int, top_k: int, experts: int, hidden: int, inter: int, device: torch.device
 ) -> MoeConfig:
     table = load_table(_table_path or str(DEFAULT_TABLE))
-    if table is not None and table.device == _device_name(device):
+    if table is not None and table.device == device_name(device):
         entry = table.entries.get((token_bucket(tokens), experts, hidden, inter))
         if entry is not None:
             return entry

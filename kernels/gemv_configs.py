@@ -13,13 +13,13 @@ is ignored.
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
 from kernels._common import next_power_of_2, num_compute_units
+from kernels._config_table import device_name, read_table_file, write_table_file
 
 __all__ = [
     "GemvConfig",
@@ -79,14 +79,14 @@ class GemvTable:
 
     @classmethod
     def load(cls, path: Path) -> GemvTable:
-        data = json.loads(Path(path).read_text())
+        device, rows = read_table_file(path)
         entries = {
             (e["rows"], e["n"], e["k"], e["gated"], e.get("normed", False)): TableEntry(
                 e["backend"], GemvConfig(**e["config"])
             )
-            for e in data["entries"]
+            for e in rows
         }
-        return cls(data["device"], entries)
+        return cls(device, entries)
 
     def save(self, path: Path, extra: dict | None = None) -> None:
         entries = [
@@ -101,9 +101,7 @@ class GemvTable:
             }
             for (rows, n, k, gated, normed), e in sorted(self.entries.items())
         ]
-        Path(path).write_text(
-            json.dumps({"device": self.device, **(extra or {}), "entries": entries}, indent=1)
-        )
+        write_table_file(path, self.device, entries, extra)
 
 
 def row_bucket(rows: int) -> int:
@@ -129,20 +127,13 @@ def load_table(path: str) -> GemvTable | None:
     return GemvTable.load(Path(path)) if Path(path).is_file() else None
 
 
-@functools.lru_cache(maxsize=8)
-def _device_name(device: torch.device) -> str:
-    if device.type != "cuda":
-        return device.type
-    return torch.cuda.get_device_name(device)
-
-
 def table_entry(
     rows: int, n: int, k: int, gated: bool, device: torch.device, normed: bool = False
 ) -> TableEntry | None:
     """The measured choice for this shape on this device, if the table has one. A ``normed`` shape
     not measured itself falls back to the plain GEMV's entry (same weight stream, same tiles)."""
     table = load_table(_table_path or str(DEFAULT_TABLE))
-    if table is None or table.device != _device_name(device):
+    if table is None or table.device != device_name(device):
         return None
     key = (row_bucket(rows), n, k, gated)
     if normed and (*key, True) in table.entries:
