@@ -152,6 +152,10 @@ def _hf_figures(model_dir: Path, config: dict, args, ceilings, active_params: in
     else:
         _say(f"transformers: loading {model_dir}")
         model = load_hf_model(model_dir, args.device, args.dtype)
+    implementations = {
+        k: getattr(model.config, k, None) for k in ("_attn_implementation", "_experts_implementation")
+    }
+    _say(f"transformers: {type(model).__name__}, {implementations}")
     figures = {}
     workloads = set(args.workload)
     if "decode-bs1" in workloads:
@@ -392,6 +396,7 @@ def run(args: argparse.Namespace) -> int:
         cfg = parse_model_config(config)
         counts = parameter_counts(cfg)
         report["model"] = {
+            "name": args.random_arch or str(args.model),
             "total_parameters": counts.total,
             "active_parameters": counts.active,
             "kv_bytes_per_token": kv_bytes_per_token(cfg, args.dtype),
@@ -405,7 +410,7 @@ def run(args: argparse.Namespace) -> int:
 
             report["hardware"] = torch.cuda.get_device_name()
             _say("measuring copy bandwidth and bf16 matmul rate")
-            floor_inputs = FloorInputs(cfg, measure_ceilings(args.device), args.dtype)
+            floor_inputs = FloorInputs(cfg, measure_ceilings(args.device), args.dtype, args.max_num_seqs)
             report["figures"].update(_floor_figures(floor_inputs, counts.active, args.prefill_lengths))
         in_process = [name for name in args.workload if name != "serve"]
         if "serve" in args.workload:

@@ -46,6 +46,7 @@ class FloorInputs:
     cfg: ModelConfig
     ceilings: Ceilings
     dtype: str = "bfloat16"
+    max_num_seqs: int | None = None  # the engine's batch cap: bounds the weight reads from below
 
 
 def decode_floor_ms(weight_bytes: int, ceilings: Ceilings) -> float:
@@ -121,23 +122,28 @@ def decode_step_floor(
 
 @dataclass(frozen=True)
 class WorkloadFloor:
-    """The least time a set of requests can take on this device, from two independent bounds.
+    """The least time a set of requests can take on this device, from independent bounds.
 
     * compute: every active-weight FLOP (prompt tokens and generated tokens alike; the LM head once
       per generated token) and the causal attention FLOPs of each prompt, at the measured matmul rate;
+    * weight reads (with a batch cap): the decode steps' weight reads at the measured copy rate, at
+      least ``step_weight_bytes(cap) / cap`` per generated token (a step's reads grow at most in
+      proportion to its tokens) and one ``step_weight_bytes(1)`` per step of the longest output;
+      they stream while the matmuls run, so compute and weight reads overlap: the larger counts;
     * memory: each generated token reads its request's whole KV context, at the measured copy rate.
     Decode attention cannot overlap the projections of the same step (they are separate kernels in
-    sequence), so the two add. Weight reads are left out: at batch sizes that saturate compute,
-    one read per step is hidden under the step's matmuls (for a mixture of experts, whose step reads
-    every expert, that makes it looser). It is a lower bound, not a model of time.
+    sequence), so the KV reads add. For a dense model the weight reads hide under compute at large
+    batches; a mixture of experts reads every expert each step, so they can dominate. It is a lower
+    bound, not a model of time.
     """
 
     compute_s: float
     kv_read_s: float
+    weight_read_s: float = 0.0
 
     @property
     def seconds(self) -> float:
-        return self.compute_s + self.kv_read_s
+        return max(self.compute_s, self.weight_read_s) + self.kv_read_s
 
 
 def workload_floor(
@@ -146,6 +152,7 @@ def workload_floor(
     output_lens: list[int],
     ceilings: Ceilings,
     dtype: str = "bfloat16",
+    max_num_seqs: int | None = None,
 ) -> WorkloadFloor:
     lm_head = cfg.vocab_size * cfg.hidden_size
     body = parameter_counts(cfg).active - lm_head  # norm weights included: < 0.01 % of the MACs
@@ -163,4 +170,14 @@ def workload_floor(
         flops += 2 * cfg.num_layers * pair_macs * p * (p + 1) / 2  # the causal prompt
         # generated token j (1-based, j >= 2) attends over p + j - 1 positions
         kv_bytes += per_token_kv * sum(p + j - 1 for j in range(2, o + 1))
-    return WorkloadFloor(flops / ceilings.matmul_flops_per_s, kv_bytes / ceilings.copy_bytes_per_s)
+    weight_read_s = 0.0
+    if max_num_seqs and output_lens:
+        cap = min(max_num_seqs, len(output_lens))
+        read = max(
+            step_weight_bytes(cfg, cap, dtype) / cap * sum(output_lens),
+            step_weight_bytes(cfg, 1, dtype) * max(output_lens),
+        )
+        weight_read_s = read / ceilings.copy_bytes_per_s
+    return WorkloadFloor(
+        flops / ceilings.matmul_flops_per_s, kv_bytes / ceilings.copy_bytes_per_s, weight_read_s
+    )

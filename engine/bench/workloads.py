@@ -184,12 +184,18 @@ def _floor_figures(floor_inputs, prompts, output_lens, seconds: float) -> dict[s
     from engine.bench.floors import workload_floor
 
     floor = workload_floor(
-        floor_inputs.cfg, [len(p) for p in prompts], output_lens, floor_inputs.ceilings, floor_inputs.dtype
+        floor_inputs.cfg,
+        [len(p) for p in prompts],
+        output_lens,
+        floor_inputs.ceilings,
+        floor_inputs.dtype,
+        floor_inputs.max_num_seqs,
     )
     return {
         "floor_seconds": floor.seconds,
         "floor_compute_seconds": floor.compute_s,
         "floor_kv_read_seconds": floor.kv_read_s,
+        "floor_weight_read_seconds": floor.weight_read_s,
         "floor_output_tokens_per_s": sum(output_lens) / floor.seconds,
         "fraction_of_floor": floor.seconds / seconds,
     }

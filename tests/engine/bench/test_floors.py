@@ -105,3 +105,28 @@ def test_decode_step_floor_adds_the_batch_contexts_latent_reads():
     assert floor.kv_bytes == 400 * 2 * 40 * 2
     assert floor.weight_bytes == step_weight_bytes(cfg, 2)
     assert floor.seconds == pytest.approx((floor.weight_bytes + floor.kv_bytes) / 1e6)
+
+
+def test_without_a_batch_cap_weight_reads_are_left_out():
+    floor = workload_floor(ONE_LAYER, [8], [4], H200_COPY)
+    assert floor.weight_read_s == 0.0
+    assert floor.seconds == pytest.approx(floor.compute_s + floor.kv_read_s)
+
+
+def test_a_dense_model_reads_its_weights_once_per_step_of_the_longest_output_at_least():
+    # 2 requests of 3 outputs under a cap of 4: per token A / 2 (6 tokens: 3 A), per step A (3 steps: 3 A).
+    ceilings = Ceilings(copy_bytes_per_s=1.0, matmul_flops_per_s=1e30)
+    floor = workload_floor(ONE_LAYER, [2, 2], [3, 3], ceilings, max_num_seqs=4)
+    assert floor.weight_read_s == pytest.approx(3 * active_weight_bytes(ONE_LAYER))
+    assert floor.seconds == pytest.approx(floor.weight_read_s + floor.kv_read_s)  # compute ~ 0 here
+
+
+def test_mixture_of_experts_weight_reads_at_a_full_batch_read_every_expert():
+    # tiny-qwen3-moe, 8 requests of 4 outputs, cap 4: a full step reads all 8 experts (4 x top-2),
+    # 32 tokens / 4 per step = 8 full steps at least.
+    cfg = parse_model_config(hf_config("tiny-qwen3-moe"))
+    ceilings = Ceilings(copy_bytes_per_s=1.0, matmul_flops_per_s=1.0)
+    floor = workload_floor(cfg, [2] * 8, [4] * 8, ceilings, "float32", max_num_seqs=4)
+    counts = parameter_counts(cfg)
+    assert floor.weight_read_s == pytest.approx(8 * 4 * (counts.total - counts.input_embedding))
+    assert floor.seconds == pytest.approx(max(floor.compute_s, floor.weight_read_s) + floor.kv_read_s)

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Issue 16 on one H200 in one call (docs/performance.md): the fused-MoE and MLA-decode kernel tests
+# on CUDA, the tiny MoE/MLA checkpoints against transformers (greedy, bf16), then the benchmark of
+# DeepSeek-V2-Lite and Qwen3-30B-A3B (random bf16 weights) with transformers in the same process, and
+# the offline 2,000-request mix on DeepSeek-V2-Lite; a summary table at the end.
+#
+# Usage on the device machine, from the repo root (python3 with torch, triton and transformers; no venv):
+#   bash scripts/gpu/run_moe.sh [--only STEP]... [--budget SECONDS] [--tiny] [--device cuda|cpu] [--cap-scale K]
+#                               [--offline-requests N] [-- extra chassis-bench-engine args]
+# STEPs, in order: kernels engine-vs-hf deepseek-v2-lite qwen3-30b-a3b deepseek-v2-lite-offline.
+# Every step runs under `timeout`: its own cap, and never past the whole call's budget (default 560 s,
+# for a 600 s device call), so a slow step costs only itself; a skipped or cut step says so.
+# --tiny benches the CPU twins (tiny-deepseek-v2, tiny-qwen3-moe) under the same step names;
+# --cap-scale K multiplies every step's cap (a CPU run is slower than the caps are sized for).
+# Output under $OUT: run_moe.log (everything), <step>.json per bench step, summary.txt, clocks.csv.
+set -uo pipefail
+OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
+export PYTHONPATH="$PWD:$PWD/platform:${PYTHONPATH:-}" PYTHONUNBUFFERED=1
+PY="${PYTHON:-python3}"
+ALL_STEPS=(kernels engine-vs-hf deepseek-v2-lite qwen3-30b-a3b deepseek-v2-lite-offline)
+ONLY=() BUDGET=560 DEVICE=cuda TINY=0 OFFLINE_REQUESTS=2000 CAP_SCALE=1 EXTRA=()
+while (($#)); do
+  case "$1" in
+    --only) ONLY+=("$2"); shift 2 ;;
+    --budget) BUDGET="$2"; shift 2 ;;
+    --device) DEVICE="$2"; shift 2 ;;
+    --tiny) TINY=1; shift ;;
+    --cap-scale) CAP_SCALE="$2"; shift 2 ;;
+    --offline-requests) OFFLINE_REQUESTS="$2"; shift 2 ;;
+    --) shift; EXTRA=("$@"); break ;;
+    *) echo "run_moe.sh: unknown argument $1 (steps: ${ALL_STEPS[*]})"; exit 2 ;;
+  esac
+done
+for step in "${ONLY[@]}"; do
+  [[ " ${ALL_STEPS[*]} " == *" $step "* ]] || { echo "run_moe.sh: unknown step $step (steps: ${ALL_STEPS[*]})"; exit 2; }
+done
+LOG="$OUT/run_moe.log"; : >"$LOG"
+START=$SECONDS
+status=0
+
+wanted() { ((${#ONLY[@]} == 0)) || [[ " ${ONLY[*]} " == *" $1 "* ]]; }
+
+# run_step NAME CAP_SECONDS COMMAND...: the command under timeout, capped by what is left of the budget.
+run_step() {
+  local name=$1 cap=$(($2 * CAP_SCALE)); shift 2
+  wanted "$name" || return 0
+  local left=$((BUDGET - (SECONDS - START) - 20))  # 20 s: timeout's kill grace and the summary
+  ((left < cap)) && cap=$left
+  if ((cap < 30)); then
+    echo "=== $name: SKIPPED, $((BUDGET - (SECONDS - START))) s left of the ${BUDGET} s budget" | tee -a "$LOG"
+    status=1
+    return 0
+  fi
+  echo "=== $name (cap ${cap} s, $((SECONDS - START)) s used): $*" | tee -a "$LOG"
+  local t0=$SECONDS
+  timeout --kill-after=10 "$cap" "$@" 2>&1 | tee -a "$LOG"
+  local rc=${PIPESTATUS[0]}
+  local verdict="rc=$rc"
+  ((rc == 124 || rc == 137)) && verdict="CUT at its ${cap} s cap (rc=$rc)"
+  echo "=== $name: $verdict after $((SECONDS - t0)) s" | tee -a "$LOG"
+  ((rc == 0)) || status=1
+}
+
+if [[ $DEVICE == cuda ]]; then
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv 2>&1 | tee -a "$LOG"
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,utilization.gpu --format=csv -lms 500 \
+    >"$OUT/clocks.csv" 2>/dev/null &
+  CLOCKS_PID=$!
+  trap 'kill $CLOCKS_PID 2>/dev/null' EXIT
+fi
+"$PY" -c "import torch, triton, transformers; print('torch', torch.__version__, 'triton', triton.__version__, 'transformers', transformers.__version__)" 2>&1 | tee -a "$LOG"
+git log --oneline -1 2>/dev/null | tee -a "$LOG"
+
+DSV2=deepseek-v2-lite QWEN=qwen3-30b-a3b
+((TINY)) && DSV2=tiny-deepseek-v2 QWEN=tiny-qwen3-moe
+# The issue's anchors: bs=1 decode, bs=32 (prompt 512, 128 out) and prefill 2,048 (engine and transformers);
+# batch 128 for its decode step against the weight-and-KV floor (transformers' batch 128 left out: time).
+SHAPE_ARGS=(--device "$DEVICE" --compare hf --workload decode-bs1 --workload prefill --workload batch128
+  --workload static-batch --prefill-lengths 2048 --static-batch-sizes 32 --static-prompt-len 512
+  --static-output-len 128 --no-hf-batch128)
+
+run_step kernels 75 "$PY" -m pytest -q tests/kernels/test_fused_moe.py tests/kernels/test_mla_decode.py
+run_step engine-vs-hf 100 "$PY" scripts/gpu/check_engine_vs_hf.py --arch qwen3_moe --arch deepseek_v2 \
+  --arch deepseek_v3 --tokens 32 --dtype bfloat16 --train-steps 100 --prompts 4 --kernels triton --device "$DEVICE"
+run_step deepseek-v2-lite 190 "$PY" -m engine.bench.engine_bench --random-arch "$DSV2" "${SHAPE_ARGS[@]}" \
+  --json "$OUT/deepseek-v2-lite.json" "${EXTRA[@]}"
+run_step qwen3-30b-a3b 190 "$PY" -m engine.bench.engine_bench --random-arch "$QWEN" "${SHAPE_ARGS[@]}" \
+  --json "$OUT/qwen3-30b-a3b.json" "${EXTRA[@]}"
+run_step deepseek-v2-lite-offline 300 "$PY" -m engine.bench.engine_bench --random-arch "$DSV2" --device "$DEVICE" \
+  --workload offline --offline-requests "$OFFLINE_REQUESTS" --json "$OUT/deepseek-v2-lite-offline.json" "${EXTRA[@]}"
+
+echo "=== summary ($((SECONDS - START)) s used)" | tee -a "$LOG"
+"$PY" scripts/gpu/summarize_moe.py "$OUT/deepseek-v2-lite.json" "$OUT/qwen3-30b-a3b.json" \
+  "$OUT/deepseek-v2-lite-offline.json" 2>&1 | tee "$OUT/summary.txt" | tee -a "$LOG"
+exit $status
