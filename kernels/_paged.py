@@ -128,6 +128,16 @@ def softmax_step(scores, m_i, l_i):
 
 
 @triton.jit
+def tile_slots(block_table_ptr, start_n, end, BLOCK_SIZE: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The token positions ``start_n .. start_n + BLOCK_N - 1`` of one sequence, the mask of those
+    before ``end``, and their cache slots (int64) through the sequence's block table."""
+    positions = start_n + tl.arange(0, BLOCK_N)
+    mask = positions < end
+    pages = tl.load(block_table_ptr + positions // BLOCK_SIZE, mask=mask, other=0).to(tl.int64)
+    return positions, mask, pages * BLOCK_SIZE + positions % BLOCK_SIZE
+
+
+@triton.jit
 def attend_kv_range(
     q,
     k_cache_ptr,
@@ -161,10 +171,7 @@ def attend_kv_range(
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     for start_n in range(kv_start, kv_end, BLOCK_N):
-        key_positions = start_n + tl.arange(0, BLOCK_N)
-        key_mask = key_positions < kv_end
-        pages = tl.load(block_table_ptr + key_positions // BLOCK_SIZE, mask=key_mask, other=0).to(tl.int64)
-        slots = pages * BLOCK_SIZE + key_positions % BLOCK_SIZE
+        key_positions, key_mask, slots = tile_slots(block_table_ptr, start_n, kv_end, BLOCK_SIZE, BLOCK_N)
         offsets = slots * (num_kv_heads * head_dim) + kv_head * head_dim
         kv_mask = key_mask[None, :] & dim_mask[:, None]
         k = tl.load(k_cache_ptr + offsets[None, :] + dims[:, None], mask=kv_mask, other=0.0)  # [D, N]

@@ -19,7 +19,7 @@ import torch
 
 from kernels._common import cdiv, next_power_of_2, tl, triton, use_triton
 from kernels._decode_splits import choose_splits, reduce_splits, split_partials, store_split
-from kernels._paged import LOG2E, dot, dot_in_fp32, gather_pages, head_tile, softmax_step
+from kernels._paged import LOG2E, dot, dot_in_fp32, gather_pages, head_tile, softmax_step, tile_slots
 from kernels.latent_cache_write import write_latent
 
 __all__ = ["check_mla_inputs", "gather_latents", "mla_decode", "mla_decode_reference", "write_latent"]
@@ -127,10 +127,8 @@ def _mla_split_kernel(
     l_i = tl.zeros([BLOCK_H], dtype=tl.float32)
     acc = tl.zeros([BLOCK_H, BLOCK_R], dtype=tl.float32)
     for start_n in range(split_start, split_end, BLOCK_N):
-        positions = start_n + tl.arange(0, BLOCK_N)
-        token_mask = positions < split_end
-        pages = tl.load(block_table_ptr + positions // BLOCK_SIZE, mask=token_mask, other=0).to(tl.int64)
-        rows = (pages * BLOCK_SIZE + positions % BLOCK_SIZE) * token_width
+        _, token_mask, slots = tile_slots(block_table_ptr, start_n, split_end, BLOCK_SIZE, BLOCK_N)
+        rows = slots * token_width
         latent = tl.load(
             cache_ptr + rows[:, None] + dims[None, :], mask=token_mask[:, None] & dim_mask[None, :], other=0.0
         )  # [N, R]
