@@ -69,7 +69,7 @@ if [[ $DEVICE == cuda ]]; then
   trap 'kill $CLOCKS_PID 2>/dev/null' EXIT
 fi
 "$PY" -c "import torch, triton, transformers; print('torch', torch.__version__, 'triton', triton.__version__, 'transformers', transformers.__version__)" 2>&1 | tee -a "$LOG"
-git log --oneline -1 2>/dev/null | tee -a "$LOG"
+echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)" | tee -a "$LOG"
 
 DSV2=deepseek-v2-lite QWEN=qwen3-30b-a3b
 ((TINY)) && DSV2=tiny-deepseek-v2 QWEN=tiny-qwen3-moe
