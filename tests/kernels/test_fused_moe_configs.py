@@ -5,17 +5,15 @@ import torch
 
 from kernels import fused_moe_configs
 from kernels.fused_moe_configs import MoeConfig, MoeTable, choose_config, default_config, token_bucket
+from tests.support.launch_tables import table_at
 
 CPU = torch.device("cpu")
 
 
 @pytest.fixture
 def table_path(tmp_path, monkeypatch):
-    path = tmp_path / "fused_moe_table.json"
-    monkeypatch.setattr(fused_moe_configs, "_table_path", str(path))
-    fused_moe_configs.load_table.cache_clear()
-    yield path
-    fused_moe_configs.load_table.cache_clear()
+    with table_at(fused_moe_configs, tmp_path / "fused_moe_table.json", monkeypatch) as path:
+        yield path
 
 
 def test_token_buckets():

@@ -12,17 +12,15 @@ from kernels.gemv_configs import (
     row_bucket,
     table_entry,
 )
+from tests.support.launch_tables import table_at
 
 CPU = torch.device("cpu")
 
 
 @pytest.fixture
 def table_path(tmp_path, monkeypatch):
-    path = tmp_path / "gemv_table.json"
-    monkeypatch.setattr(gemv_configs, "_table_path", str(path))
-    gemv_configs.load_table.cache_clear()
-    yield path
-    gemv_configs.load_table.cache_clear()
+    with table_at(gemv_configs, tmp_path / "gemv_table.json", monkeypatch) as path:
+        yield path
 
 
 def test_row_buckets():

@@ -12,6 +12,7 @@ from engine.layers.parallel_linear import RowParallelLinear
 from kernels import _common, gemv, gemv_configs
 from kernels.activation import silu_and_mul
 from kernels.gemv_configs import GemvConfig, GemvTable, TableEntry
+from tests.support.launch_tables import table_at
 
 CPU = torch.device("cpu")
 
@@ -79,16 +80,12 @@ def test_auto_mode_follows_the_measured_table(monkeypatch, tmp_path, gemv_launch
         },
     )
     table.save(path)
-    monkeypatch.setattr(gemv_configs, "_table_path", str(path))
     monkeypatch.setattr(linear.gemv_switch, "mode", "auto")
-    gemv_configs.load_table.cache_clear()
     weight = torch.randn(40, 96)
-    try:
+    with table_at(gemv_configs, path, monkeypatch):
         assert takes_gemv(torch.randn(1, 96), weight)
         assert not takes_gemv(torch.randn(2, 96), weight)  # cuBLAS measured faster
         assert not takes_gemv(torch.randn(4, 96), weight)  # not measured
-    finally:
-        gemv_configs.load_table.cache_clear()
 
 
 def test_mlp_folds_the_activation_into_the_down_projection(monkeypatch, gemv_launches):

@@ -9,6 +9,7 @@ from engine.layers.norm import RMSNorm
 from kernels import _common, gemv_configs, gemv_norm
 from kernels.gemv_configs import GemvConfig, GemvTable, TableEntry
 from kernels.rms_norm import fused_add_rms_norm, rms_norm
+from tests.support.launch_tables import table_at
 
 CPU = torch.device("cpu")
 H, N = 96, 40
@@ -73,13 +74,9 @@ def test_auto_mode_fuses_where_the_table_picks_the_gemv(monkeypatch, tmp_path, f
         (2, N, H, False): TableEntry("cublas", GemvConfig(16, 32)),
     }
     GemvTable("cpu", entries).save(path)
-    monkeypatch.setattr(gemv_configs, "_table_path", str(path))
     monkeypatch.setattr(linear.gemv_switch, "mode", "auto")
-    gemv_configs.load_table.cache_clear()
     norm, x, residual, weight, _ = make(2)
-    try:
+    with table_at(gemv_configs, path, monkeypatch):
         norm.norm_matmul(x[:1], residual[:1], weight)
         norm.norm_matmul(x, residual, weight)  # cuBLAS measured faster at 2 rows: norm, then cuBLAS
-    finally:
-        gemv_configs.load_table.cache_clear()
     assert fused_launches == [(1, True)]
