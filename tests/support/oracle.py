@@ -12,14 +12,19 @@ from engine import LLM, SamplingParams
 
 
 def assert_matches_transformers(
-    model_dir: Path, prompt_lengths: tuple[int, ...] = (6, 29), new_tokens: int = 8, seed: int = 11
+    model_dir: Path,
+    prompt_lengths: tuple[int, ...] = (6, 29),
+    new_tokens: int = 8,
+    seed: int = 11,
+    **engine_kwargs,
 ) -> LLM:
-    """Random prompts of ``prompt_lengths`` tokens; returns our LLM (for checks on the built model)."""
+    """Random prompts of ``prompt_lengths`` tokens; ``engine_kwargs`` go to our LLM, which is returned
+    (for checks on the built model)."""
     hf = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
     hf.generation_config.eos_token_id = None  # full-length runs, as ours with ignore_eos
     gen = torch.Generator().manual_seed(seed)
     prompts = [torch.randint(3, hf.config.vocab_size, (n,), generator=gen).tolist() for n in prompt_lengths]
-    llm = LLM(model_dir, device="cpu", dtype="float32")
+    llm = LLM(model_dir, device="cpu", dtype="float32", **engine_kwargs)
     llm.engine.runner.keep_logits = True
     outs = llm.generate(prompts, SamplingParams(max_tokens=new_tokens, temperature=0.0, ignore_eos=True))
     with torch.no_grad():
