@@ -79,7 +79,12 @@ def test_up_on_embedded_defaults_is_healthy_and_worker_answers(tmp_path):
 
 def test_up_serves_the_demo_replica(tmp_path):
     """A new user's first minutes: `chassis up` alone ends with a ready SmolLM2 replica that knows the
-    capital of France, directly and through the gateway (the README's curl)."""
+    capital of France, directly and through the gateway (the README's curl).
+
+    The replica is `chassis serve <the SmolLM2 .gguf file> --served-model-name smollm2-chat` (the
+    launcher's command for the demo checkpoint), and it checks the model name of every request: this
+    is the suite's test of serving a GGUF checkpoint over the OpenAI API. --api-key is checked on the
+    tiny replica (tests/engine/server/test_server_errors.py), whatever the checkpoint's format."""
     env = {
         k: v
         for k, v in os.environ.items()
