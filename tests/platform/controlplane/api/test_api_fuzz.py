@@ -57,13 +57,14 @@ def _served_schema() -> dict:
 
 schema = schemathesis.openapi.from_dict(_served_schema())
 # The coverage phase sends some 250 boundary cases per operation whatever max_examples says; the
-# fuzzing phase (valid and invalid inputs) alone keeps the run within a couple of minutes.
+# fuzzing phase alone, at 5 examples for each of the ~60 operations (derandomized, so the same
+# valid and invalid inputs every run), keeps the whole module under 30 s on a loaded 2-core machine.
 schema.config.phases.coverage.enabled = False
 
 
 @schema.parametrize()
 @settings(
-    max_examples=15,
+    max_examples=5,
     derandomize=True,
     deadline=None,
     database=None,
