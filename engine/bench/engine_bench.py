@@ -129,8 +129,8 @@ def _say(message: str) -> None:
 
 def _model_dir(args, tmp: Path) -> tuple[Path, dict]:
     from engine.bench.random_arch import hf_config, write_config_dir
-    from engine.checkpoint.gguf_config import gguf_configs
     from engine.checkpoint.gguf_file import find_gguf
+    from engine.checkpoint.gguf_metadata import gguf_configs
 
     if args.random_arch:
         return write_config_dir(args.random_arch, tmp / args.random_arch), hf_config(args.random_arch)

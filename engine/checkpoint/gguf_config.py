@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.checkpoint.errors import CheckpointError
-from engine.checkpoint.gguf_file import architecture, field, open_gguf
+from engine.checkpoint.gguf_file import architecture, field
 
 # GGUF architecture -> the Hugging Face architecture the registry serves. llama.cpp writes Mistral
 # checkpoints as "llama" (same tensors, same rotary layout).
@@ -15,9 +15,9 @@ ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen
 FILE_TYPE_DTYPES = {0: "float32", 1: "float16", 32: "bfloat16"}
 
 
-def gguf_configs(path: Path) -> tuple[dict, dict]:
-    """(config.json, generation_config.json) equivalents; raises CheckpointError naming what is wrong."""
-    reader = open_gguf(path)
+def configs_from_reader(reader, path: Path) -> tuple[dict, dict]:
+    """(config.json, generation_config.json) equivalents of an open file (``gguf_file.open_gguf``);
+    raises CheckpointError naming what is wrong."""
     arch = architecture(reader, path)
     if arch not in ARCHITECTURES:
         raise CheckpointError(

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from engine.checkpoint.errors import CheckpointError
-from engine.checkpoint.gguf_file import architecture, field, open_gguf
+from engine.checkpoint.gguf_metadata import GGUFTensor, gguf_metadata
 
 GLOBAL_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
 BLOCK_NAMES = {
@@ -50,21 +50,31 @@ def iter_gguf_weights(path: Path) -> Iterator[tuple[str, object]]:
     """(HF name, float32 torch tensor) for every tensor of the file, one tensor in memory at a time."""
     import numpy as np
     import torch
+    from gguf.constants import GGMLQuantizationType
     from gguf.quants import dequantize
 
-    reader = open_gguf(path)
-    arch = architecture(reader, path)
-    heads = field(reader, f"{arch}.attention.head_count")
-    kv_heads = field(reader, f"{arch}.attention.head_count_kv", heads)
-    for tensor in reader.tensors:
+    metadata = gguf_metadata(path)
+    heads = metadata.config["num_attention_heads"]
+    kv_heads = metadata.config["num_key_value_heads"]
+    blob = np.memmap(path, mode="r")  # pages are read as each tensor is dequantized
+    for tensor in metadata.tensors:
         name = _hf_name_or_raise(path, tensor.name)
+        qtype = GGMLQuantizationType(tensor.ggml_type)
         try:
-            array = dequantize(tensor.data, tensor.tensor_type)
+            array = dequantize(_raw_data(blob, tensor, qtype), qtype)
         except NotImplementedError as exc:
             raise CheckpointError(path, f"tensor {tensor.name!r}: cannot dequantize ({exc})") from exc
-        if arch in PERMUTED_ROTARY_ARCHS and name.endswith(ROTARY_PERMUTED):
+        if metadata.architecture in PERMUTED_ROTARY_ARCHS and name.endswith(ROTARY_PERMUTED):
             array = unpermute_rotary_rows(array, heads if "q_proj" in name else kv_heads)
         yield name, torch.from_numpy(np.array(array, dtype=np.float32))  # a copy: the file is read-only
+
+
+def _raw_data(blob, tensor: GGUFTensor, qtype):
+    """A tensor's bytes, shaped as ``gguf.quants.dequantize`` takes them (rows of blocks)."""
+    from gguf.quants import quant_shape_to_byte_shape
+
+    byte_shape = quant_shape_to_byte_shape(tensor.shape, qtype)
+    return blob[tensor.offset : tensor.offset + tensor.nbytes].reshape(byte_shape)
 
 
 def unpermute_rotary_rows(weight, num_heads: int):
@@ -75,10 +85,11 @@ def unpermute_rotary_rows(weight, num_heads: int):
 
 def gguf_tensor_shapes(path: Path) -> dict[str, tuple[list[int], str]]:
     """HF name -> (shape, GGML type name) from the file's tensor infos; no tensor data is read."""
-    reader = open_gguf(path)
+    from gguf.constants import GGMLQuantizationType
+
     return {
-        _hf_name_or_raise(path, t.name): ([int(d) for d in reversed(t.shape)], t.tensor_type.name)
-        for t in reader.tensors
+        _hf_name_or_raise(path, t.name): (list(t.shape), GGMLQuantizationType(t.ggml_type).name)
+        for t in gguf_metadata(path).tensors
     }
 
 

@@ -6,7 +6,8 @@ from dataclasses import asdict, dataclass
 from math import prod
 from pathlib import Path
 
-from engine.checkpoint.gguf_file import field, find_gguf, open_gguf
+from engine.checkpoint.gguf_file import find_gguf
+from engine.checkpoint.gguf_metadata import gguf_metadata
 from engine.checkpoint.model_config import load_model_config
 from engine.checkpoint.model_facts import ModelFacts, model_facts
 from engine.checkpoint.weights import tensor_shapes, weight_files
@@ -69,8 +70,8 @@ def _tokenizer_facts(model_dir: Path) -> tuple[bool, bool]:
     """(has a tokenizer, has a chat template): files of a Hugging Face directory, or GGUF metadata."""
     gguf_path = find_gguf(model_dir)
     if gguf_path is not None:
-        reader = open_gguf(gguf_path)
-        return field(reader, "tokenizer.ggml.model") is not None, bool(field(reader, "tokenizer.chat_template"))
+        metadata = gguf_metadata(gguf_path)
+        return metadata.has_tokenizer, metadata.has_chat_template
     tokenizer_config = model_dir / "tokenizer_config.json"
     has_template = (model_dir / "chat_template.jinja").is_file() or (
         tokenizer_config.is_file() and '"chat_template"' in tokenizer_config.read_text(encoding="utf-8")

@@ -10,8 +10,8 @@ from typing import Any
 
 from engine.checkpoint.errors import CheckpointError
 from engine.checkpoint.fp8 import fp8_block_size
-from engine.checkpoint.gguf_config import gguf_configs
 from engine.checkpoint.gguf_file import find_gguf
+from engine.checkpoint.gguf_metadata import gguf_configs
 from engine.checkpoint.mla_config import MLAConfig
 from engine.checkpoint.moe_config import MoEConfig
 from engine.models import registry

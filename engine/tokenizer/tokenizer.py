@@ -19,6 +19,7 @@ from typing import Any
 
 from engine.checkpoint.errors import CheckpointError
 from engine.checkpoint.gguf_file import find_gguf
+from engine.tokenizer.gguf_tokenizer import load_gguf_tokenizer
 
 
 class Tokenizer:
@@ -38,7 +39,7 @@ class Tokenizer:
             if gguf_path is None:
                 self.hf = AutoTokenizer.from_pretrained(str(model_dir))
             else:  # transformers builds a fast tokenizer (and the chat template) from the metadata
-                self.hf = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
+                self.hf = load_gguf_tokenizer(gguf_path)
         except Exception as exc:  # transformers raises many types for a broken tokenizer
             raise CheckpointError(source, f"cannot load tokenizer ({exc})") from exc
         ids = list(eos_token_ids or [])

@@ -1,7 +1,6 @@
 """GGUF checkpoints: a GGUF twin of a tiny safetensors checkpoint serves the same greedy tokens, and
 broken or unsupported files are refused naming the problem."""
 
-import json
 import shutil
 
 import gguf
@@ -16,42 +15,25 @@ from engine.checkpoint.gguf_weights import unpermute_rotary_rows
 from engine.checkpoint.inspect import inspect_checkpoint
 from engine.checkpoint.weights import iter_weights
 from engine.testing.tiny_gguf import _permute, write_gguf
-from engine.testing.tiny_model import make_tiny_model
 from engine.tokenizer import Tokenizer
+from tests.support.checkpoints import GGUF_TWIN_ARCHES
 
 GREEDY = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
 PROMPTS = ["def parse(self, text):", "import json\n\nclass Decoder:"]
 CHAT = [{"role": "user", "content": "Format the <|im_end|> help text, héllo"}]
-GGUF_ARCHES = ("llama", "qwen2", "qwen3")
 
 
-@pytest.fixture(scope="module")
-def twins(tmp_path_factory) -> dict[str, tuple]:
-    """arch -> (safetensors directory, its F32 GGUF file). Llama's is given plain RoPE: llama.cpp
-    carries Llama 3 RoPE scaling as a frequency tensor, which the engine does not read."""
-    root = tmp_path_factory.mktemp("gguf-twins")
-    found = {}
-    for seed, arch in enumerate(GGUF_ARCHES, start=11):
-        model_dir = make_tiny_model(root / arch, arch=arch, seed=seed)
-        if arch == "llama":
-            config = json.loads((model_dir / "config.json").read_text())
-            config["rope_parameters"] = {"rope_type": "default", "rope_theta": 10000.0}
-            (model_dir / "config.json").write_text(json.dumps(config))
-        found[arch] = (model_dir, write_gguf(model_dir, root / f"{arch}.gguf"))
-    return found
-
-
-@pytest.mark.parametrize("arch", GGUF_ARCHES)
-def test_gguf_gives_the_greedy_tokens_of_its_safetensors_twin(twins, arch):
-    model_dir, gguf_file = twins[arch]
+@pytest.mark.parametrize("arch", GGUF_TWIN_ARCHES)
+def test_gguf_gives_the_greedy_tokens_of_its_safetensors_twin(gguf_twins, arch):
+    model_dir, gguf_file = gguf_twins[arch]
     assert load_model_config(gguf_file) == load_model_config(model_dir)
     expected = [o.token_ids for o in LLM(model_dir, device="cpu").generate(PROMPTS, GREEDY)]
     assert [o.token_ids for o in LLM(gguf_file, device="cpu").generate(PROMPTS, GREEDY)] == expected
 
 
-@pytest.mark.parametrize("arch", GGUF_ARCHES)
-def test_gguf_tokenizer_and_chat_template_match(twins, arch):
-    model_dir, gguf_file = twins[arch]
+@pytest.mark.parametrize("arch", GGUF_TWIN_ARCHES)
+def test_gguf_tokenizer_and_chat_template_match(gguf_twins, arch):
+    model_dir, gguf_file = gguf_twins[arch]
     hf, ours = Tokenizer(model_dir), Tokenizer(gguf_file)
     assert ours.has_chat_template
     assert ours.apply_chat_template(CHAT) == hf.apply_chat_template(CHAT)
@@ -59,8 +41,8 @@ def test_gguf_tokenizer_and_chat_template_match(twins, arch):
     assert ours.eos_token_ids == hf.eos_token_ids
 
 
-def test_quantized_gguf_serves_its_dequantized_weights(twins, tmp_path):
-    model_dir, _ = twins["llama"]
+def test_quantized_gguf_serves_its_dequantized_weights(gguf_twins, tmp_path):
+    model_dir, _ = gguf_twins["llama"]
     q8 = write_gguf(model_dir, tmp_path / "llama-q8_0.gguf", qtype="Q8_0")
     quantized = dict(iter_weights(q8))
     originals = dict(iter_weights(model_dir))
@@ -79,8 +61,8 @@ def test_quantized_gguf_serves_its_dequantized_weights(twins, tmp_path):
     assert [o.token_ids for o in LLM(q8, device="cpu").generate(PROMPTS, GREEDY)] == expected
 
 
-def test_a_directory_holding_one_gguf_file_is_a_checkpoint(twins, tmp_path):
-    _, gguf_file = twins["qwen3"]
+def test_a_directory_holding_one_gguf_file_is_a_checkpoint(gguf_twins, tmp_path):
+    _, gguf_file = gguf_twins["qwen3"]
     shutil.copy(gguf_file, tmp_path / gguf_file.name)
     info = inspect_checkpoint(tmp_path)
     assert info.architecture == "Qwen3ForCausalLM" and info.num_weight_files == 1
@@ -90,8 +72,8 @@ def test_a_directory_holding_one_gguf_file_is_a_checkpoint(twins, tmp_path):
         load_model_config(tmp_path)
 
 
-def test_inspection_counts_the_same_parameters_as_safetensors(twins):
-    model_dir, gguf_file = twins["qwen2"]
+def test_inspection_counts_the_same_parameters_as_safetensors(gguf_twins):
+    model_dir, gguf_file = gguf_twins["qwen2"]
     hf, ours = inspect_checkpoint(model_dir), inspect_checkpoint(gguf_file)
     assert (ours.architecture, ours.num_parameters, ours.dtype) == (
         hf.architecture,
