@@ -57,15 +57,24 @@ class Process:
             self.popen.kill()
             self.popen.wait(timeout=10)
 
-    def stop(self, timeout: float = 10.0) -> None:
-        if not self.alive():
+    def terminate(self) -> None:
+        """SIGTERM without waiting (a second one would cut the drain short): ``reap`` waits."""
+        if self.alive():
+            self.popen.send_signal(signal.SIGTERM)
+
+    def reap(self, timeout: float = 10.0) -> None:
+        """Wait for the exit, SIGKILL after ``timeout``."""
+        if self.popen is None:
             return
-        self.popen.send_signal(signal.SIGTERM)
         try:
             self.popen.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.popen.kill()
             self.popen.wait(timeout=10)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.terminate()
+        self.reap(timeout)
 
     def wait_ready(self, path: str, deadline: float) -> None:
         last = "no answer"
@@ -151,9 +160,12 @@ class Cluster:
         return self.replicas[i]
 
     def stop(self) -> None:
-        for process in [self.gateway, *self.replicas]:
-            if process is not None:
-                process.stop()
+        """Every process drains at once, then each is waited for (each alone would add its drain)."""
+        processes = [p for p in (self.gateway, *self.replicas) if p is not None]
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.reap()
 
     def __enter__(self) -> Cluster:
         return self

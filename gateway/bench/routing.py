@@ -8,11 +8,14 @@ policy order alternates (forward, then reversed) so that drifting machine load f
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -115,6 +118,25 @@ def warm_up(cluster: Cluster, max_tokens: int, words: int = 200) -> None:
     asyncio.run(all_replicas())
 
 
+def start_cluster(
+    policy: str,
+    model_dir: Path,
+    workdir: Path,
+    replicas: int,
+    load_margin: float,
+    serve_args: list[str],
+    repeat: int = 0,
+) -> Cluster:
+    """Fresh replicas (cold prefix caches) and a gateway routing with ``policy``, all ready."""
+    policy_config = {"name": policy, "load_margin": load_margin} if policy == "cache_aware" else policy
+    cluster = Cluster(model_dir, workdir / f"{policy}-{repeat}", policy=policy_config, serve_args=serve_args)
+    try:
+        return cluster.start(replicas)
+    except BaseException:
+        cluster.stop()
+        raise
+
+
 def run_policy(
     policy: str,
     model_dir: Path,
@@ -127,16 +149,19 @@ def run_policy(
     serve_args: list[str],
     log=print,
     repeat: int = 0,
+    cluster: Cluster | None = None,
+    while_replaying: Callable[[], None] | None = None,
 ) -> PolicyReport:
+    """``cluster``: one ``start_cluster`` made for this policy (it is stopped here), else this starts
+    its own; ``while_replaying`` is called as the timed replay begins."""
     sessions = build_workload(shape, seed)
     total = total_requests(sessions)
-    policy_config = {"name": policy, "load_margin": load_margin} if policy == "cache_aware" else policy
     name = f"{policy}-{repeat}"
-    cluster = Cluster(model_dir, workdir / name, policy=policy_config, serve_args=serve_args)
-    log(f"[{name}] starting {replicas} replicas and the gateway ...")
     started = time.monotonic()
+    if cluster is None:
+        log(f"[{name}] starting {replicas} replicas and the gateway ...")
+        cluster = start_cluster(policy, model_dir, workdir, replicas, load_margin, serve_args, repeat)
     with cluster:
-        cluster.start(replicas)
         up = time.monotonic() - started
         warm_up(cluster, max_tokens)
         log(
@@ -153,6 +178,8 @@ def run_policy(
                 last[0] = time.monotonic()
                 log(f"[{name}] {done}/{total} requests")
 
+        if while_replaying is not None:
+            while_replaying()
         t0 = time.perf_counter()
         results = asyncio.run(
             replay_open_loop(cluster.gateway.url, cluster.model_name, sessions, max_tokens, progress)
@@ -164,6 +191,43 @@ def run_policy(
     report.decisions = decisions
     report.repeat, report.load_before, report.load_after = repeat, load_before, os.getloadavg()[0]
     return report
+
+
+def run_policies_overlapped(
+    policies: list[str], model_dir: Path, workdir: Path, replicas: int, **run
+) -> dict[str, PolicyReport]:
+    """``run_policy`` for each policy in turn, each on fresh replicas, the next policy's starting while
+    the previous one replays. For tests, whose figures are hit rates and shares: the startups load
+    the machine during a replay, so its TTFTs are not the bench's."""
+    reports: dict[str, PolicyReport] = {}
+    shared = {"load_margin": run["load_margin"], "serve_args": run["serve_args"]}
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending: list[Future[Cluster]] = []
+        try:
+            for i, policy in enumerate(policies):
+                cluster = pending.pop().result() if pending else None
+                following = policies[i + 1 : i + 2]
+
+                def start_following(following=following) -> None:
+                    for name in following:
+                        pending.append(
+                            pool.submit(start_cluster, name, model_dir, workdir, replicas, **shared)
+                        )
+
+                reports[policy] = run_policy(
+                    policy,
+                    model_dir,
+                    workdir,
+                    replicas,
+                    cluster=cluster,
+                    while_replaying=start_following,
+                    **run,
+                )
+        finally:
+            for started in pending:  # a run failed while the next policy's replicas were starting
+                with contextlib.suppress(Exception):
+                    started.result().stop()
+    return reports
 
 
 def format_table(reports: list[PolicyReport]) -> str:
