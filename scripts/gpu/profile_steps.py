@@ -4,13 +4,22 @@ Builds the benchmark model (random Llama-3.1-8B weights), then for batch 1 and b
   * graph replay back to back (GPU time), replay + synchronize (exposed launch latency),
   * the engine's own decode steps under cProfile (host functions by self time).
 
+``--eager`` instead builds ``--arch`` (any ``engine.bench.random_arch`` name, ``--layers`` to cut it)
+without CUDA graphs, so every kernel is attributed, and for each ``--case BATCH:CONTEXT`` profiles
+(torch.profiler, CUDA kernels) the prefill of fresh prompts alone and the prefill plus
+``--decode-steps`` decode steps: the difference divided by the steps is one decode step, kernel by
+kernel; ``--prefill N`` prints the prefill of one N-token prompt the same way (issue 16).
+
     python3 scripts/gpu/profile_steps.py
+    python3 scripts/gpu/profile_steps.py --eager --arch deepseek-v2-lite --case 1:576 --case 128:576 --prefill 2048
 """
 
 from __future__ import annotations
 
+import argparse
 import cProfile
 import io
+import json
 import pstats
 import sys
 import tempfile
@@ -20,7 +29,25 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--eager", action="store_true", help="kernel breakdown per step without CUDA graphs")
+    parser.add_argument("--arch", default="llama-3.1-8b", help="random_arch name (--eager)")
+    parser.add_argument("--layers", type=int, help="keep only this many decoder layers (--eager)")
+    parser.add_argument("--case", action="append", help="BATCH:CONTEXT decode cases (--eager; default 1:576)")
+    parser.add_argument("--prefill", type=int, action="append", default=[], help="prompt lengths (--eager)")
+    parser.add_argument("--decode-steps", type=int, default=8)
+    parser.add_argument("--device", default="cuda", help="--eager: cpu for a smoke run (CPU op self times)")
+    parser.add_argument("--top", type=int, default=25, help="kernels listed per table")
+    args = parser.parse_args(argv)
+    if args.eager:
+        return eager_breakdowns(args)
+    return graph_and_host_profile()
+
+
+def graph_and_host_profile() -> int:
     import torch
 
     from engine import LLM, SamplingParams
@@ -73,27 +100,102 @@ def main() -> int:
     return 0
 
 
-def _kernel_breakdown(replay, steps: int) -> str:
-    """GPU time per kernel name inside the decode graph (CUPTI sees the kernels of a replay)."""
+def eager_breakdowns(args) -> int:
+
+    from engine import LLM, SamplingParams
+    from engine.bench.random_arch import write_config_dir
+    from engine.bench.workloads import random_prompts
+
+    cases = [tuple(int(v) for v in case.split(":")) for case in (args.case or ["1:576"])]
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = write_config_dir(args.arch, Path(tmp) / "m")
+        config = json.loads((model_dir / "config.json").read_text())
+        layers_note = f"all {config['num_hidden_layers']} layers"
+        if args.layers and args.layers < config["num_hidden_layers"]:
+            layers_note = f"{args.layers} of {config['num_hidden_layers']} layers: per-layer times hold, step totals do not"
+            config["num_hidden_layers"] = args.layers
+            (model_dir / "config.json").write_text(json.dumps(config, indent=2))
+        started = time.perf_counter()
+        llm = LLM(
+            str(model_dir), device=args.device, dtype="bfloat16", load_format="dummy", enforce_eager=True,
+            max_num_seqs=256, max_num_batched_tokens=8192, gpu_memory_utilization=0.85,
+        )  # fmt: skip
+        print(
+            f"{args.arch}: {layers_note}, eager (no CUDA graphs); loaded in {time.perf_counter() - started:.0f} s"
+        )
+        vocab = config["vocab_size"]
+        seeds = iter(range(1000, 10**6))  # fresh prompts for every run: no prefix-cache hits
+
+        def profiled(batch: int, prompt_len: int, tokens: int) -> tuple[dict, float]:
+            prompts = random_prompts(batch, prompt_len, prompt_len, vocab, seed=next(seeds))
+            params = SamplingParams(max_tokens=tokens, ignore_eos=True, temperature=0.0)
+            return _device_times(lambda: llm.generate(prompts, params), args.device)
+
+        for batch, context in cases:
+            profiled(batch, context, 2)  # compiles the kernels at these shapes
+            prefill, prefill_wall = profiled(batch, context, 1)
+            both, both_wall = profiled(batch, context, 1 + args.decode_steps)
+            steps = args.decode_steps
+            decode = {key: (us - prefill.get(key, (0.0, 0))[0], count - prefill.get(key, (0.0, 0))[1])
+                      for key, (us, count) in both.items()}  # fmt: skip
+            print(f"\n=== {args.arch} decode batch {batch}, context {context}: wall "
+                  f"{(both_wall - prefill_wall) / steps * 1e3:.2f} ms/step eager ({steps} steps, prefill subtracted)")  # fmt: skip
+            print(_format_times(decode, steps, f"kernels in one decode step (of {steps})", args.top))
+        for length in args.prefill:
+            profiled(1, length, 1)
+            times, wall = profiled(1, length, 1)
+            print(f"\n=== {args.arch} prefill of {length} tokens: wall {wall * 1e3:.1f} ms eager")
+            print(_format_times(times, 1, f"kernels in the prefill of {length} tokens", args.top))
+    return 0
+
+
+def _device_times(work, device: str = "cuda") -> tuple[dict[str, tuple[float, int]], float]:
+    """GPU microseconds and launches per kernel name while ``work()`` runs (CUPTI sees graph replays'
+    kernels too), and the wall seconds it took; on a CPU, the ops' self times instead."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    cuda = device.startswith("cuda")
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
+        sync()
+        started = time.perf_counter()
+        work()
+        sync()
+        wall = time.perf_counter() - started
+    times = {}
+    for event in prof.key_averages():
+        if not cuda:
+            us = event.self_cpu_time_total
+        elif hasattr(event, "device_time_total"):
+            us = event.device_time_total
+        else:
+            us = event.cuda_time_total
+        if us > 0:
+            times[event.key] = (us, event.count)
+    return times, wall
+
+
+def _format_times(times: dict[str, tuple[float, int]], steps: int, title: str, top: int = 25) -> str:
+    rows = sorted(((us, count, key) for key, (us, count) in times.items() if us > 0), reverse=True)
+    total = sum(us for us, _, _ in rows)
+    lines = [f"{title}: {total / steps:.1f} us of GPU time per step"]
+    lines += [
+        f"  {us / steps:8.1f} us {100 * us / total:5.1f}%  {count / steps:6.1f}x  {key[:90]}"
+        for us, count, key in rows[:top]
+    ]
+    return "\n".join(lines)
+
+
+def _kernel_breakdown(replay, steps: int) -> str:
+    """GPU time per kernel name inside the decode graph (CUPTI sees the kernels of a replay)."""
+
+    def replays() -> None:
         for _ in range(steps):
             replay()
-        torch.cuda.synchronize()
-    rows = []
-    total = 0.0
-    for event in prof.key_averages():
-        us = event.device_time_total if hasattr(event, "device_time_total") else event.cuda_time_total
-        if us <= 0:
-            continue
-        total += us
-        rows.append((us, event.count, event.key))
-    rows.sort(reverse=True)
-    lines = [f"kernels in one step (of {steps} replays): {total / steps:.1f} us of GPU time"]
-    lines += [f"  {us / steps:8.1f} us  {count // steps:4d}x  {key[:90]}" for us, count, key in rows[:25]]
-    return "\n".join(lines)
+
+    times, _ = _device_times(replays)
+    return _format_times(times, steps, f"kernels in one step (of {steps} replays)")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,11 @@
 # Usage on the device machine, from the repo root (python3 with torch, triton and transformers; no venv):
 #   bash scripts/gpu/run_moe.sh [--only STEP]... [--budget SECONDS] [--tiny] [--device cuda|cpu] [--cap-scale K]
 #                               [--offline-requests N] [-- extra chassis-bench-engine args]
-# STEPs, in order: kernels engine-vs-hf deepseek-v2-lite qwen3-30b-a3b deepseek-v2-lite-offline.
+# STEPs, in order: kernels engine-vs-hf deepseek-v2-lite qwen3-30b-a3b deepseek-v2-lite-offline; and, only when
+# named by --only: tune-moe (scripts/gpu/tune_moe.py: $OUT/fused_moe_table.json, the fused-MoE tiles at both
+# models' shapes), profile-deepseek-v2-lite and profile-qwen3-30b-a3b (scripts/gpu/profile_steps.py --eager:
+# kernels per decode step at batch 1 and 128, context 576; DeepSeek's prefill of 2,048 tokens too). Issue 16:
+#   bash scripts/gpu/run_moe.sh --budget 540 --only tune-moe --only profile-deepseek-v2-lite --only profile-qwen3-30b-a3b
 # Every step runs under `timeout`: its own cap, and never past the whole call's budget (default 560 s,
 # for a 600 s device call), so a slow step costs only itself; a skipped or cut step says so.
 # --tiny benches the CPU twins (tiny-deepseek-v2, tiny-qwen3-moe) under the same step names;
@@ -18,6 +22,7 @@ OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONPATH="$PWD:$PWD/platform:${PYTHONPATH:-}" PYTHONUNBUFFERED=1
 PY="${PYTHON:-python3}"
 ALL_STEPS=(kernels engine-vs-hf deepseek-v2-lite qwen3-30b-a3b deepseek-v2-lite-offline)
+ON_REQUEST_STEPS=(tune-moe profile-deepseek-v2-lite profile-qwen3-30b-a3b)
 ONLY=() BUDGET=560 DEVICE=cuda TINY=0 OFFLINE_REQUESTS=2000 CAP_SCALE=1 EXTRA=()
 while (($#)); do
   case "$1" in
@@ -32,13 +37,17 @@ while (($#)); do
   esac
 done
 for step in "${ONLY[@]}"; do
-  [[ " ${ALL_STEPS[*]} " == *" $step "* ]] || { echo "run_moe.sh: unknown step $step (steps: ${ALL_STEPS[*]})"; exit 2; }
+  [[ " ${ALL_STEPS[*]} ${ON_REQUEST_STEPS[*]} " == *" $step "* ]] ||
+    { echo "run_moe.sh: unknown step $step (steps: ${ALL_STEPS[*]} ${ON_REQUEST_STEPS[*]})"; exit 2; }
 done
 LOG="$OUT/run_moe.log"; : >"$LOG"
 START=$SECONDS
 status=0
 
-wanted() { ((${#ONLY[@]} == 0)) || [[ " ${ONLY[*]} " == *" $1 "* ]]; }
+wanted() {
+  [[ " ${ONLY[*]} " == *" $1 "* ]] && return 0
+  ((${#ONLY[@]} == 0)) && [[ " ${ALL_STEPS[*]} " == *" $1 "* ]]
+}
 
 # run_step NAME CAP_SECONDS COMMAND...: the command under timeout, capped by what is left of the budget.
 run_step() {
@@ -89,7 +98,21 @@ run_step qwen3-30b-a3b 190 "$PY" -m engine.bench.engine_bench --random-arch "$QW
 run_step deepseek-v2-lite-offline 300 "$PY" -m engine.bench.engine_bench --random-arch "$DSV2" --device "$DEVICE" \
   --workload offline --offline-requests "$OFFLINE_REQUESTS" --json "$OUT/deepseek-v2-lite-offline.json" "${EXTRA[@]}"
 
-echo "=== summary ($((SECONDS - START)) s used)" | tee -a "$LOG"
-"$PY" scripts/gpu/summarize_moe.py "$OUT/deepseek-v2-lite.json" "$OUT/qwen3-30b-a3b.json" \
-  "$OUT/deepseek-v2-lite-offline.json" 2>&1 | tee "$OUT/summary.txt" | tee -a "$LOG"
+TUNE_ARGS=() PROFILE_ARGS=(--decode-steps 8)
+((TINY)) && TUNE_ARGS=(--tiny --buckets 1 16 --calls 2 --replays 1) PROFILE_ARGS=(--decode-steps 2 --layers 1)
+run_step tune-moe 240 "$PY" scripts/gpu/tune_moe.py --device "$DEVICE" --budget $((190 * CAP_SCALE)) "${TUNE_ARGS[@]}" \
+  --write-table "$OUT/fused_moe_table.json"
+run_step profile-deepseek-v2-lite 150 "$PY" scripts/gpu/profile_steps.py --eager --device "$DEVICE" --arch "$DSV2" \
+  --case 1:576 --case 128:576 --prefill 2048 "${PROFILE_ARGS[@]}"
+run_step profile-qwen3-30b-a3b 130 "$PY" scripts/gpu/profile_steps.py --eager --device "$DEVICE" --arch "$QWEN" \
+  --case 1:576 --case 128:576 "${PROFILE_ARGS[@]}"
+
+bench_wanted=0
+for step in "${ALL_STEPS[@]}"; do wanted "$step" && bench_wanted=1; done
+if ((bench_wanted)); then
+  echo "=== summary ($((SECONDS - START)) s used)" | tee -a "$LOG"
+  "$PY" scripts/gpu/summarize_moe.py "$OUT/deepseek-v2-lite.json" "$OUT/qwen3-30b-a3b.json" \
+    "$OUT/deepseek-v2-lite-offline.json" 2>&1 | tee "$OUT/summary.txt" | tee -a "$LOG"
+fi
+echo "=== done ($((SECONDS - START)) s used)" | tee -a "$LOG"
 exit $status
