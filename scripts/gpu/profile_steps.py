@@ -39,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--case", action="append", help="BATCH:CONTEXT decode cases (--eager; default 1:576)")
     parser.add_argument("--prefill", type=int, action="append", default=[], help="prompt lengths (--eager)")
     parser.add_argument("--decode-steps", type=int, default=8)
+    parser.add_argument(
+        "--moe-table", type=Path, help="--eager: fused-MoE tiles from this table, if it exists"
+    )
     parser.add_argument("--device", default="cuda", help="--eager: cpu for a smoke run (CPU op self times)")
     parser.add_argument("--top", type=int, default=25, help="kernels listed per table")
     args = parser.parse_args(argv)
@@ -107,6 +110,12 @@ def eager_breakdowns(args) -> int:
     from engine.bench.workloads import random_prompts
 
     cases = [tuple(int(v) for v in case.split(":")) for case in (args.case or ["1:576"])]
+    moe_tiles = "kernels/fused_moe_table.json or the default rule"
+    if args.moe_table and args.moe_table.is_file():
+        from kernels.fused_moe_configs import set_table_path
+
+        set_table_path(args.moe_table)  # the engine runs in this process at tensor-parallel size 1
+        moe_tiles = str(args.moe_table)
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = write_config_dir(args.arch, Path(tmp) / "m")
         config = json.loads((model_dir / "config.json").read_text())
@@ -121,7 +130,7 @@ def eager_breakdowns(args) -> int:
             max_num_seqs=256, max_num_batched_tokens=8192, gpu_memory_utilization=0.85,
         )  # fmt: skip
         print(
-            f"{args.arch}: {layers_note}, eager (no CUDA graphs); loaded in {time.perf_counter() - started:.0f} s"
+            f"{args.arch}: {layers_note}, eager (no CUDA graphs), fused-MoE tiles from {moe_tiles}; loaded in {time.perf_counter() - started:.0f} s"
         )
         vocab = config["vocab_size"]
         seeds = iter(range(1000, 10**6))  # fresh prompts for every run: no prefix-cache hits

@@ -10,7 +10,8 @@
 # STEPs, in order: kernels engine-vs-hf deepseek-v2-lite qwen3-30b-a3b deepseek-v2-lite-offline; and, only when
 # named by --only: tune-moe (scripts/gpu/tune_moe.py: $OUT/fused_moe_table.json, the fused-MoE tiles at both
 # models' shapes), profile-deepseek-v2-lite and profile-qwen3-30b-a3b (scripts/gpu/profile_steps.py --eager:
-# kernels per decode step at batch 1 and 128, context 576; DeepSeek's prefill of 2,048 tokens too). Issue 16:
+# kernels per decode step at batch 1 and 128, context 576; DeepSeek's prefill of 2,048 tokens too; with the
+# fused-MoE tiles of $OUT/fused_moe_table.json when tune-moe wrote it). Issue 16:
 #   bash scripts/gpu/run_moe.sh --budget 540 --only tune-moe --only profile-deepseek-v2-lite --only profile-qwen3-30b-a3b
 # Every step runs under `timeout`: its own cap, and never past the whole call's budget (default 560 s,
 # for a 600 s device call), so a slow step costs only itself; a skipped or cut step says so.
@@ -98,8 +99,8 @@ run_step qwen3-30b-a3b 190 "$PY" -m engine.bench.engine_bench --random-arch "$QW
 run_step deepseek-v2-lite-offline 300 "$PY" -m engine.bench.engine_bench --random-arch "$DSV2" --device "$DEVICE" \
   --workload offline --offline-requests "$OFFLINE_REQUESTS" --json "$OUT/deepseek-v2-lite-offline.json" "${EXTRA[@]}"
 
-TUNE_ARGS=() PROFILE_ARGS=(--decode-steps 8)
-((TINY)) && TUNE_ARGS=(--tiny --buckets 1 16 --calls 2 --replays 1) PROFILE_ARGS=(--decode-steps 2 --layers 1)
+TUNE_ARGS=() PROFILE_ARGS=(--decode-steps 8 --moe-table "$OUT/fused_moe_table.json")  # the table, if tune-moe ran
+((TINY)) && TUNE_ARGS=(--tiny --buckets 1 16 --calls 2 --replays 1) PROFILE_ARGS+=(--decode-steps 2 --layers 1)
 run_step tune-moe 240 "$PY" scripts/gpu/tune_moe.py --device "$DEVICE" --budget $((190 * CAP_SCALE)) "${TUNE_ARGS[@]}" \
   --write-table "$OUT/fused_moe_table.json"
 run_step profile-deepseek-v2-lite 150 "$PY" scripts/gpu/profile_steps.py --eager --device "$DEVICE" --arch "$DSV2" \
