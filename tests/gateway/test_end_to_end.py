@@ -42,11 +42,13 @@ def replicas_gate(tmp_path_factory) -> StepGate:
 @pytest.fixture(scope="module")
 def cluster(model_dir, tmp_path_factory, replicas_gate):
     # 96 KV blocks of 16 tokens: a few ~600-token prompts fill a replica, so blocks get evicted.
+    # The engine in the server's thread: one process per replica to start and to kill, which is all
+    # the gateway sees either way (tests/engine/server covers the engine process).
     c = Cluster(
         model_dir,
         tmp_path_factory.mktemp("cluster"),
         policy="cache_aware",
-        serve_args=["--num-gpu-blocks", "96", "--max-num-seqs", "8"],
+        serve_args=["--num-gpu-blocks", "96", "--max-num-seqs", "8", "--engine-in-thread"],
         gateway_settings=GATEWAY_SETTINGS,
     )
     try:
