@@ -25,6 +25,16 @@ _LONG_PREFILL = 4096
 
 
 @dataclass
+class DecodeRows:
+    """The requests of a mixed step that feed one token each, as a decode batch of their own: layers
+    whose decode attends another way than their prefill (multi-head latent attention) batch them."""
+
+    token_rows: torch.Tensor  # int64 [D]: each one's row among the step's T tokens
+    block_tables: torch.Tensor  # int32 [D, max_blocks]
+    seq_lens: torch.Tensor  # int32 [D], context including this step's token
+
+
+@dataclass
 class AttentionMetadata:
     slot_mapping: torch.Tensor  # int64 [T]
     block_tables: torch.Tensor  # int32 [B, max_blocks]
@@ -34,6 +44,12 @@ class AttentionMetadata:
     # Query lengths when every request is a fresh prompt (nothing cached before this step): on CUDA
     # such steps attend with torch's fused SDPA (flash) kernel over this step's own q/k/v.
     fresh_prefill_lens: list[int] | None = None
+    # Host copies of each request's query length and of seq_lens, from the model runner's input
+    # preparation (None where a step is built without them: CUDA-graph decode steps).
+    host_query_lens: list[int] | None = None
+    host_seq_lens: list[int] | None = None
+    # Set only in a step mixing one-token requests with longer ones.
+    decode_rows: DecodeRows | None = None
 
 
 class KVCacheLayer(Protocol):

@@ -2,12 +2,14 @@
 normalized latent ``c`` and rotated shared key part ``k_rope``, ``[blocks, block_size, R + P]``) and
 attends over it.
 
-Decode steps (one token per request) use the absorbed-weight formulation: the query's no-rope part
-goes into latent space through the key half of ``kv_b_proj`` (``W_uk``), attention runs over the
-latents themselves (``kernels.mla_decode``), and the value half (``W_uv``) lifts the result back to
-per-head values; no per-head key or value is ever formed. Prefill and mixed steps use the expanded
-formulation: each request's latents are expanded through ``kv_b_proj`` into per-head keys and values
-for causal attention, which costs less than absorption when many queries share the context.
+One-token rows use the absorbed-weight formulation: the query's no-rope part goes into latent space
+through the key half of ``kv_b_proj`` (``W_uk``), attention runs over the latents themselves
+(``kernels.mla_decode``), and the value half (``W_uv``) lifts the result back to per-head values; no
+per-head key or value is ever formed. Requests feeding more tokens use the expanded formulation:
+their latents are expanded through ``kv_b_proj`` into per-head keys and values for causal attention,
+which costs less than absorption when many queries share the context. A mixed step (decode rows next
+to prefill chunks) sends its decode rows through one batched absorbed call and only its prefill
+requests, one at a time, through the expanded one.
 """
 
 from __future__ import annotations
@@ -74,17 +76,35 @@ class LatentAttention(nn.Module):
         k_rope = k_rope.squeeze(1)
         write_latent(self.latent_cache, meta.slot_mapping, c, k_rope)
         if meta.decode_only:
-            return self._absorbed(q_nope, q_rope, kv_b_weight, meta)
-        return self._expanded(q_nope, q_rope, c, k_rope, kv_b_weight, meta)
+            return self._absorbed(q_nope, q_rope, kv_b_weight, meta.block_tables, meta.seq_lens)
+        out = q_nope.new_empty(q_nope.shape[0], self.num_heads, self.v_head_dim)
+        rows = meta.decode_rows
+        if rows is not None:
+            absorbed = self._absorbed(
+                q_nope.index_select(0, rows.token_rows),
+                q_rope.index_select(0, rows.token_rows),
+                kv_b_weight,
+                rows.block_tables,
+                rows.seq_lens,
+            )
+            out.index_copy_(0, rows.token_rows, absorbed)
+        self._expanded(q_nope, q_rope, c, k_rope, kv_b_weight, meta, out)
+        return out
 
     def _absorbed(
-        self, q_nope: torch.Tensor, q_rope: torch.Tensor, kv_b_weight: torch.Tensor, meta: AttentionMetadata
+        self,
+        q_nope: torch.Tensor,
+        q_rope: torch.Tensor,
+        kv_b_weight: torch.Tensor,
+        block_tables: torch.Tensor,
+        seq_lens: torch.Tensor,
     ) -> torch.Tensor:
+        """One query per request: ``q_nope: [D, H, N]``, ``q_rope: [D, H, P]`` -> ``[D, H, V]``."""
         w = kv_b_weight.view(self.num_heads, self.qk_nope_head_dim + self.v_head_dim, self.kv_lora_rank)
         w_uk, w_uv = w[:, : self.qk_nope_head_dim], w[:, self.qk_nope_head_dim :]
         q_latent = torch.einsum("thn,hnr->thr", q_nope, w_uk)
         latent_out = mla_decode(
-            q_latent, q_rope.contiguous(), self.latent_cache, meta.block_tables, meta.seq_lens, self.scale
+            q_latent, q_rope.contiguous(), self.latent_cache, block_tables, seq_lens, self.scale
         )
         return torch.einsum("thr,hvr->thv", latent_out, w_uv)
 
@@ -96,14 +116,21 @@ class LatentAttention(nn.Module):
         k_rope: torch.Tensor,
         kv_b_weight: torch.Tensor,
         meta: AttentionMetadata,
-    ) -> torch.Tensor:
+        out: torch.Tensor,
+    ) -> None:
+        """Fills ``out``'s rows of every request the absorbed call did not take, one request at a time,
+        with lengths read from the host copies (no device read per request)."""
+        if meta.host_query_lens is None or meta.host_seq_lens is None:
+            raise ValueError(
+                "a step with prefill rows needs host_query_lens and host_seq_lens (build_inputs fills them)"
+            )
         q = torch.cat((q_nope, q_rope), dim=-1)
-        out = q.new_empty(q.shape[0], self.num_heads, self.v_head_dim)
-        starts = meta.query_start_loc.tolist()
         fresh = meta.fresh_prefill_lens is not None  # nothing cached before: the context is this step's
-        for b, context_len in enumerate(meta.seq_lens.tolist()):
-            start, stop = starts[b], starts[b + 1]
-            if stop == start:
+        absorbed_one_token_rows = meta.decode_rows is not None
+        stop = 0
+        for b, (n, context_len) in enumerate(zip(meta.host_query_lens, meta.host_seq_lens, strict=True)):
+            start, stop = stop, stop + n
+            if n == 0 or (n == 1 and absorbed_one_token_rows):
                 continue
             if fresh:
                 latent, key_rope = c[start:stop], k_rope[start:stop]
@@ -111,7 +138,6 @@ class LatentAttention(nn.Module):
                 tokens = gather_latents(self.latent_cache, meta.block_tables[b], context_len)
                 latent, key_rope = tokens.split([self.kv_lora_rank, self.qk_rope_head_dim], dim=-1)
             out[start:stop] = self._attend(q[start:stop], latent, key_rope, kv_b_weight)
-        return out
 
     def _attend(
         self, q: torch.Tensor, latent: torch.Tensor, key_rope: torch.Tensor, kv_b_weight: torch.Tensor

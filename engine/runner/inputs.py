@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from engine.layers.attention import AttentionMetadata
+from engine.layers.attention import AttentionMetadata, DecodeRows
 from engine.runner.host_copy import to_device
 from engine.scheduler.output import SchedulerOutput
 
@@ -67,13 +67,24 @@ def build_inputs(
     def tensor(values: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
         return to_device(values, dtype, device)
 
+    one_token = np.flatnonzero(np.asarray(num_tokens) == 1)
+    decode_rows = None
+    if 0 < len(one_token) < num_seqs:
+        decode_rows = DecodeRows(
+            token_rows=tensor(query_start_loc[one_token], torch.int64),
+            block_tables=tensor(block_tables[one_token], torch.int32),
+            seq_lens=tensor(seq_lens[one_token], torch.int32),
+        )
     meta = AttentionMetadata(
         slot_mapping=tensor(slots, torch.int64),
         block_tables=tensor(block_tables, torch.int32),
         seq_lens=tensor(seq_lens, torch.int32),
         query_start_loc=tensor(query_start_loc, torch.int32),
-        decode_only=all(n == 1 for n in num_tokens),
+        decode_only=len(one_token) == num_seqs,
         fresh_prefill_lens=num_tokens if all(s.start == 0 for s in scheduled) else None,
+        host_query_lens=num_tokens,
+        host_seq_lens=seq_lens.tolist(),
+        decode_rows=decode_rows,
     )
     token_tensor = tensor(token_ids, torch.int64)
     if pending and feed is not None:

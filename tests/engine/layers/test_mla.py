@@ -1,13 +1,21 @@
 """Multi-head latent attention (engine/layers/mla.py, latent_attention.py) on random weights: the
 absorbed decode equals the expanded formulation, chunked and prefix-cached steps equal one fresh
-prefill, and latents land in and come back from the right pages."""
+prefill, a mixed step sends its decode rows through one absorbed call and equals its requests run
+alone, and latents land in and come back from the right pages."""
+
+from dataclasses import replace
 
 import pytest
 import torch
 
+from engine.layers import latent_attention
 from engine.layers.attention import AttentionMetadata
+from engine.layers.latent_attention import LatentAttention
 from engine.layers.mla import MLAAttention, mla_rotary
 from engine.models.deepseek_v2 import parse_deepseek_config
+from engine.runner.inputs import build_inputs
+from engine.scheduler.output import ScheduledRequest, SchedulerOutput
+from engine.scheduler.request import Request
 from kernels.latent_cache_write import write_latent
 from kernels.mla_decode import gather_latents
 
@@ -49,22 +57,14 @@ def _layer(q_lora_rank: int | None, interleave: bool = True) -> MLAAttention:
     return layer
 
 
-def _meta(tables: list[list[int]], starts: list[int], lens: list[int], decode: bool) -> AttentionMetadata:
-    """Request b feeds ``lens[b]`` tokens from position ``starts[b]`` through its block table."""
-    slots = [
-        table[p // BLOCK_SIZE] * BLOCK_SIZE + p % BLOCK_SIZE
-        for table, start, n in zip(tables, starts, lens, strict=True)
-        for p in range(start, start + n)
+def _meta(tables: list[list[int]], starts: list[int], lens: list[int]) -> AttentionMetadata:
+    """Request b feeds ``lens[b]`` tokens from position ``starts[b]`` through its block table, as the
+    model runner prepares the step."""
+    scheduled = [
+        ScheduledRequest(Request(f"r{b}", [0], max_tokens=1), start, n, table, [0] * n, samples=True)
+        for b, (table, start, n) in enumerate(zip(tables, starts, lens, strict=True))
     ]
-    width = max(len(t) for t in tables)
-    return AttentionMetadata(
-        slot_mapping=torch.tensor(slots),
-        block_tables=torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.int32),
-        seq_lens=torch.tensor([s + n for s, n in zip(starts, lens, strict=True)], dtype=torch.int32),
-        query_start_loc=torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32),
-        decode_only=decode,
-        fresh_prefill_lens=list(lens) if not any(starts) else None,
-    )
+    return build_inputs(SchedulerOutput(scheduled), BLOCK_SIZE, torch.device("cpu")).meta
 
 
 def _positions(starts, lens):
@@ -81,12 +81,13 @@ def test_absorbed_decode_equals_the_expanded_formulation(q_lora_rank, interleave
     x = torch.randn(30, HIDDEN, generator=torch.Generator().manual_seed(1))
     prompt_lens = [11, 6]
     with torch.no_grad():
-        layer(_positions([0, 0], prompt_lens), x[:17], _meta(TABLES, [0, 0], prompt_lens, False))
+        layer(_positions([0, 0], prompt_lens), x[:17], _meta(TABLES, [0, 0], prompt_lens))
         for step in range(3):  # three decode steps of both requests
             starts = [n + step for n in prompt_lens]
             rows = x[17 + 2 * step : 19 + 2 * step]
-            absorbed = layer(_positions(starts, [1, 1]), rows, _meta(TABLES, starts, [1, 1], True))
-            expanded = layer(_positions(starts, [1, 1]), rows, _meta(TABLES, starts, [1, 1], False))
+            meta = _meta(TABLES, starts, [1, 1])
+            absorbed = layer(_positions(starts, [1, 1]), rows, meta)
+            expanded = layer(_positions(starts, [1, 1]), rows, replace(meta, decode_only=False))
             torch.testing.assert_close(absorbed, expanded, rtol=1e-5, atol=1e-5)
 
 
@@ -94,13 +95,68 @@ def test_absorbed_decode_equals_the_expanded_formulation(q_lora_rank, interleave
 def test_chunked_and_prefix_cached_steps_equal_one_fresh_prefill(q_lora_rank):
     x = torch.randn(13, HIDDEN, generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
-        whole = _layer(q_lora_rank)(torch.arange(13), x, _meta(TABLES[:1], [0], [13], False))
+        whole = _layer(q_lora_rank)(torch.arange(13), x, _meta(TABLES[:1], [0], [13]))
         layer = _layer(q_lora_rank)
         chunks = [(0, 5), (5, 4), (9, 4)]  # later chunks see their prefix only through the pages
-        parts = [
-            layer(torch.arange(s, s + n), x[s : s + n], _meta(TABLES[:1], [s], [n], False)) for s, n in chunks
-        ]
+        parts = [layer(torch.arange(s, s + n), x[s : s + n], _meta(TABLES[:1], [s], [n])) for s, n in chunks]
     torch.testing.assert_close(torch.cat(parts), whole, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("q_lora_rank", [None, 12])
+def test_a_mixed_step_batches_its_decode_rows_and_equals_each_request_alone(q_lora_rank, monkeypatch):
+    # Two decode rows around a prefill chunk whose first 4 tokens were cached by an earlier step.
+    tables = {"a": TABLES[0], "b": TABLES[1], "c": [11, 4, 14]}
+    prompt_lens = {"a": 6, "b": 5, "c": 4}
+    step = {"a": (6, 1), "c": (4, 4), "b": (5, 1)}  # request -> (start, tokens) of the mixed step
+    x = torch.randn(21, HIDDEN, generator=torch.Generator().manual_seed(3))
+    rows = {"a": x[:7], "b": x[7:13], "c": x[13:21]}
+
+    def prefill(layer, names):
+        lens = [prompt_lens[r] for r in names]
+        inputs = torch.cat([rows[r][: prompt_lens[r]] for r in names])
+        layer(
+            _positions([0] * len(names), lens),
+            inputs,
+            _meta([tables[r] for r in names], [0] * len(names), lens),
+        )
+
+    def mixed_step(layer, names):
+        starts, lens = [step[r][0] for r in names], [step[r][1] for r in names]
+        inputs = torch.cat([rows[r][s : s + n] for r, (s, n) in ((r, step[r]) for r in names)])
+        return layer(_positions(starts, lens), inputs, _meta([tables[r] for r in names], starts, lens))
+
+    with torch.no_grad():
+        alone = []
+        for name in step:
+            layer = _layer(q_lora_rank)
+            prefill(layer, [name])
+            alone.append(mixed_step(layer, [name]))
+        layer = _layer(q_lora_rank)
+        prefill(layer, ["a", "b", "c"])
+        decode_batches, attended = _spy(monkeypatch)
+        mixed = mixed_step(layer, list(step))
+    torch.testing.assert_close(mixed, torch.cat(alone), rtol=1e-5, atol=1e-5)
+    assert decode_batches == [2]  # both decode rows in one absorbed call
+    assert attended == [4]  # only the prefill chunk took the expanded path
+
+
+def _spy(monkeypatch) -> tuple[list[int], list[int]]:
+    """Records the batch of every absorbed decode call and the query rows of every expanded one."""
+    decode_batches: list[int] = []
+    attended: list[int] = []
+    mla_decode, attend = latent_attention.mla_decode, LatentAttention._attend
+
+    def counting_decode(q_latent, *args, **kwargs):
+        decode_batches.append(q_latent.shape[0])
+        return mla_decode(q_latent, *args, **kwargs)
+
+    def counting_attend(self, q, *args):
+        attended.append(q.shape[0])
+        return attend(self, q, *args)
+
+    monkeypatch.setattr(latent_attention, "mla_decode", counting_decode)
+    monkeypatch.setattr(LatentAttention, "_attend", counting_attend)
+    return decode_batches, attended
 
 
 def test_latents_are_written_to_and_gathered_from_their_pages():
