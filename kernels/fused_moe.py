@@ -1,14 +1,33 @@
 """Mixture-of-experts feed-forward over routed tokens: ``out[t] = sum_j w[t,j] * expert_{ids[t,j]}(x[t])``.
 
-Each expert is a SwiGLU MLP: ``w2[e] @ (silu(w13[e, :I] @ x) * (w13[e, I:] @ x))``. Both paths
-first sort the (token, slot) pairs by expert so one expert's weights are read once per step.
+Each expert is a SwiGLU MLP: ``w2[e] @ (silu(w13[e, :I] @ x) * (w13[e, I:] @ x))``. Two Triton paths,
+picked by ``choose_config`` from the batch shape alone (``kernels/fused_moe_configs.py``), or by the
+type of an explicit ``config``:
 
-The Triton path (``kernels/moe_align.py`` groups the pairs into row tiles of one expert each) runs
-one grouped GEMM per projection: ``x @ w13[e].T`` with SwiGLU in its epilogue, writing ``[T*k, I]``
-in x's dtype, then ``@ w2[e].T`` with the routing weight in its epilogue, writing ``[T*k, H]`` fp32.
-The combine is a sum over the k slots of that ``[T, k, H]`` buffer in slot order, not an atomic
-add into ``[T, H]``: atomics would make the bits depend on which program finished first. The torch
-reference sums the same buffer the same way. Tiles: ``kernels/fused_moe_configs.py``.
+Grouped GEMMs (``MoeConfig``): ``kernels/moe_align.py`` sorts the (token, slot) pairs by expert into
+row tiles of one expert each, so one expert's weights are read once per step; one grouped GEMM per
+projection: ``x @ w13[e].T`` with SwiGLU in its epilogue, writing ``[T*k, I]`` in x's dtype, then
+``@ w2[e].T`` with the routing weight in its epilogue, writing ``[T*k, H]`` fp32. The combine is a
+sum over the k slots of that ``[T, k, H]`` buffer in slot order, not an atomic add into ``[T, H]``:
+atomics would make the bits depend on which program finished first. The torch reference sums the
+same buffer the same way.
+
+Small batch (``MoeGemvConfig``, up to ``SMALL_BATCH_MAX_PAIRS`` pairs): no sort, no align, no combine
+kernel. The gate/up kernel's program ``(p, n)`` reads ``e = topk_ids[p]`` on the device and forms
+``h[p] = silu(w13[e, :I] x_t) * (w13[e, I:] x_t)`` for one tile of I as a GEMV (fp32 per-lane sums
+over K, added once at the end, as ``kernels/gemv.py``'s FMA variant does); the down kernel's program
+``(t, n)`` adds ``w[t,j] * (w2[e_j] h[t*k+j])`` over the slots j = 0, 1, ... in that order, inside
+the kernel, and writes x's dtype. A pair whose expert is shared with another pair reads that
+expert's weights again (from L2 at best): the price of skipping the sort, small at these sizes.
+
+Both paths round as the reference does (each projection to x's dtype, silu, the product, the down
+projection; routing weight and slot sum in fp32) and differ from each other only in the order of
+the fp32 additions: the K reduction (tensor-core tiles against per-lane sums) and, for k > 2, the
+association of the slot sum (the small path adds slots left to right; torch's sum may pair them
+differently). In both, a token's result depends only on its own row, its routing and the config,
+never on the other tokens of the batch; the small path's bits depend on ``block_k`` alone. A batch
+that crosses the threshold switches paths, so the same token may differ in the last bits between
+a batch of T and one of T + 1 at that boundary. Tiles: ``kernels/fused_moe_configs.py``.
 """
 
 from __future__ import annotations
@@ -16,9 +35,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from kernels._common import cdiv, check_last_dim_contiguous, tl, triton, use_triton
+from kernels._common import cdiv, check_last_dim_contiguous, next_power_of_2, tl, triton, use_triton
 from kernels._paged import dot_in_fp32
-from kernels.fused_moe_configs import MoeConfig, choose_config
+from kernels.fused_moe_configs import AnyMoeConfig, MoeConfig, MoeGemvConfig, choose_config
+from kernels.gemv import _accumulate, _load_weight, _zero_acc
 from kernels.moe_align import moe_align_block_size
 
 __all__ = ["check_moe_inputs", "fused_moe", "fused_moe_reference"]
@@ -77,6 +97,14 @@ def _expert_gemm(
 
 
 @triton.jit
+def _swiglu(gate_acc, up_acc, dtype):
+    """Rounded as the reference does: each projection, then silu, then the product, to ``dtype``."""
+    gate = gate_acc.to(dtype).to(tl.float32)
+    act = (gate * tl.sigmoid(gate)).to(dtype).to(tl.float32)
+    return (act * up_acc.to(dtype).to(tl.float32)).to(dtype)
+
+
+@triton.jit
 def _gate_up_kernel(
     x_ptr,
     x_row_stride,
@@ -109,11 +137,7 @@ def _gate_up_kernel(
         w_row_stride, cols < inter, hidden, BLOCK_M, 2 * BLOCK_N, BLOCK_K, EVEN_K, DOT_IN_FP32,
     )  # fmt: skip
     gate_acc, up_acc = tl.split(tl.reshape(acc, [BLOCK_M, BLOCK_N, 2]))
-    # Round as the reference does: each projection, then silu, then the product, to x's dtype.
-    dtype = out_ptr.dtype.element_ty
-    gate = gate_acc.to(dtype).to(tl.float32)
-    act = (gate * tl.sigmoid(gate)).to(dtype).to(tl.float32)
-    out = (act * up_acc.to(dtype).to(tl.float32)).to(dtype)
+    out = _swiglu(gate_acc, up_acc, out_ptr.dtype.element_ty)
     out_cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     out_mask = row_mask[:, None] & (out_cols < inter)[None, :]
     tl.store(out_ptr + pairs[:, None] * inter + out_cols[None, :], out, mask=out_mask)
@@ -155,13 +179,86 @@ def _down_kernel(
     )
 
 
+@triton.jit
+def _gate_up_gemv_kernel(
+    x_ptr,
+    x_row_stride,
+    w_ptr,
+    w_expert_stride,
+    w_row_stride,
+    ids_ptr,
+    out_ptr,
+    top_k,
+    hidden,
+    inter,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    EVEN_K: tl.constexpr,
+):
+    # One program: pair p = t * k + j, BLOCK_N intermediate columns, gate and up rows in one K loop.
+    pair = tl.program_id(0)
+    expert = tl.load(ids_ptr + pair).to(tl.int64)
+    x_row = x_ptr + (pair // top_k).to(tl.int64) * x_row_stride
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < inter
+    gate_rows = w_ptr + expert * w_expert_stride + cols.to(tl.int64)[:, None] * w_row_stride
+    up_rows = gate_rows + inter * w_row_stride
+    gate_acc = _zero_acc(False, 1, BLOCK_N, BLOCK_K)
+    up_acc = _zero_acc(False, 1, BLOCK_N, BLOCK_K)
+    for k0 in range(0, hidden, BLOCK_K):
+        offs_k = k0 + tl.arange(0, BLOCK_K)
+        gate_w, k_mask = _load_weight(gate_rows, offs_k, col_mask, hidden, hidden, EVEN_K)
+        up_w, _ = _load_weight(up_rows, offs_k, col_mask, hidden, hidden, EVEN_K)
+        x = tl.load(x_row + offs_k, mask=k_mask, other=0.0)
+        gate_acc = _accumulate(gate_acc, gate_w, x, False, False)
+        up_acc = _accumulate(up_acc, up_w, x, False, False)
+    out = _swiglu(tl.sum(gate_acc, axis=1), tl.sum(up_acc, axis=1), out_ptr.dtype.element_ty)
+    tl.store(out_ptr + pair.to(tl.int64) * inter + cols, out, mask=col_mask)
+
+
+@triton.jit
+def _down_gemv_kernel(
+    act_ptr,
+    w_ptr,
+    w_expert_stride,
+    w_row_stride,
+    ids_ptr,
+    weights_ptr,
+    out_ptr,
+    top_k,
+    hidden,
+    inter,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    EVEN_K: tl.constexpr,
+):
+    # One program: token t, BLOCK_N hidden columns, every slot of t added in slot order.
+    token = tl.program_id(0)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < hidden
+    col_offsets = cols.to(tl.int64)[:, None] * w_row_stride
+    total = tl.zeros([BLOCK_N], dtype=tl.float32)
+    for slot in range(top_k):
+        pair = token * top_k + slot
+        rows = w_ptr + tl.load(ids_ptr + pair).to(tl.int64) * w_expert_stride + col_offsets
+        act_row = act_ptr + pair.to(tl.int64) * inter
+        acc = _zero_acc(False, 1, BLOCK_N, BLOCK_K)
+        for k0 in range(0, inter, BLOCK_K):
+            offs_k = k0 + tl.arange(0, BLOCK_K)
+            w, k_mask = _load_weight(rows, offs_k, col_mask, inter, inter, EVEN_K)
+            acc = _accumulate(acc, w, tl.load(act_row + offs_k, mask=k_mask, other=0.0), False, False)
+        down = tl.sum(acc, axis=1).to(act_ptr.dtype.element_ty).to(tl.float32)
+        total += down * tl.load(weights_ptr + pair)
+    tl.store(out_ptr + token.to(tl.int64) * hidden + cols, total.to(out_ptr.dtype.element_ty), mask=col_mask)
+
+
 def _launch(
     x: torch.Tensor,
     w13: torch.Tensor,
     w2: torch.Tensor,
     topk_weights: torch.Tensor,
     topk_ids: torch.Tensor,
-    config: MoeConfig | None = None,
+    config: AnyMoeConfig | None = None,
 ) -> torch.Tensor:
     for name, t in (("x", x), ("w13", w13), ("w2", w2)):
         check_last_dim_contiguous(name, t)
@@ -175,6 +272,23 @@ def _launch(
     if largest >= 2**31:
         raise ValueError(f"fused_moe addresses with int32 offsets; {largest} elements is too many")
     config = config or choose_config(tokens, top_k, experts, hidden, inter, x.device)
+    if isinstance(config, MoeGemvConfig):
+        return _launch_small_batch(x, w13, w2, topk_weights, topk_ids, config)
+    return _launch_grouped(x, w13, w2, topk_weights, topk_ids, config)
+
+
+def _launch_grouped(
+    x: torch.Tensor,
+    w13: torch.Tensor,
+    w2: torch.Tensor,
+    topk_weights: torch.Tensor,
+    topk_ids: torch.Tensor,
+    config: MoeConfig,
+) -> torch.Tensor:
+    tokens, hidden = x.shape
+    experts, inter = w13.shape[0], w13.shape[1] // 2
+    top_k = topk_ids.shape[1]
+    num_pairs = tokens * top_k
     aligned = moe_align_block_size(topk_ids, experts, config.block_m)
     num_tiles = aligned.expert_ids.numel()
     act = torch.empty((num_pairs, inter), dtype=x.dtype, device=x.device)
@@ -196,6 +310,34 @@ def _launch(
         aligned.expert_ids, num_pairs, hidden, inter, EVEN_K=inter % config.block_k == 0, **tiles,
     )  # fmt: skip
     return _combine(pair_out, tokens, top_k, x.dtype)
+
+
+def _launch_small_batch(
+    x: torch.Tensor,
+    w13: torch.Tensor,
+    w2: torch.Tensor,
+    topk_weights: torch.Tensor,
+    topk_ids: torch.Tensor,
+    config: MoeGemvConfig,
+) -> torch.Tensor:
+    """Two launches whose grids depend on T alone; no host sync, so a CUDA graph can capture them."""
+    tokens, hidden = x.shape
+    inter = w2.shape[2]
+    top_k = topk_ids.shape[1]
+    ids = topk_ids.contiguous()
+    act = torch.empty((tokens * top_k, inter), dtype=x.dtype, device=x.device)
+    out = torch.empty((tokens, hidden), dtype=x.dtype, device=x.device)
+    up_k, down_k = (min(config.block_k, max(16, next_power_of_2(k))) for k in (hidden, inter))
+    options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
+    _gate_up_gemv_kernel[(tokens * top_k, cdiv(inter, config.up_block_n))](
+        x, x.stride(0), w13, w13.stride(0), w13.stride(1), ids, act, top_k, hidden, inter,
+        BLOCK_N=config.up_block_n, BLOCK_K=up_k, EVEN_K=hidden % up_k == 0, **options,
+    )  # fmt: skip
+    _down_gemv_kernel[(tokens, cdiv(hidden, config.down_block_n))](
+        act, w2, w2.stride(0), w2.stride(1), ids, topk_weights.contiguous(), out, top_k, hidden, inter,
+        BLOCK_N=config.down_block_n, BLOCK_K=down_k, EVEN_K=inter % down_k == 0, **options,
+    )  # fmt: skip
+    return out
 
 
 def _combine(pair_out: torch.Tensor, tokens: int, top_k: int, dtype: torch.dtype) -> torch.Tensor:
@@ -268,11 +410,11 @@ def fused_moe(
     w2: torch.Tensor,
     topk_weights: torch.Tensor,
     topk_ids: torch.Tensor,
-    config: MoeConfig | None = None,
+    config: AnyMoeConfig | None = None,
 ) -> torch.Tensor:
     """``x: [T, H]``, ``w13: [E, 2I, H]`` (gate rows then up rows), ``w2: [E, H, I]``,
     ``topk_weights: [T, k]`` fp32, ``topk_ids: [T, k]`` distinct experts per token -> ``[T, H]``.
-    ``config``: the Triton tiles (default: ``choose_config``); the reference ignores it."""
+    ``config``: the Triton path and its tiles (default: ``choose_config``); the reference ignores it."""
     check_moe_inputs(x, w13, w2, topk_weights, topk_ids)
     if use_triton(x, w13, w2, topk_weights, topk_ids):
         return _launch(x, w13, w2, topk_weights, topk_ids, config)

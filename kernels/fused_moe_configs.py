@@ -6,6 +6,11 @@ table measured on another device name is ignored. It is meant to be written by a
 target GPU, as ``kernels/gemv_table.json`` is; until then it is empty and ``default_config`` rules.
 Configs are never tuned at run time: a timing-driven choice would change the summation order, and
 with it the logits, between server starts.
+
+Up to ``SMALL_BATCH_MAX_PAIRS`` (token, slot) pairs a ``MoeGemvConfig`` is chosen: the small-batch path
+that skips the sort and runs one GEMV per pair. A table entry of that kind (``"kind": "gemv"``) sets its
+tiles for a bucket; a grouped-GEMM entry at a bucket below the threshold is not used there (the ones in
+the shipped table were measured before the small-batch path existed).
 """
 
 from __future__ import annotations
@@ -20,18 +25,26 @@ from kernels._common import next_power_of_2
 from kernels._config_table import device_name, read_table_file, write_table_file
 
 __all__ = [
+    "SMALL_BATCH_MAX_PAIRS",
+    "AnyMoeConfig",
     "MoeConfig",
+    "MoeGemvConfig",
     "MoeTable",
     "choose_config",
     "default_config",
+    "default_gemv_config",
     "load_table",
     "set_table_path",
     "token_bucket",
+    "uses_small_batch",
 ]
 
 DEFAULT_TABLE = Path(__file__).with_name("fused_moe_table.json")
 _table_path: str | None = None
 MAX_BUCKET = 4096
+# T * k at or below which fused_moe skips the sort: T <= 8 for both Qwen3-30B-A3B (k = 8) and
+# DeepSeek-V2-Lite (k = 6). Not yet timed against the grouped GEMMs on an H200.
+SMALL_BATCH_MAX_PAIRS = 64
 
 
 @dataclass(frozen=True)
@@ -53,10 +66,28 @@ class MoeConfig:
                 raise ValueError(f"{name} must be a power of two >= 16 (tl.dot), got {value}")
 
 
+@dataclass(frozen=True)
+class MoeGemvConfig:
+    """The small-batch path's tiles: ``up_block_n`` intermediate columns per gate/up program,
+    ``down_block_n`` hidden columns per down program, ``block_k`` reduction lanes (capped at the
+    reduction's length rounded up to a power of two). Each lane sums its own products across the K
+    steps and the lanes are added once at the end, so ``block_k`` alone fixes the bits; the column
+    tiles, warps and stages change only the speed."""
+
+    up_block_n: int = 8
+    down_block_n: int = 8
+    block_k: int = 256
+    num_warps: int = 4
+    num_stages: int = 2
+
+
+AnyMoeConfig = MoeConfig | MoeGemvConfig
+
+
 class MoeTable:
     """Entries keyed ``(token bucket, experts, hidden, intermediate)`` for one device name."""
 
-    def __init__(self, device: str, entries: dict[tuple[int, int, int, int], MoeConfig]) -> None:
+    def __init__(self, device: str, entries: dict[tuple[int, int, int, int], AnyMoeConfig]) -> None:
         self.device = device
         self.entries = entries
 
@@ -64,13 +95,17 @@ class MoeTable:
     def load(cls, path: Path) -> MoeTable:
         device, rows = read_table_file(path)
         entries = {
-            (e["tokens"], e["experts"], e["hidden"], e["inter"]): MoeConfig(**e["config"]) for e in rows
+            (e["tokens"], e["experts"], e["hidden"], e["inter"]): (
+                MoeGemvConfig if e.get("kind") == "gemv" else MoeConfig
+            )(**e["config"])
+            for e in rows
         }
         return cls(device, entries)
 
     def save(self, path: Path, extra: dict | None = None) -> None:
         entries = [
             {"tokens": t, "experts": e, "hidden": h, "inter": i, "config": asdict(config)}
+            | ({"kind": "gemv"} if isinstance(config, MoeGemvConfig) else {})
             for (t, e, h, i), config in sorted(self.entries.items())
         ]
         write_table_file(path, self.device, entries, extra)
@@ -106,12 +141,26 @@ def default_config(tokens: int, top_k: int, experts: int) -> MoeConfig:
     return MoeConfig(block_m=64, block_n=64, block_k=64, num_warps=8, num_stages=3)
 
 
+def default_gemv_config() -> MoeGemvConfig:
+    """The small-batch tiles without a table entry; not yet timed on an H200. ptxas -v for sm_90, bf16:
+    the gate/up kernel (two weight streams) takes 128 registers at 8 x 256 against 253 at 16 x 256,
+    the down kernel 54, no spills. At T = 1 that is (k * inter / 8) gate/up programs and hidden / 8
+    down programs (768 and 256 for Qwen3-30B-A3B), each streaming rows of 512 contiguous bytes."""
+    return MoeGemvConfig()
+
+
+def uses_small_batch(tokens: int, top_k: int) -> bool:
+    """Whether ``choose_config`` picks the small-batch path: it depends on the batch shape alone."""
+    return tokens * top_k <= SMALL_BATCH_MAX_PAIRS
+
+
 def choose_config(
     tokens: int, top_k: int, experts: int, hidden: int, inter: int, device: torch.device
-) -> MoeConfig:
+) -> AnyMoeConfig:
+    small = uses_small_batch(tokens, top_k)
     table = load_table(_table_path or str(DEFAULT_TABLE))
     if table is not None and table.device == device_name(device):
         entry = table.entries.get((token_bucket(tokens), experts, hidden, inter))
-        if entry is not None:
+        if entry is not None and isinstance(entry, MoeGemvConfig) == small:
             return entry
-    return default_config(tokens, top_k, experts)
+    return default_gemv_config() if small else default_config(tokens, top_k, experts)

@@ -70,8 +70,8 @@ MOE_POINTERS = {"sorted_pair_ids_ptr": "*i32", "expert_ids_ptr": "*i32", "weight
 
 
 def compile_moe_and_mla() -> None:
-    """The MoE grouped GEMMs at the default decode, mid and prefill tiles (and a ragged fp32 one), and
-    MLA decode and the latent-cache write at DeepSeek's shape."""
+    """The MoE grouped GEMMs at the default decode, mid and prefill tiles (and a ragged fp32 one), the
+    small-batch GEMVs at the default tiles (and ragged fp32 ones), and MLA decode and the latent-cache write at DeepSeek's shape."""
     compile_variant("write_latent", latent_cache_write._write_latent_kernel, {"BLOCK_R": 512, "BLOCK_P": 64},
                     {"slot_mapping_ptr": "*i64"})  # fmt: skip
     tiles = [(fused_moe_configs.default_config(tokens, 8, 128), True, "*bf16") for tokens in (1, 512, 4096)]
@@ -83,6 +83,17 @@ def compile_moe_and_mla() -> None:
                                        ("down", fused_moe._down_kernel, {**MOE_POINTERS, "out_ptr": "*fp32"})):  # fmt: skip
             compile_variant(f"fused_moe {name} {config} even_k={even_k} {dtype}", kernel, constexprs, pointers,
                             num_warps=config.num_warps, default_pointer=dtype, num_stages=config.num_stages)  # fmt: skip
+    small = fused_moe_configs.default_gemv_config()
+    for name, kernel, block_n, block_k, even_k, ids, dtype in (
+        ("gate_up", fused_moe._gate_up_gemv_kernel, small.up_block_n, small.block_k, True, "*i64", "*bf16"),
+        ("down", fused_moe._down_gemv_kernel, small.down_block_n, small.block_k, False, "*i64", "*bf16"),
+        ("gate_up", fused_moe._gate_up_gemv_kernel, 16, 16, False, "*i32", "*fp32"),
+        ("down", fused_moe._down_gemv_kernel, 16, 16, True, "*i32", "*fp32"),
+    ):
+        compile_variant(f"fused_moe small-batch {name} n{block_n} k{block_k} even_k={even_k} {ids} {dtype}", kernel,
+                        {"BLOCK_N": block_n, "BLOCK_K": block_k, "EVEN_K": even_k},
+                        {"ids_ptr": ids, "weights_ptr": "*fp32"}, num_warps=small.num_warps, default_pointer=dtype,
+                        num_stages=small.num_stages)  # fmt: skip
     for single, rank, rope, dtype in (
         (True, 512, 64, "*bf16"),
         (False, 512, 64, "*bf16"),

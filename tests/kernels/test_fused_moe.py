@@ -2,8 +2,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from kernels import fused_moe as fused_moe_module
 from kernels.fused_moe import fused_moe, fused_moe_reference
-from kernels.fused_moe_configs import MoeConfig
+from kernels.fused_moe_configs import SMALL_BATCH_MAX_PAIRS, MoeConfig, MoeGemvConfig
 from kernels.moe_align import max_padded_pairs, moe_align_block_size
 from tests.kernels.tolerances import assert_close
 
@@ -80,6 +81,81 @@ def test_triton_with_k_a_multiple_of_the_tile(device, force_triton):
 def test_triton_bf16_matches_reference(force_triton, tokens):
     args = make_moe(tokens, "cuda", torch.bfloat16)
     assert_close(fused_moe(*args), fused_moe_reference(*args), torch.bfloat16)
+
+
+@pytest.mark.parametrize("tokens", [1, 2, 5])
+@pytest.mark.parametrize("top_k", [2, 6])
+def test_small_batch_matches_reference(device, force_triton, tokens, top_k):
+    """Eight experts; hidden 40 and intermediate 24 fill neither the column tiles nor the K steps."""
+    args = make_moe(tokens, device, experts=8, top_k=top_k)
+    config = MoeGemvConfig(up_block_n=16, down_block_n=16, block_k=16)
+    assert_close(fused_moe(*args, config=config), fused_moe_reference(*args), torch.float32)
+
+
+def test_small_batch_with_k_a_multiple_of_the_tile(device, force_triton):
+    """Both reductions (hidden 64, intermediate 32) in whole 16-wide steps: the unmasked K loop."""
+    args = make_moe(3, device, experts=8, top_k=6, hidden=64, inter=32, ids_dtype=torch.int32)
+    config = MoeGemvConfig(up_block_n=16, down_block_n=8, block_k=16)
+    assert_close(fused_moe(*args, config=config), fused_moe_reference(*args), torch.float32)
+
+
+def _spy_on_paths(monkeypatch):
+    calls = []
+    for name in ("_launch_small_batch", "_launch_grouped"):
+        original = getattr(fused_moe_module, name)
+
+        def spy(*args, _name=name, _original=original, **kwargs):
+            calls.append(_name)
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(fused_moe_module, name, spy)
+    return calls
+
+
+@pytest.mark.parametrize(
+    ("tokens", "path"),
+    [(1, "_launch_small_batch"), (SMALL_BATCH_MAX_PAIRS // 2, "_launch_small_batch"),
+     (SMALL_BATCH_MAX_PAIRS // 2 + 1, "_launch_grouped")],
+)  # fmt: skip
+def test_the_default_choice_takes_the_small_batch_path_up_to_the_threshold(device, force_triton, monkeypatch,
+                                                                            tokens, path):  # fmt: skip
+    calls = _spy_on_paths(monkeypatch)
+    args = make_moe(tokens, device, experts=8, top_k=2)
+    assert_close(fused_moe(*args), fused_moe_reference(*args), torch.float32)
+    assert calls == [path]
+
+
+def test_an_explicit_config_picks_its_path(device, force_triton, monkeypatch):
+    calls = _spy_on_paths(monkeypatch)
+    args = make_moe(1, device)
+    fused_moe(*args, config=MoeConfig(16, 16, 16))
+    fused_moe(*args, config=MoeGemvConfig(block_k=16))
+    assert calls == ["_launch_grouped", "_launch_small_batch"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="bf16 on the GPU")
+@pytest.mark.parametrize("tokens", [1, 2, 5, 8])
+@pytest.mark.parametrize("top_k", [2, 6])
+def test_small_batch_bf16_matches_reference_and_the_grouped_path(force_triton, tokens, top_k):
+    args = make_moe(tokens, "cuda", torch.bfloat16, experts=8, top_k=top_k, hidden=200, inter=136)
+    small = fused_moe(*args, config=MoeGemvConfig())
+    assert_close(small, fused_moe_reference(*args), torch.bfloat16)
+    assert_close(small, fused_moe(*args, config=MoeConfig(16, 64, 64)), torch.bfloat16)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs")
+def test_small_batch_is_captured_by_a_cuda_graph(force_triton):
+    """No host sync: the captured launches replay with new routing written into the same buffers."""
+    x, w13, w2, weights, ids = make_moe(4, "cuda", torch.bfloat16, experts=8, top_k=6)
+    fused_moe(x, w13, w2, weights, ids)  # compile outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fused_moe(x, w13, w2, weights, ids)
+    new_args = make_moe(4, "cuda", torch.bfloat16, experts=8, top_k=6)
+    for buffer, value in zip((x, weights, ids), (new_args[0], new_args[3], new_args[4]), strict=True):
+        buffer.copy_(value)
+    graph.replay()
+    assert_close(out, fused_moe_reference(x, w13, w2, weights, ids), torch.bfloat16)
 
 
 def test_bad_inputs_are_rejected():

@@ -4,7 +4,16 @@ import pytest
 import torch
 
 from kernels import fused_moe_configs
-from kernels.fused_moe_configs import MoeConfig, MoeTable, choose_config, default_config, token_bucket
+from kernels.fused_moe_configs import (
+    SMALL_BATCH_MAX_PAIRS,
+    MoeConfig,
+    MoeGemvConfig,
+    MoeTable,
+    choose_config,
+    default_config,
+    default_gemv_config,
+    token_bucket,
+)
 from tests.support.launch_tables import table_at
 
 CPU = torch.device("cpu")
@@ -32,18 +41,34 @@ def test_tiles_must_suit_tl_dot():
 
 def test_table_entry_overrides_the_default_on_its_device_only(table_path):
     measured = MoeConfig(32, 128, 64, 8, 2)
-    MoeTable("cpu", {(8, 64, 2048, 1408): measured}).save(table_path)
-    assert choose_config(5, 6, 64, 2048, 1408, CPU) == measured
-    assert choose_config(9, 6, 64, 2048, 1408, CPU) == default_config(9, 6, 64)
+    MoeTable("cpu", {(16, 64, 2048, 1408): measured}).save(table_path)
+    assert choose_config(12, 6, 64, 2048, 1408, CPU) == measured
+    assert choose_config(17, 6, 64, 2048, 1408, CPU) == default_config(17, 6, 64)
 
     table_path.write_text(json.dumps({**json.loads(table_path.read_text()), "device": "NVIDIA H200"}))
     fused_moe_configs.load_table.cache_clear()
-    assert choose_config(5, 6, 64, 2048, 1408, CPU) == default_config(5, 6, 64)
+    assert choose_config(12, 6, 64, 2048, 1408, CPU) == default_config(12, 6, 64)
 
 
 def test_missing_table_falls_back_to_the_default(table_path):
     assert not table_path.exists()
-    assert choose_config(1, 8, 128, 2048, 768, CPU) == default_config(1, 8, 128)
+    assert choose_config(1, 8, 128, 2048, 768, CPU) == default_gemv_config()
+    assert choose_config(9, 8, 128, 2048, 768, CPU) == default_config(9, 8, 128)
+
+
+def test_small_batches_take_the_gemv_path_up_to_the_threshold(table_path):
+    tokens = SMALL_BATCH_MAX_PAIRS // 8
+    assert isinstance(choose_config(tokens, 8, 128, 2048, 768, CPU), MoeGemvConfig)
+    assert isinstance(choose_config(tokens + 1, 8, 128, 2048, 768, CPU), MoeConfig)
+
+
+def test_table_sets_small_batch_tiles_and_its_grouped_entries_below_the_threshold_are_not_used(table_path):
+    small = MoeGemvConfig(up_block_n=32, down_block_n=16, block_k=128, num_warps=8, num_stages=3)
+    grouped = MoeConfig(16, 64, 128)
+    MoeTable("cpu", {(1, 128, 2048, 768): small, (2, 128, 2048, 768): grouped}).save(table_path)
+    assert MoeTable.load(table_path).entries[(1, 128, 2048, 768)] == small
+    assert choose_config(1, 8, 128, 2048, 768, CPU) == small
+    assert choose_config(2, 8, 128, 2048, 768, CPU) == default_gemv_config()
 
 
 def test_shipped_table_loads():
