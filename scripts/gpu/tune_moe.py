@@ -4,7 +4,10 @@
 
 For every token bucket ``fused_moe_configs.token_bucket`` uses and both models (interleaved, the
 issue's anchor sizes first, so a run cut by ``--budget`` still has them for both), a staged search: block_m x block_n
-x block_k at 8 warps / 3 stages, then warps x stages at the best tiles. Each candidate runs
+x block_k at 8 warps / 3 stages, then warps x stages at the best tiles; at buckets the small-batch
+path serves (``uses_small_batch``) its GEMV tiles first, the grouped search still run beside them so
+the report compares the two paths (the table keeps the small-batch winner there, the path those
+batch sizes take). Each candidate runs
 ``--calls`` fused_moe calls, each with its own random routing (top-k distinct experts per token, as
 the benchmark's random weights route), captured in one CUDA graph and replayed (``time_in_graph``).
 A candidate whose output differs from ``fused_moe_reference`` is dropped. Reported per bucket: the
@@ -29,7 +32,15 @@ sys.path.insert(0, str(REPO_ROOT))
 import torch  # noqa: E402
 
 from kernels.fused_moe import fused_moe, fused_moe_reference  # noqa: E402
-from kernels.fused_moe_configs import MoeConfig, MoeTable, default_config  # noqa: E402
+from kernels.fused_moe_configs import (  # noqa: E402
+    AnyMoeConfig,
+    MoeConfig,
+    MoeGemvConfig,
+    MoeTable,
+    default_config,
+    default_gemv_config,
+    uses_small_batch,
+)
 
 MODELS = {  # name: experts, hidden, intermediate, top_k
     "deepseek-v2-lite": (64, 2048, 1408, 6),
@@ -57,6 +68,14 @@ def tile_candidates(tokens: int, top_k: int, experts: int, tiny: bool) -> list[t
         ms, ns, ks = (64, 128), (64, 128, 256), (64, 128)
     # gate/up tiles are 2*block_n wide: leave out those whose accumulator alone fills the registers
     return [(m, n, k) for m in ms for n in ns for k in ks if m * 2 * n <= 128 * 256]
+
+
+def small_batch_candidates(tiny: bool) -> list[MoeGemvConfig]:
+    """(up_block_n, down_block_n, block_k) x (warps, stages) for the small-batch GEMVs."""
+    if tiny:
+        return [MoeGemvConfig(8, 8, 32, 4, 2)]
+    tiles = ((8, 8, 256), (8, 8, 128), (16, 8, 128), (4, 4, 512), (8, 16, 256), (4, 8, 256))
+    return [MoeGemvConfig(*tile, w, s) for tile in tiles for w, s in ((4, 2), (4, 3), (8, 2))]
 
 
 def schedule_candidates(tokens: int, tiny: bool) -> list[tuple[int, int]]:
@@ -112,11 +131,12 @@ class Bucket:
         self.reference = fused_moe_reference(self.x, self.w13, self.w2, *self.routings[0])
         distinct = statistics.mean(len(torch.unique(ids)) for _, ids in self.routings)
         self.weight_bytes = distinct * 3 * hidden * inter * 2
-        self.default = default_config(tokens, top_k, experts)
-        self.results: dict[MoeConfig, float] = {}
+        self.small = uses_small_batch(tokens, top_k)
+        self.default = default_gemv_config() if self.small else default_config(tokens, top_k, experts)
+        self.results: dict[AnyMoeConfig, float] = {}
         self.failed: list[str] = []
 
-    def run(self, config: MoeConfig) -> float | None:
+    def run(self, config: AnyMoeConfig) -> float | None:
         if config in self.results:
             return self.results[config]
         try:
@@ -134,11 +154,19 @@ class Bucket:
         self.results[config] = us
         return us
 
-    def best(self) -> tuple[MoeConfig, float] | None:
-        return min(self.results.items(), key=lambda kv: kv[1]) if self.results else None
+    def best(self, kind: type = MoeConfig) -> tuple[AnyMoeConfig, float] | None:
+        """The fastest config of one kind (path)."""
+        ran = [(c, us) for c, us in self.results.items() if isinstance(c, kind)]
+        return min(ran, key=lambda kv: kv[1]) if ran else None
+
+    def best_served(self) -> tuple[AnyMoeConfig, float] | None:
+        """The fastest config of the path ``choose_config`` takes at this bucket: the table's entry."""
+        return self.best(MoeGemvConfig if self.small else MoeConfig)
 
 
-def _label(c: MoeConfig) -> str:
+def _label(c: AnyMoeConfig) -> str:
+    if isinstance(c, MoeGemvConfig):
+        return f"gemv up{c.up_block_n} down{c.down_block_n} k{c.block_k} w{c.num_warps} s{c.num_stages}"
     return f"m{c.block_m} n{c.block_n} k{c.block_k} w{c.num_warps} s{c.num_stages}"
 
 
@@ -146,6 +174,11 @@ def search(bucket: Bucket, deadline: float, tiny: bool) -> None:
     """Default first, then the tile sweep, then warps x stages at the best tiles, until ``deadline``."""
     experts, _, _, top_k = bucket.shape
     bucket.run(bucket.default)
+    for config in small_batch_candidates(tiny) if bucket.small else []:
+        if time.monotonic() > deadline:
+            return
+        bucket.run(config)
+    bucket.run(default_config(bucket.tokens, top_k, experts))
     for m, n, k in tile_candidates(bucket.tokens, top_k, experts, tiny):
         if time.monotonic() > deadline:
             return
@@ -161,7 +194,7 @@ def search(bucket: Bucket, deadline: float, tiny: bool) -> None:
 
 
 def report(bucket: Bucket, copy_gbs: float) -> str:
-    best = bucket.best()
+    best = bucket.best_served()
     default_us = bucket.results.get(bucket.default)
     if best is None:
         return f"  {bucket.model:<18} T={bucket.tokens:<5} no config ran ({'; '.join(bucket.failed[:2])})"
@@ -173,7 +206,14 @@ def report(bucket: Bucket, copy_gbs: float) -> str:
         f"  {bucket.model:<18} T={bucket.tokens:<5} best {us:9.1f} us ({_label(config):<24}) default "
         f"{default_text} ({_label(bucket.default)}) {speedup}  {rate:6.0f} GB/s of weights = "
         f"{100 * rate / copy_gbs:5.1f}% of copy  [{len(bucket.results)} ran, {len(bucket.failed)} failed]"
+        + _grouped_text(bucket)
     )
+
+
+def _grouped_text(bucket: Bucket) -> str:
+    """At a small-batch bucket, the grouped GEMMs' best beside the small path's."""
+    grouped = bucket.best(MoeConfig) if bucket.small else None
+    return f"; grouped best {grouped[1]:.1f} us ({_label(grouped[0])})" if grouped else ""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -233,7 +273,7 @@ def save_table(path: Path, buckets: list[Bucket], device: torch.device) -> None:
 
     table = MoeTable(device_name(device), {})
     for bucket in buckets:
-        best = bucket.best()
+        best = bucket.best_served()
         if best is not None:
             experts, hidden, inter, _ = bucket.shape
             table.entries[(bucket.tokens, experts, hidden, inter)] = best[0]
