@@ -111,6 +111,8 @@ def test_bad_inputs_are_rejected():
     with pytest.raises(ValueError, match="cos_sin_cache"):
         rotary_embedding(torch.arange(3), q, k, build_cos_sin_cache(32, 16, 10000.0))
     with pytest.raises(ValueError, match="unsupported rope scaling"):
+        build_cos_sin_cache(64, 16, 10000.0, {"rope_type": "longrope", "factor": 2.0})
+    with pytest.raises(ValueError, match="missing"):
         build_cos_sin_cache(64, 16, 10000.0, {"rope_type": "yarn", "factor": 2.0})
     with pytest.raises(ValueError, match="missing"):
         build_cos_sin_cache(64, 16, 10000.0, {"rope_type": "llama3", "factor": 8.0})
