@@ -28,9 +28,12 @@ def build_inputs(
     device: torch.device,
     before_copies: Callable[[], None] | None = None,
     feed: Callable[[torch.Tensor, list[int]], None] | None = None,
+    split_decode_rows: bool = False,
 ) -> ModelInputs:
     """``feed(token_ids, positions)`` writes the device-side ids of tokens still pending there
-    (async scheduling: the previous step's samples) into the flat token tensor."""
+    (async scheduling: the previous step's samples) into the flat token tensor.
+    ``split_decode_rows``: give a mixed step's one-token requests their own ``DecodeRows`` (only
+    latent attention reads them; other models would copy them for nothing)."""
     scheduled = out.scheduled
     num_seqs = len(scheduled)
     num_tokens = [s.num_tokens for s in scheduled]
@@ -69,7 +72,7 @@ def build_inputs(
 
     one_token = np.flatnonzero(np.asarray(num_tokens) == 1)
     decode_rows = None
-    if 0 < len(one_token) < num_seqs:
+    if split_decode_rows and 0 < len(one_token) < num_seqs:
         decode_rows = DecodeRows(
             token_rows=tensor(query_start_loc[one_token], torch.int64),
             block_tables=tensor(block_tables[one_token], torch.int32),

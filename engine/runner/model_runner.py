@@ -201,7 +201,14 @@ class ModelRunner:
         if self.graphs is not None and self.graphs.can_run(out):
             logits = self.graphs.run(out, self._gpu_work_begins, feed)
             return self._sample_step(logits, [s.request for s in out.scheduled], share)
-        inputs = build_inputs(out, self.block_size, self.device, self._gpu_work_begins, feed)
+        inputs = build_inputs(
+            out,
+            self.block_size,
+            self.device,
+            self._gpu_work_begins,
+            feed,
+            split_decode_rows=self.cfg.mla is not None,
+        )
         if len(inputs.sample_rows) == inputs.token_ids.shape[0]:
             # One token per request, each sampling: every row wants logits, as in the decode graphs
             # (same kernels, so the same bits with or without them).

@@ -64,7 +64,9 @@ def _meta(tables: list[list[int]], starts: list[int], lens: list[int]) -> Attent
         ScheduledRequest(Request(f"r{b}", [0], max_tokens=1), start, n, table, [0] * n, samples=True)
         for b, (table, start, n) in enumerate(zip(tables, starts, lens, strict=True))
     ]
-    return build_inputs(SchedulerOutput(scheduled), BLOCK_SIZE, torch.device("cpu")).meta
+    return build_inputs(
+        SchedulerOutput(scheduled), BLOCK_SIZE, torch.device("cpu"), split_decode_rows=True
+    ).meta
 
 
 def _positions(starts, lens):
