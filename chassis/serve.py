@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
 
     from engine.server.app import create_app
     from engine.server.engine_failure import replica_ender
+    from engine.server.routes_version import engine_config_dict
     from engine.server.state import ServeSettings
     from engine.server.uvicorn_server import DrainingServer
 
@@ -78,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
         tool_parser=args.tool_parser,
         replica_id=args.replica_id,
         block_size=config.block_size,
+        engine_config=engine_config_dict(config),
     )
 
     logging.basicConfig(level=args.log_level.upper(), format=LOG_FORMAT)

@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from engine.clients.protocol import EngineClient
-from engine.server import routes_ops, routes_tokens, routes_v1
+from engine.server import routes_ops, routes_tokens, routes_v1, routes_version
 from engine.server.errors import APIError, anthropic_body, openai_body
 from engine.server.http import ClientGone, uses_anthropic_shape
 from engine.server.state import ServerState, ServeSettings
@@ -78,5 +78,6 @@ def create_app(settings: ServeSettings, engine_factory: EngineFactory) -> FastAP
     app.include_router(routes_v1.router)
     app.include_router(routes_tokens.router)
     app.include_router(routes_ops.router)
+    app.include_router(routes_version.router)
     app.include_router(routes_ops.protected)
     return app

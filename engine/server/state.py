@@ -6,7 +6,7 @@ import json
 import logging
 import os
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ class ServeSettings:
     replica_id: str = ""
     block_size: int = 16
     response_store_size: int = 1024
+    engine_config: dict = field(default_factory=dict)  # the resolved EngineConfig, for /version
 
 
 class ServerState:
