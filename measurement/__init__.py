@@ -6,14 +6,17 @@ benchmarks and the Locust files all use it.
 """
 
 from measurement.percentile import percentile
+from measurement.spread import MAD_TO_SIGMA, median_mad
 from measurement.sse import StreamRecord, StreamTimer, atime_stream, time_stream
 from measurement.summary import Summary
 
 __all__ = [
+    "MAD_TO_SIGMA",
     "StreamRecord",
     "StreamTimer",
     "Summary",
     "atime_stream",
+    "median_mad",
     "percentile",
     "time_stream",
 ]
