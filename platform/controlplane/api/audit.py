@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.db import models
+from django.db import models, transaction
 
 from controlplane.api.models import AuditEntry
 
@@ -18,9 +18,9 @@ def _plain(value):
     return value
 
 
-def record(user, action: str, obj: models.Model, changes: dict | None = None) -> AuditEntry:
+def _entry(user, action: str, obj: models.Model, changes: dict | None = None) -> AuditEntry:
     secret_free = {key: value for key, value in (changes or {}).items() if key != "password"}
-    return AuditEntry.objects.create(
+    return AuditEntry(
         user=user if user is not None and user.is_authenticated else None,
         username=user.get_username() if user is not None and user.is_authenticated else "system",
         action=action,
@@ -29,3 +29,19 @@ def record(user, action: str, obj: models.Model, changes: dict | None = None) ->
         object_repr=str(obj)[:200],
         changes=_plain(secret_free),
     )
+
+
+def record(user, action: str, obj: models.Model, changes: dict | None = None) -> AuditEntry:
+    entry = _entry(user, action, obj, changes)
+    entry.save()
+    return entry
+
+
+def delete(user, obj: models.Model) -> AuditEntry:
+    """Delete ``obj``, then record who did: a delete refused (ProtectedError, RestrictedError: other
+    objects still reference it) raises before anything is recorded."""
+    entry = _entry(user, "delete", obj)  # before the delete, which clears obj.pk
+    with transaction.atomic():
+        obj.delete()
+        entry.save()
+    return entry

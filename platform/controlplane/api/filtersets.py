@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.db import models
 from django_filters.filterset import FILTER_FOR_DBFIELD_DEFAULTS
 
-from controlplane.api.models import AuditEntry
+from controlplane.api.models import ApiToken, AuditEntry
 
 
 class UTCDateTimeField(forms.DateTimeField):
@@ -50,3 +50,11 @@ class AuditEntryFilterSet(ChassisFilterSet):
             "object_id": ["exact"],
             "at": ["gte", "lte"],
         }
+
+
+class ApiTokenFilterSet(ChassisFilterSet):
+    revoked = django_filters.BooleanFilter(field_name="revoked_at", lookup_expr="isnull", exclude=True)
+
+    class Meta:
+        model = ApiToken
+        fields = {"name": ["exact", "icontains"], "user": ["exact"]}

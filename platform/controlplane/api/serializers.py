@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
-from controlplane.api.models import AuditEntry
+from controlplane.api.models import ApiToken, AuditEntry
 from controlplane.api.roles import ROLE_CHOICES, role_of, set_role
 
 
@@ -60,3 +60,21 @@ class AuditEntrySerializer(serializers.ModelSerializer):
             "object_repr",
             "changes",
         ]
+
+
+class ApiTokenSerializer(serializers.ModelSerializer):
+    username = serializers.CharField(source="user.username", read_only=True)
+    key = serializers.SerializerMethodField(help_text="The bearer token: in the create response only.")
+
+    class Meta:
+        model = ApiToken
+        fields = ["id", "name", "user", "username", "prefix", "created", "last_used", "revoked_at", "key"]
+        read_only_fields = ["user", "prefix", "created", "last_used", "revoked_at"]
+
+    def get_key(self, token) -> str | None:
+        return getattr(token, "key", None)
+
+    def create(self, validated_data):
+        token, key = ApiToken.issue(self.context["request"].user, validated_data["name"])
+        token.key = key
+        return token

@@ -4,10 +4,17 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from controlplane.api.routing import router_urls
-from controlplane.api.views import AuditEntryViewSet, UserViewSet
+from controlplane.api.views import ApiTokenViewSet, AuditEntryViewSet, UserViewSet
 
 urlpatterns = [
-    path("v1/", include(router_urls({"users": UserViewSet, "audit-entries": AuditEntryViewSet}))),
+    path(
+        "v1/",
+        include(
+            router_urls(
+                {"users": UserViewSet, "api-tokens": ApiTokenViewSet, "audit-entries": AuditEntryViewSet}
+            )
+        ),
+    ),
     path("v1/", include("controlplane.fleet.api.urls")),
     path("v1/", include("controlplane.checkpoints.api.urls")),
     path("v1/", include("controlplane.serving.api.urls")),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from django.db import transaction
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import mixins, viewsets
 
@@ -35,9 +34,7 @@ class ChassisModelViewSet(
         audit.record(self.request.user, "update", instance, dict(serializer.validated_data))
 
     def perform_destroy(self, instance) -> None:
-        with transaction.atomic():  # a delete refused (still referenced) leaves no audit entry
-            audit.record(self.request.user, "delete", instance)
-            instance.delete()
+        audit.delete(self.request.user, instance)  # recorded only once the delete succeeded
 
     def audit(self, action: str, instance, changes: dict | None = None) -> None:
         audit.record(self.request.user, action, instance, changes)
