@@ -46,6 +46,12 @@ class RoutingPolicy(models.TextChoices):
     SESSION = "session", "session (sticky per user or x-session-id)"
 
 
+class RolloutStatus(models.TextChoices):
+    COMPLETE = "complete", "complete"
+    PROGRESSING = "progressing", "progressing"
+    FAILED = "failed", "failed"
+
+
 class PlacementStatus(models.TextChoices):
     OK = "ok", "ok"
     UNSCHEDULABLE = "unschedulable", "unschedulable"

@@ -43,7 +43,7 @@ def launch(replica_id: int) -> str:
     with transaction.atomic():
         replica = (
             Replica.objects.select_for_update(of=("self",))
-            .select_related("deployment__checkpoint", "node")
+            .select_related("deployment__checkpoint", "revision__checkpoint", "node")
             .filter(pk=replica_id)
             .first()
         )
@@ -60,15 +60,15 @@ def launch(replica_id: int) -> str:
         existing = launcher.find_engine(str(replica.uid))
         port = existing.port if existing and existing.port else launcher.free_port(node.address, taken)
         replica.start_launch(port, str(_log_path(replica)), actor)
-    deployment = replica.deployment
+    deployment, spec = replica.deployment, replica.spec()
     if existing:
         replica.record_process(existing.pid, port)
         log.info("replica %s: adopted running engine pid %s", replica, existing.pid)
     else:
         command = launcher.build_command(
-            model_dir=deployment.checkpoint.path, host=node.address, port=port, vendor=deployment.vendor,
+            model_dir=spec.checkpoint.path, host=node.address, port=port, vendor=deployment.vendor,
             served_model_name=deployment.served_model_name, replica_id=str(replica.uid),
-            options=deployment.engine_options, tp_size=deployment.tp_size,
+            options=spec.engine_options, tp_size=spec.tp_size,
         )  # fmt: skip
         indices = list(replica.accelerators.order_by("index").values_list("index", flat=True))
         pid = launcher.start_engine(

@@ -45,7 +45,11 @@ def checkpoint_problem(deployment: Deployment) -> str | None:
 def schedule_pending(deployment: Deployment, actor: str) -> str | None:
     """Place every pending replica; returns the reason when one cannot be placed."""
     problem = checkpoint_problem(deployment)
-    pending = list(deployment.replica_set.filter(state=ReplicaState.PENDING).order_by("ordinal"))
+    pending = list(
+        deployment.replica_set.filter(state=ReplicaState.PENDING)
+        .select_related("revision")
+        .order_by("ordinal")
+    )
     if problem and pending:
         deployment.mark_unschedulable(problem)
         return problem
@@ -53,7 +57,7 @@ def schedule_pending(deployment: Deployment, actor: str) -> str | None:
         with transaction.atomic():
             # Locking the schedulable nodes serialises placements so two never take the same device.
             list(Node.objects.select_for_update().filter(state__in=SCHEDULABLE_NODE_STATES).order_by("pk"))
-            result = place(deployment.tp_size, deployment.vendor, node_capacities(deployment.vendor))
+            result = place(replica.spec().tp_size, deployment.vendor, node_capacities(deployment.vendor))
             if isinstance(result, Unschedulable):
                 deployment.mark_unschedulable(result.reason)
                 return result.reason

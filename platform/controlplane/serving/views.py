@@ -1,3 +1,4 @@
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -7,7 +8,7 @@ from controlplane.api import audit
 from controlplane.api.roles import OPERATOR
 from controlplane.serving import services
 from controlplane.serving.choices import ReplicaState, user_actor
-from controlplane.serving.forms import DeploymentForm, ScaleForm
+from controlplane.serving.forms import DeploymentForm, RevisionForm, ScaleForm
 from controlplane.serving.launcher import log_tail
 from controlplane.serving.models import Deployment, MetricSample, Replica, StaleReplicaState
 from controlplane.web.access import role_required
@@ -37,12 +38,12 @@ def deployment_create(request):
     with transaction.atomic():
         deployment = form.save()
         audit.record(request.user, "create", deployment, form.cleaned_data)
-        services.reconcile_soon(deployment)
+        services.save_spec(deployment, user_actor(request.user))
     return redirect("deployment-detail", pk=deployment.pk)
 
 
-def _detail_context(deployment, request, scale_form=None):
-    replicas = deployment.replica_set.select_related("node").order_by("ordinal")
+def _detail_context(deployment, request, scale_form=None, revision_form=None):
+    replicas = deployment.replica_set.select_related("node", "revision").order_by("ordinal")
     chosen = request.GET.get("replica")
     log_replica = (
         replicas.filter(pk=chosen).first()
@@ -55,6 +56,8 @@ def _detail_context(deployment, request, scale_form=None):
         "stopped_count": replicas.filter(state=ReplicaState.STOPPED).count(),
         "events": deployment_events(deployment)[:50],
         "scale_form": scale_form or ScaleForm(initial={"replicas": deployment.replicas}),
+        "revision_form": revision_form or RevisionForm(instance=deployment),
+        "revisions": deployment.revisions.select_related("checkpoint")[:10],
         "log_replica": log_replica,
         "log_tail": log_tail(log_replica.log_path) if log_replica and log_replica.log_path else "",
     }
@@ -95,6 +98,45 @@ def deployment_scale(request, pk: int):
     before = deployment.replicas
     services.scale(deployment, form.cleaned_data["replicas"])
     audit.record(request.user, "scale", deployment, {"replicas": [before, deployment.replicas]})
+    return redirect("deployment-detail", pk=pk)
+
+
+@require_POST
+@role_required(OPERATOR)
+def deployment_revise(request, pk: int):
+    """A new checkpoint, engine options or TP size: a rolling update to a new revision."""
+    deployment = get_object_or_404(Deployment, pk=pk)
+    form = RevisionForm(request.POST, instance=deployment)
+    if not form.is_valid():
+        deployment.refresh_from_db()
+        context = _detail_context(deployment, request, revision_form=form)
+        return render(request, "web/deployment_detail.html", context, status=400)
+    with transaction.atomic():
+        form.save()
+        if services.save_spec(deployment, user_actor(request.user)):
+            audit.record(request.user, "update", deployment, form.cleaned_data)
+    return redirect("deployment-detail", pk=pk)
+
+
+@require_POST
+@role_required(OPERATOR)
+def deployment_restart(request, pk: int):
+    deployment = get_object_or_404(Deployment, pk=pk)
+    count = services.restart_deployment(deployment, user_actor(request.user))
+    audit.record(request.user, "restart", deployment, {"replicas": count})
+    return redirect("deployment-detail", pk=pk)
+
+
+@require_POST
+@role_required(OPERATOR)
+def deployment_rollback(request, pk: int, number: int):
+    deployment = get_object_or_404(Deployment, pk=pk)
+    try:
+        services.roll_back(deployment, number, user_actor(request.user))
+    except ValidationError:
+        pass  # already there (or gone): the page shows the current revision
+    else:
+        audit.record(request.user, "rollback", deployment, {"revision": number})
     return redirect("deployment-detail", pk=pk)
 
 

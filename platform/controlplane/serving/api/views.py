@@ -1,3 +1,4 @@
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import Count, Q
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -8,15 +9,17 @@ from controlplane.api.roles import OPERATOR
 from controlplane.api.viewsets import ChassisModelViewSet, ChassisReadOnlyViewSet
 from controlplane.serving import services
 from controlplane.serving.api.serializers import (
+    DeploymentRevisionSerializer,
     DeploymentSerializer,
     MetricSampleSerializer,
     ReplicaChoiceSerializer,
     ReplicaEventSerializer,
     ReplicaSerializer,
+    RestartSerializer,
+    RollbackSerializer,
     ScaleSerializer,
 )
 from controlplane.serving.choices import HOLDING_STATES, ReplicaState, user_actor
-from controlplane.serving.dispatch import reconcile_after_commit
 from controlplane.serving.filtersets import (
     DeploymentFilterSet,
     MetricSampleFilterSet,
@@ -27,7 +30,7 @@ from controlplane.serving.models import Deployment, MetricSample, Replica, Repli
 
 
 class DeploymentViewSet(ChassisModelViewSet):
-    queryset = Deployment.objects.select_related("checkpoint").annotate(
+    queryset = Deployment.objects.select_related("checkpoint", "revision").annotate(
         ready_replicas=Count("replica_set", filter=Q(replica_set__state=ReplicaState.READY))
     )
     serializer_class = DeploymentSerializer
@@ -37,11 +40,11 @@ class DeploymentViewSet(ChassisModelViewSet):
 
     def perform_create(self, serializer):
         super().perform_create(serializer)
-        reconcile_after_commit(serializer.instance.pk)
+        services.save_spec(serializer.instance, user_actor(self.request.user))
 
     def perform_update(self, serializer):
         super().perform_update(serializer)
-        reconcile_after_commit(serializer.instance.pk)
+        services.save_spec(serializer.instance, user_actor(self.request.user))
 
     def perform_destroy(self, instance):
         if instance.replica_set.filter(state__in=HOLDING_STATES).exists():
@@ -73,19 +76,50 @@ class DeploymentViewSet(ChassisModelViewSet):
         self.audit("scale", deployment, {"replicas": [before, deployment.replicas]})
         return self._done(deployment)
 
-    @extend_schema(request=ReplicaChoiceSerializer, responses={202: DeploymentSerializer})
+    @extend_schema(request=RestartSerializer, responses={202: DeploymentSerializer})
     @action(detail=True, methods=["post"])
     def restart(self, request, pk=None):
-        """Restart one replica: it drains and a fresh one replaces it (a failed one is retried now)."""
+        """Rolling restart of one replica (``{"replica": id}``) or of all: a fresh replica starts, the
+        old one drains once it is ready (a failed one is retried now)."""
         deployment = self.get_object()
+        payload = RestartSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        if "replica" not in payload.validated_data:
+            count = services.restart_deployment(deployment, user_actor(request.user))
+            self.audit("restart", deployment, {"replicas": count})
+            return self._done(deployment)
         replica = self._replica(deployment, request)
-        if replica.state not in (ReplicaState.LAUNCHING, ReplicaState.READY, ReplicaState.FAILED):
+        if replica.state not in services.RESTARTABLE_STATES:
             raise serializers.ValidationError(
                 {"replica": [f"replica {replica} is {replica.state}; cannot restart it"]}
             )
         services.restart_replica(replica, user_actor(request.user))
         self.audit("restart", deployment, {"replica": replica.pk})
         return self._done(deployment)
+
+    @extend_schema(request=RollbackSerializer, responses={202: DeploymentSerializer})
+    @action(detail=True, methods=["post"])
+    def rollback(self, request, pk=None):
+        """Roll back to an earlier revision (``{"revision": n}``, by default the previous one): a
+        rolling update to its checkpoint and options."""
+        deployment = self.get_object()
+        payload = RollbackSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        try:
+            revision = services.roll_back(
+                deployment, payload.validated_data.get("revision"), user_actor(request.user)
+            )
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(exc.message_dict) from exc
+        self.audit("rollback", deployment, {"revision": revision.number})
+        return self._done(deployment)
+
+    @extend_schema(responses={200: DeploymentRevisionSerializer(many=True)})
+    @action(detail=True, methods=["get"])
+    def revisions(self, request, pk=None):
+        """Every revision of the deployment, newest first."""
+        deployment = self.get_object()
+        return Response(DeploymentRevisionSerializer(deployment.revisions.all(), many=True).data)
 
     @extend_schema(request=ReplicaChoiceSerializer, responses={202: DeploymentSerializer})
     @action(detail=True, methods=["post"])
@@ -109,7 +143,9 @@ class DeploymentViewSet(ChassisModelViewSet):
 
 
 class ReplicaViewSet(ChassisReadOnlyViewSet):
-    queryset = Replica.objects.select_related("deployment", "node").prefetch_related("accelerators")
+    queryset = Replica.objects.select_related("deployment", "node", "revision").prefetch_related(
+        "accelerators"
+    )
     serializer_class = ReplicaSerializer
     filterset_class = ReplicaFilterSet
     ordering_fields = ["id", "state", "state_changed_at", "ordinal"]

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
-from django.db import models
+from django.db import models, transaction
 
 from controlplane.fleet.choices import Vendor
 from controlplane.named_resource import NamedResource
-from controlplane.serving.choices import PlacementStatus, Role, RoutingPolicy
+from controlplane.serving.choices import PlacementStatus, Role, RolloutStatus, RoutingPolicy
 
 MAX_REPLICAS = 256
 
@@ -36,6 +36,18 @@ class Deployment(NamedResource):
         max_length=16, choices=PlacementStatus.choices, default=PlacementStatus.OK
     )
     placement_reason = models.CharField(max_length=300, blank=True)
+    revision = models.ForeignKey(
+        "serving.DeploymentRevision",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The revision every replica should run; others are replaced by a rolling update.",
+    )
+    rollout_status = models.CharField(
+        max_length=16, choices=RolloutStatus.choices, default=RolloutStatus.COMPLETE
+    )
+    rollout_reason = models.TextField(blank=True)
 
     def save(self, *args, **kwargs):
         if not self.served_model_name:
@@ -57,3 +69,44 @@ class Deployment(NamedResource):
         if self.placement_status != PlacementStatus.OK:
             self.placement_status, self.placement_reason = PlacementStatus.OK, ""
             self.save(update_fields=["placement_status", "placement_reason", "updated"])
+
+    # --- revisions and rollouts ---------------------------------------------------------------
+    def spec(self) -> tuple:
+        return (self.checkpoint_id, self.engine_options, self.tp_size)
+
+    def record_revision(self, actor: str) -> bool:
+        """A new revision when the checkpoint, engine options or TP size differ from the current one;
+        True when one was made (a rolling update to it follows)."""
+        from controlplane.serving.models.revision import DeploymentRevision
+
+        if self.revision_id is not None and self.revision.spec() == self.spec():
+            return False
+        with transaction.atomic():
+            last = self.revisions.aggregate(models.Max("number"))["number__max"] or 0
+            revision = DeploymentRevision.objects.create(
+                deployment=self, number=last + 1, checkpoint_id=self.checkpoint_id,
+                engine_options=self.engine_options, tp_size=self.tp_size, created_by=actor,
+            )  # fmt: skip
+            self._target(revision, f"rolling out revision {revision.number}")
+        return True
+
+    def roll_back(self, revision) -> None:
+        """Target an earlier revision again: its settings become the deployment's."""
+        if revision.deployment_id != self.pk:
+            raise ValidationError({"revision": f"{revision} is not a revision of {self}"})
+        if revision.pk == self.revision_id and self.rollout_status != RolloutStatus.FAILED:
+            raise ValidationError({"revision": f"{revision} is already the current revision"})
+        self.checkpoint_id, self.engine_options, self.tp_size = revision.spec()
+        self._target(revision, f"rolling back to revision {revision.number}")
+
+    def _target(self, revision, reason: str) -> None:
+        first = self.revision_id is None
+        self.revision = revision
+        self.rollout_status = RolloutStatus.COMPLETE if first else RolloutStatus.PROGRESSING
+        self.rollout_reason = "" if first else reason
+        self.save()
+
+    def mark_rollout(self, status: str, reason: str) -> None:
+        if (self.rollout_status, self.rollout_reason) != (status, reason):
+            self.rollout_status, self.rollout_reason = status, reason
+            self.save(update_fields=["rollout_status", "rollout_reason", "updated"])

@@ -22,6 +22,16 @@ class Replica(models.Model):
         default=uuid.uuid4, unique=True, editable=False, help_text="Passed as --replica-id."
     )
     ordinal = models.PositiveIntegerField()
+    revision = models.ForeignKey(
+        "serving.DeploymentRevision",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="replicas",
+    )
+    replace_requested = models.BooleanField(
+        default=False, help_text="Restart asked for: a rolling update replaces it like an outdated one."
+    )
     state = models.CharField(max_length=16, choices=ReplicaState.choices, default=ReplicaState.PENDING)
     reason = models.TextField(blank=True, help_text="Why it is in its state (failures keep theirs).")
     state_changed_at = models.DateTimeField(default=timezone.now)
@@ -114,15 +124,29 @@ class Replica(models.Model):
         self.transition(ReplicaState.STOPPED, reason, actor, pid=None)
         self.accelerators.clear()
 
+    def request_replacement(self, reason: str, actor: str) -> None:
+        """Restart without a gap: the rolling update replaces it; it keeps serving meanwhile."""
+        Replica.objects.filter(pk=self.pk).update(replace_requested=True)
+        self.replace_requested = True
+        ReplicaEvent.objects.create(
+            replica=self, from_state=self.state, to_state=self.state, reason=reason, actor=actor
+        )
+
     def requeue(self, reason: str, actor: str) -> None:
         """failed -> pending: give up the old placement and try again."""
         self.transition(ReplicaState.PENDING, reason, actor, node=None, host="", port=None, pid=None)
         self.accelerators.clear()
 
+    def spec(self):
+        """What this replica runs: its revision, or the deployment for a replica older than revisions."""
+        return self.revision or self.deployment
+
     @classmethod
     def create_for(cls, deployment, reason: str, actor: str) -> Replica:
         last = cls.objects.filter(deployment=deployment).aggregate(models.Max("ordinal"))["ordinal__max"]
-        replica = cls.objects.create(deployment=deployment, ordinal=0 if last is None else last + 1)
+        replica = cls.objects.create(
+            deployment=deployment, ordinal=0 if last is None else last + 1, revision=deployment.revision
+        )
         ReplicaEvent.objects.create(
             replica=replica, from_state="", to_state=replica.state, reason=reason, actor=actor
         )
