@@ -8,7 +8,9 @@ Besides Locust's own entry for the HTTP request, each request reports two custom
 
 Settings come from the environment so one locustfile serves every deployment:
 ``CHASSIS_MODEL`` (default: the first model of ``GET /v1/models``), ``CHASSIS_API_KEY``,
-``CHASSIS_MAX_TOKENS`` (default 32).
+``CHASSIS_MAX_TOKENS`` (default 32), ``CHASSIS_MIN_TOKENS`` (vLLM's ``min_tokens``, sent when set: make
+it equal to ``CHASSIS_MAX_TOKENS`` for fixed output lengths; a sampled model may otherwise end a reply
+at its first token, and a reply without content has no TTFT).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class StreamingChatUser(HttpUser):
 
     abstract = True
     max_tokens = int(os.environ.get("CHASSIS_MAX_TOKENS", "32"))
+    min_tokens = int(os.environ.get("CHASSIS_MIN_TOKENS", "0"))
 
     def on_start(self) -> None:
         api_key = os.environ.get("CHASSIS_API_KEY")
@@ -62,6 +65,8 @@ class StreamingChatUser(HttpUser):
             "stream": True,
             "temperature": 0.7,
         }
+        if self.min_tokens:
+            body["min_tokens"] = self.min_tokens
         timer = StreamTimer()
         with self.client.post(
             "/v1/chat/completions", json=body, stream=True, catch_response=True, name=name
@@ -78,7 +83,7 @@ class StreamingChatUser(HttpUser):
                 response.failure(f"stream broke: error event: {record.error}")
                 return None
             if record.ttft_s is None:
-                response.failure("the stream carried no content")
+                response.failure(f"the stream carried no content (finish_reason {record.finish_reason})")
                 self._event(TTFT, name, record.e2e_s * 1000, exception=RuntimeError("no token"))
                 return None
             self._event(TTFT, name, record.ttft_s * 1000)

@@ -23,6 +23,7 @@ def test_streaming_users_record_ttft_and_itl(replica, tmp_path):
     env = {
         "CHASSIS_API_KEY": API_KEY,
         "CHASSIS_MAX_TOKENS": "8",
+        "CHASSIS_MIN_TOKENS": "8",  # the sampled tiny model may otherwise stop at its first token
         "CHASSIS_PREFIX_WORDS": "60",
         "CHASSIS_TURNS": "3",
     }
