@@ -83,6 +83,9 @@ def build_app(gateway: Gateway) -> Starlette:
             if not isinstance(model, str) or not model:
                 return _error(api, 400, "'model' is required", "invalid_request_error", param="model")
             pool = gateway.pools.get(model)
+            if pool is None and model in gateway.unavailable:
+                message = f"The model `{model}` has no ready replica: {gateway.unavailable[model]}."
+                return _error(api, 503, message, "service_unavailable", code="no_ready_replica")
             if pool is None:
                 known = ", ".join(sorted(gateway.pools)) or "none"
                 return _model_not_found(api, f"The model `{model}` is not served here (served: {known}).")

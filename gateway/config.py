@@ -63,6 +63,9 @@ class ModelRoute:
     replicas: tuple[ReplicaSpec, ...]
     # Checkpoint directory whose tokenizer and chat template the replicas use (cache_aware needs it).
     tokenizer: str | None = None
+    # Why a model the control plane knows has no replica to route to (its deployment's state); the
+    # gateway answers 503 with it instead of 404.
+    unavailable: str | None = None
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,8 @@ class Gateway:
         self.source = source
         self.metrics = GatewayMetrics()
         self.pools: dict[str, ModelPool] = {}
+        # Models the source knows with no replica to route to: model -> why (their deployment's state).
+        self.unavailable: dict[str, str] = {}
         self.tokenizer_factory = tokenizer_factory
         t = config.timeouts
         self.client = client or httpx.AsyncClient(
@@ -91,6 +93,8 @@ class Gateway:
             return
         self.last_refresh_ok = time.time()
         self.last_refresh_error = None
+        self.unavailable = {name: route.unavailable for name, route in routes.items() if route.unavailable}
+        routes = {name: route for name, route in routes.items() if not route.unavailable}
         for name in list(self.pools):
             if name not in routes:
                 for replica in list(self.pools[name].replicas.values()):
@@ -186,4 +190,5 @@ class Gateway:
             "last_refresh_ok": self.last_refresh_ok,
             "last_refresh_error": self.last_refresh_error,
             "models": [pool.describe() for pool in self.pools.values()],
+            "unavailable": self.unavailable,
         }

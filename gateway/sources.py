@@ -114,9 +114,33 @@ def routes_from_api(
         grouped.setdefault(model, []).append(spec)
         policies[model] = policy
         tokenizers[model] = checkpoint_paths.get(str(_deployment_key(deployment.get("checkpoint"))))
-    return {
+    routes = {
         model: ModelRoute(
             name=model, policy=policies[model], replicas=tuple(specs), tokenizer=tokenizers[model]
         )
         for model, specs in grouped.items()
     }
+    for deployment in deployments:
+        model = deployment.get("served_model_name") or deployment.get("name")
+        if model and model not in routes:
+            routes[model] = ModelRoute(
+                name=model, policy=PolicyConfig(), replicas=(), unavailable=unavailable_reason(deployment)
+            )
+    return routes
+
+
+def unavailable_reason(deployment: dict) -> str:
+    """Why a deployment with no ready replica serves nothing, from its DeploymentSerializer fields."""
+    name = deployment.get("name") or deployment.get("served_model_name")
+    desired, ready = deployment.get("replicas"), deployment.get("ready_replicas") or 0
+    if desired == 0:
+        state = "is scaled to 0 replicas"
+    elif deployment.get("placement_status") == "unschedulable":
+        state = f"is unschedulable: {deployment.get('placement_reason')}"
+    elif deployment.get("rollout_status") == "failed":
+        state = f"has a failed rollout: {deployment.get('rollout_reason')}"
+    elif desired is None:
+        state = "has no ready replica"
+    else:
+        state = f"is starting: {ready} of {desired} replicas ready"
+    return f"deployment {name} {state}"[:500]

@@ -8,6 +8,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from gateway.app import build_app
 from gateway.config import parse_config
 from gateway.service import Gateway
 from gateway.sources import ControlPlaneSource, routes_from_api
@@ -98,3 +99,52 @@ def test_gateway_follows_the_control_plane_and_keeps_the_last_good_list(serve):
 
     asyncio.run(scenario())
     assert calls.count("/api/v1/replicas/") >= 3  # paginated: followed 'next'
+
+
+IDLE = [
+    {"id": 3, "name": "idle", "served_model_name": "idle", "replicas": 0, "ready_replicas": 0},
+    {"id": 4, "name": "broken", "served_model_name": "broken", "replicas": 1, "ready_replicas": 0,
+     "rollout_status": "failed", "rollout_reason": "revision 2 stopped: replica broken-1 failed"},
+    {"id": 5, "name": "warming", "replicas": 2, "ready_replicas": 0, "placement_status": "ok"},
+]  # fmt: skip
+
+
+def test_deployments_without_a_ready_replica_are_known_with_their_state():
+    routes = routes_from_api(DEPLOYMENTS + IDLE, REPLICAS, CHECKPOINTS)
+    assert routes["tiny"].unavailable is None and len(routes["tiny"].replicas) == 2
+    assert routes["idle"].unavailable == "deployment idle is scaled to 0 replicas"
+    assert routes["broken"].unavailable == (
+        "deployment broken has a failed rollout: revision 2 stopped: replica broken-1 failed"
+    )
+    assert routes["warming"].unavailable == "deployment warming is starting: 0 of 2 replicas ready"
+    assert routes["warming"].replicas == ()
+
+
+class FixedSource:
+    def __init__(self, routes):
+        self.routes = routes
+
+    async def fetch(self):
+        return self.routes
+
+
+def test_a_known_model_without_ready_replicas_gets_503_naming_the_state(serve):
+    gateway = Gateway(parse_config({}, require_models=False), FixedSource(routes_from_api(IDLE, [], [])))
+    server = serve(build_app(gateway))
+    response = httpx.post(
+        f"{server.url}/v1/chat/completions",
+        json={"model": "idle", "messages": [{"role": "user", "content": "hi"}]},
+    )
+    assert response.status_code == 503
+    error = response.json()["error"]
+    assert error["code"] == "no_ready_replica"
+    assert (
+        error["message"] == "The model `idle` has no ready replica: deployment idle is scaled to 0 replicas."
+    )
+    unknown = httpx.post(f"{server.url}/v1/chat/completions", json={"model": "nope", "messages": []})
+    assert unknown.status_code == 404
+    assert (
+        httpx.get(f"{server.url}/gateway/state")
+        .json()["unavailable"]["warming"]
+        .endswith("0 of 2 replicas ready")
+    )
