@@ -231,7 +231,8 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # When set, benchmark runs go through the gateway instead of straight to the ready replicas.
 CHASSIS_GATEWAY_URL = os.environ.get("CHASSIS_GATEWAY_URL", "")
 CHASSIS_BENCHMARKS = {
-    "REGRESSION_PCT": float(os.environ.get("CHASSIS_BENCHMARK_REGRESSION_PCT", "20")),
+    "REGRESSION_K": float(os.environ.get("CHASSIS_BENCHMARK_REGRESSION_K", "3")),
+    "REGRESSION_MIN_PCT": float(os.environ.get("CHASSIS_BENCHMARK_REGRESSION_MIN_PCT", "10")),
     "API_KEY": os.environ.get("CHASSIS_BENCHMARK_API_KEY", ""),
 }
 

@@ -7,3 +7,6 @@ class BenchmarksConfig(AppConfig):
     name = "controlplane.benchmarks"
     label = "benchmarks"
     verbose_name = "Benchmarks"
+
+    def ready(self) -> None:
+        from controlplane.benchmarks import signals  # noqa: F401  (connects the receivers)

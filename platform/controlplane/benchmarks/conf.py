@@ -5,10 +5,12 @@ from __future__ import annotations
 from django.conf import settings
 
 DEFAULTS = {
-    # A scheduled run is `regressed` when its TTFT p50 exceeds the baseline by more than this.
-    "REGRESSION_PCT": 20.0,
-    # Baseline: the median TTFT p50 of this many previous successful runs of the schedule.
+    # A scheduled run is `regressed` when a watched figure (TTFT and ITL p50/p99, output tokens/s,
+    # prefix-cache hit rate) is worse than the median of the schedule's last REGRESSION_WINDOW
+    # successful runs by more than REGRESSION_K scaled MADs, and by at least REGRESSION_MIN_PCT %.
     "REGRESSION_WINDOW": 5,
+    "REGRESSION_K": 3.0,
+    "REGRESSION_MIN_PCT": 10.0,
     "PROGRESS_EVERY_S": 2.0,  # how often a running benchmark saves completed/total
     # A running benchmark without a progress save for this long lost its worker: it is failed.
     "STALE_AFTER_S": 120.0,

@@ -15,7 +15,9 @@ class BenchmarkRunFilterSet(ChassisFilterSet):
         fields = {
             "deployment": ["exact"],
             "deployment__name": ["exact"],
+            "deployment_name": ["exact"],
             "schedule": ["exact", "isnull"],
+            "reproduced_from": ["exact"],
             "created": ["gte", "lte"],
         }
 
@@ -25,7 +27,7 @@ class BenchmarkScheduleFilterSet(ChassisFilterSet):
         model = BenchmarkSchedule
         fields = {
             "name": ["exact", "icontains"],
-            "deployment": ["exact"],
+            "deployment": ["exact", "isnull"],
             "workload": ["exact"],
             "enabled": ["exact"],
         }

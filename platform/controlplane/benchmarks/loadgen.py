@@ -18,8 +18,13 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from controlplane.benchmarks.prompts import Conversation, build_conversations, request_count
-from measurement import StreamTimer, Summary, atime_stream
+from controlplane.benchmarks.prompts import (
+    Conversation,
+    build_conversations,
+    fixed_length_conversations,
+    request_count,
+)
+from measurement import StreamTimer, Summary, atime_stream, percentile
 
 
 @dataclass(frozen=True)
@@ -32,6 +37,7 @@ class LoadSpec:
     model: str
     api_key: str = ""
     timeout_s: float = 120.0
+    input_tokens: int | None = None  # a sweep point's prompt length; None: the workload's prompts
 
 
 @dataclass
@@ -44,6 +50,8 @@ class RequestSample:
     ttft_s: float | None = None
     itl_s: list[float] = field(default_factory=list)
     output_tokens: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
     latency_s: float = 0.0
     error: str = ""
 
@@ -68,6 +76,10 @@ def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 3)
 
 
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
 def summarize(result: LoadResult) -> dict:
     """The run's figures: counts, latency percentiles (ms), throughput, and the commonest errors."""
     ok = [s for s in result.samples if s.ok]
@@ -75,6 +87,13 @@ def summarize(result: LoadResult) -> dict:
     ttft = Summary.of(s.ttft_s for s in ok if s.ttft_s is not None)
     itl = Summary.of(gap for s in ok for gap in s.itl_s)
     output_tokens = sum(s.output_tokens for s in ok)
+    uncached_input = sum(max(0, s.prompt_tokens - s.cached_tokens) for s in ok)
+    # A user's decode speed: tokens after the first over the time after the first.
+    per_user = [
+        (s.output_tokens - 1) / (s.latency_s - s.ttft_s)
+        for s in ok
+        if s.ttft_s is not None and s.output_tokens > 1 and s.latency_s > s.ttft_s
+    ]
     errors: dict[str, int] = {}
     for sample in failed:
         errors[sample.error] = errors.get(sample.error, 0) + 1
@@ -90,6 +109,9 @@ def summarize(result: LoadResult) -> dict:
         "itl_p99_ms": _ms(itl.p99),
         "output_tokens": output_tokens,
         "output_tokens_per_s": round(output_tokens / wall, 3) if wall > 0 else None,
+        "input_tokens": sum(s.prompt_tokens for s in ok),
+        "uncached_input_tokens_per_s": round(uncached_input / wall, 3) if wall > 0 else None,
+        "per_user_output_tokens_per_s": _round(percentile(per_user, 50)),
         "requests_per_s": round(len(ok) / wall, 3) if wall > 0 else None,
         "errors": dict(sorted(errors.items(), key=lambda item: -item[1])[:5]),
     }
@@ -161,6 +183,7 @@ async def _stream_chat(
         return ""
     sample.ok = True
     sample.output_tokens = record.output_tokens
+    sample.prompt_tokens, sample.cached_tokens = record.prompt_tokens, record.cached_tokens
     return record.text
 
 
@@ -169,7 +192,10 @@ async def run_load(
 ) -> LoadResult:
     if not urls:
         raise ValueError("no target URL to send requests to")
-    conversations = build_conversations(spec.workload, spec.requests, spec.seed)
+    if spec.input_tokens is None:
+        conversations = build_conversations(spec.workload, spec.requests, spec.seed)
+    else:
+        conversations = fixed_length_conversations(spec.requests, spec.input_tokens, spec.seed)
     progress = progress or Progress(total=request_count(conversations))
     stop = stop or threading.Event()
     queue: asyncio.Queue[Conversation] = asyncio.Queue()

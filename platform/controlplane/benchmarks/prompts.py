@@ -72,5 +72,18 @@ def build_conversations(workload: str, requests: int, seed: int) -> list[Convers
     return conversations
 
 
+def fixed_length_conversations(requests: int, input_tokens: int, seed: int) -> list[Conversation]:
+    """One-turn requests of about ``input_tokens`` prompt tokens each (one common word is one token
+    for the usual tokenizers), all different from their first word on: a sweep point measures
+    uncached prefill. The reply's usage says the exact count."""
+    if requests < 1 or input_tokens < 1:
+        raise ValueError(f"requests and input_tokens must be at least 1, got {requests}, {input_tokens}")
+    rng = random.Random(f"{seed}-{input_tokens}")
+    return [
+        Conversation(i, None, [f"{i} {rng.randrange(10**6)} {_words(rng, max(1, input_tokens - 2))}"])
+        for i in range(requests)
+    ]
+
+
 def request_count(conversations: list[Conversation]) -> int:
     return sum(len(c.user_turns) for c in conversations)

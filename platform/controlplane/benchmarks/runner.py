@@ -1,4 +1,5 @@
-"""Running one benchmark: pick the targets, drive the load, measure, store, judge against the trend.
+"""Running one benchmark: pick the targets, record the conditions, drive the load (once, or once per
+point of a sweep grid), measure, store, judge against the trend.
 
 The load generator runs in a helper thread with its own event loop; this thread keeps the database
 work (Django's ORM is synchronous and per-thread): every few seconds it saves progress and looks
@@ -13,21 +14,14 @@ import threading
 
 import httpx
 
+from controlplane.benchmarks import conditions, regression
 from controlplane.benchmarks.choices import RunState
 from controlplane.benchmarks.conf import gateway_url, setting
 from controlplane.benchmarks.loadgen import LoadResult, LoadSpec, Progress, chart_samples, run_load, summarize
 from controlplane.benchmarks.models import BenchmarkRun, StaleRunState
-from controlplane.serving.choices import ReplicaState
 from controlplane.serving.metrics import parse_engine_metrics
-from controlplane.serving.models import Replica
-from measurement import percentile
 
 log = logging.getLogger(__name__)
-
-
-def _ready_replica_urls(run: BenchmarkRun) -> list[str]:
-    replicas = Replica.objects.filter(deployment=run.deployment, state=ReplicaState.READY).order_by("ordinal")
-    return [replica.url for replica in replicas if replica.url]
 
 
 def _prefix_cache_counters(urls: list[str]) -> tuple[float, float] | None:
@@ -54,39 +48,39 @@ def _hit_rate(before: tuple[float, float] | None, after: tuple[float, float] | N
     return round((after[0] - before[0]) / queries, 4) if queries > 0 else None
 
 
-def regression_verdict(run: BenchmarkRun, ttft_p50_ms: float | None) -> dict:
-    """Compare with the median TTFT p50 of the schedule's previous successful runs."""
-    if run.schedule_id is None or ttft_p50_ms is None:
-        return {"regressed": None, "baseline_ttft_p50_ms": None}
-    previous = (
-        BenchmarkRun.objects.filter(schedule_id=run.schedule_id, state=RunState.SUCCEEDED)
-        .exclude(pk=run.pk)
-        .filter(created__lte=run.created)
-        .order_by("-created", "-id")[: int(setting("REGRESSION_WINDOW"))]
-    )
-    history = [r.results.get("ttft_p50_ms") for r in previous]
-    history = [value for value in history if value is not None]
-    if not history:
-        return {"regressed": None, "baseline_ttft_p50_ms": None}
-    baseline = percentile(history, 50)
-    limit = baseline * (1 + float(setting("REGRESSION_PCT")) / 100)
-    return {"regressed": ttft_p50_ms > limit, "baseline_ttft_p50_ms": round(baseline, 3)}
-
-
-def _drive(run: BenchmarkRun, urls: list[str]) -> tuple[LoadResult | None, str]:
-    """Run the load in a helper thread; this thread saves progress and watches for cancellation."""
-    spec = LoadSpec(
+def _spec(run: BenchmarkRun, point: dict | None) -> LoadSpec:
+    point = point or {}
+    return LoadSpec(
         workload=run.workload,
         requests=run.requests,
-        concurrency=run.concurrency,
-        max_tokens=run.max_tokens,
+        concurrency=point.get("concurrency", run.concurrency),
+        max_tokens=point.get("output_tokens", run.max_tokens),
         seed=run.seed,
         model=run.deployment.served_model_name,
         api_key=setting("API_KEY"),
         timeout_s=float(setting("REQUEST_TIMEOUT_S")),
+        input_tokens=point.get("input_tokens"),
     )
+
+
+def sweep_points(sweep: dict) -> list[dict | None]:
+    """The grid's points, concurrency outermost; [None] (one plain load) when there is no grid."""
+    if not sweep:
+        return [None]
+    return [
+        {"concurrency": c, "input_tokens": i, "output_tokens": o}
+        for c in sweep["concurrency"]
+        for i in sweep["input_tokens"]
+        for o in sweep["output_tokens"]
+    ]
+
+
+def _drive(
+    run: BenchmarkRun, urls: list[str], spec: LoadSpec, done_before: tuple[int, int]
+) -> tuple[LoadResult | None, str]:
+    """Run the load in a helper thread; this thread saves progress and watches for cancellation."""
     stop = threading.Event()
-    progress = Progress(total=run.requests)
+    progress = Progress(total=spec.requests)
     outcome: dict = {}
 
     def load() -> None:
@@ -100,43 +94,85 @@ def _drive(run: BenchmarkRun, urls: list[str]) -> tuple[LoadResult | None, str]:
     thread.start()
     while thread.is_alive():
         thread.join(float(setting("PROGRESS_EVERY_S")))
-        run.record_progress(progress.completed, progress.failed)
+        run.record_progress(done_before[0] + progress.completed, done_before[1] + progress.failed)
         if not stop.is_set() and run.current_state() != RunState.RUNNING:
             stop.set()
     return outcome.get("result"), outcome.get("error", "")
 
 
+POINT_FIGURES = (
+    "requests_ok", "requests_failed", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms",
+    "output_tokens_per_s", "uncached_input_tokens_per_s", "per_user_output_tokens_per_s", "input_tokens",
+    "prefix_cache_hit_rate",
+)  # fmt: skip
+
+
+def _measure(run: BenchmarkRun, targets: list[str], replica_urls: list[str]) -> tuple[dict | None, list, str]:
+    """Every point of the run in turn: (results, chart samples, crash). Stops at a cancel or a crash."""
+    samples: list = []
+    points: list[dict] = []
+    wall = 0.0
+    done = (0, 0)
+    for point in sweep_points(run.sweep):
+        before = _prefix_cache_counters(replica_urls)
+        result, crash = _drive(run, targets, _spec(run, point), done)
+        after = _prefix_cache_counters(replica_urls)
+        if result is None:
+            return None, [], crash
+        figures = summarize(result)
+        figures["prefix_cache_hit_rate"] = _hit_rate(before, after)
+        for sample in result.samples:  # the timeline shows the points one after another
+            sample.start_s += wall
+        samples.extend(result.samples)
+        wall += result.wall_s
+        done = (done[0] + len(result.samples), done[1] + figures["requests_failed"])
+        if point is not None:
+            points.append({**point, **{key: figures.get(key) for key in POINT_FIGURES}})
+        if result.stopped:
+            break
+    if not points:
+        return figures, samples, ""
+    results = summarize(LoadResult(samples=samples, wall_s=wall, stopped=False))
+    rates = [p["prefix_cache_hit_rate"] for p in points if p["prefix_cache_hit_rate"] is not None]
+    results["prefix_cache_hit_rate"] = round(sum(rates) / len(rates), 4) if rates else None
+    results["sweep_points"] = points
+    return results, samples, ""
+
+
 def execute(run_id: int) -> str:
     """queued -> running -> succeeded | failed; a cancelled run keeps what it measured. Safe to repeat."""
-    run = BenchmarkRun.objects.select_related("deployment").filter(pk=run_id).first()
+    run = (
+        BenchmarkRun.objects.select_related("deployment__checkpoint", "reproduced_from")
+        .filter(pk=run_id)
+        .first()
+    )
     if run is None:
         return "gone"
     if run.state != RunState.QUEUED:
         return f"skipped: run is {run.state}"
-    replica_urls = _ready_replica_urls(run)
+    if run.deployment is None:
+        return _finish_failed(run, f"deployment {run.deployment_name} was deleted")
+    replicas = conditions.ready_replicas(run.deployment)
+    replica_urls = [replica.url for replica in replicas if replica.url]
     gateway = gateway_url()
     targets = [gateway] if gateway else replica_urls
     if not targets:
-        try:
-            run.fail(f"deployment {run.deployment} has no ready replica")
-        except StaleRunState as exc:
-            return f"skipped: {exc}"
-        return "failed"
+        return _finish_failed(run, f"deployment {run.deployment} has no ready replica")
+    recorded = conditions.capture(run, run.deployment, replicas, conditions.replica_reports(replica_urls))
+    if gateway:
+        recorded["gateway"] = gateway
+    source = run.reproduced_from
+    changed = conditions.diff(source.conditions, recorded) if source is not None else None
     try:
-        run.start(targets)
+        run.start(targets, recorded, changed)
     except StaleRunState as exc:
         return f"skipped: {exc}"
 
-    before = _prefix_cache_counters(replica_urls)
-    result, crash = _drive(run, targets)
-    after = _prefix_cache_counters(replica_urls)
-    if result is None:
+    results, raw_samples, crash = _measure(run, targets, replica_urls)
+    if results is None:
         return _finish_failed(run, crash)
-
-    results = summarize(result)
-    results["prefix_cache_hit_rate"] = _hit_rate(before, after)
-    results.update(regression_verdict(run, results["ttft_p50_ms"]))
-    samples = chart_samples(result.samples, int(setting("MAX_SAMPLES")))
+    results.update(regression.verdict(run, results))
+    samples = chart_samples(raw_samples, int(setting("MAX_SAMPLES")))
     if run.current_state() == RunState.CANCELLED:
         run.attach_partial_results(results, samples)
         return "cancelled"

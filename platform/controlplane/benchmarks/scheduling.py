@@ -20,7 +20,7 @@ def create_due_run(schedule: BenchmarkSchedule, now: datetime) -> BenchmarkRun |
     runs onto one deployment would measure the benchmark against itself.
     """
     slot = schedule.slot_at(now)
-    if slot is None or not schedule.enabled:
+    if slot is None or not schedule.enabled or schedule.deployment_id is None:
         return None
     if BenchmarkRun.objects.filter(schedule=schedule, due_slot=slot).exists():
         return None
@@ -61,9 +61,9 @@ def run_due_schedules(now: datetime | None = None) -> list[int]:
     now = now or timezone.now()
     fail_stale_runs(now)
     created = []
-    for schedule in BenchmarkSchedule.objects.filter(enabled=True, starts_at__lte=now).select_related(
-        "deployment"
-    ):
+    for schedule in BenchmarkSchedule.objects.filter(
+        enabled=True, starts_at__lte=now, deployment__isnull=False
+    ).select_related("deployment"):
         run = create_due_run(schedule, now)
         if run is not None:
             created.append(run.pk)

@@ -5,8 +5,10 @@ from __future__ import annotations
 from django.db import transaction
 
 from controlplane.api import audit
+from controlplane.benchmarks import conditions
 from controlplane.benchmarks.dispatch import execute_after_commit
 from controlplane.benchmarks.models import BenchmarkRun, BenchmarkSchedule, StaleRunState
+from controlplane.serving.models import Deployment
 
 
 @transaction.atomic
@@ -14,6 +16,25 @@ def create_run(user, **fields) -> BenchmarkRun:
     run = BenchmarkRun.objects.create(created_by=user, reason="queued", **fields)
     audit.record(user, "create", run, fields)
     execute_after_commit(run.pk)
+    return run
+
+
+def reproduce_run(source: BenchmarkRun, deployment: Deployment, user) -> BenchmarkRun:
+    """A new run of ``source``'s workload (seed and sweep included) on ``deployment``, holding the
+    conditions diff as previewed now; the runner replaces it with the measured one when it starts."""
+    changed = conditions.diff(source.conditions, conditions.preview(source, deployment))  # asks replicas
+    with transaction.atomic():
+        run = BenchmarkRun.objects.create(
+            created_by=user,
+            deployment=deployment,
+            reproduced_from=source,
+            sweep=source.sweep,
+            conditions_diff=changed,
+            reason=f"queued: reproduces #{source.pk}",
+            **source.load_parameters(),
+        )
+        audit.record(user, "reproduce", run, {"source": source.pk, "deployment": deployment.name})
+        execute_after_commit(run.pk)
     return run
 
 

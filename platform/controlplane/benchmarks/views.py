@@ -6,9 +6,9 @@ from django.views.decorators.http import require_POST
 
 from controlplane.api import audit
 from controlplane.api.roles import OPERATOR
-from controlplane.benchmarks import services
+from controlplane.benchmarks import conditions, services, sweeps
 from controlplane.benchmarks.choices import RunState
-from controlplane.benchmarks.forms import BenchmarkRunForm, BenchmarkScheduleForm
+from controlplane.benchmarks.forms import BenchmarkRunForm, BenchmarkScheduleForm, ReproduceForm
 from controlplane.benchmarks.models import BenchmarkRun, BenchmarkSchedule
 from controlplane.web.access import role_required
 
@@ -24,12 +24,14 @@ RESULT_ROWS = [
     ("requests / s", "requests_per_s", ""),
     ("prefix-cache hit rate", "prefix_cache_hit_rate", ""),
     ("duration", "duration_s", "s"),
+    ("uncached input tokens / s", "uncached_input_tokens_per_s", ""),
+    ("per-user output tokens / s (p50)", "per_user_output_tokens_per_s", ""),
     ("baseline TTFT p50 (schedule median)", "baseline_ttft_p50_ms", "ms"),
 ]
 
 
 def _runs():
-    return BenchmarkRun.objects.select_related("deployment", "schedule")
+    return BenchmarkRun.objects.select_related("deployment__checkpoint", "schedule", "reproduced_from")
 
 
 @role_required()
@@ -43,19 +45,57 @@ def run_create(request):
     form = BenchmarkRunForm(request.POST)
     if not form.is_valid():
         return render(request, "benchmarks/runs.html", {"runs": _runs()[:200], "form": form}, status=400)
-    run = services.create_run(request.user, **form.cleaned_data)
+    run = services.create_run(request.user, **form.run_fields())
     return redirect("benchmark-run-detail", pk=run.pk)
 
 
 def _run_context(run):
     rows = [(label, run.results.get(key), unit) for label, key, unit in RESULT_ROWS if key in run.results]
-    return {"run": run, "result_rows": rows, "active": not run.is_terminal}
+    return {
+        "run": run,
+        "result_rows": rows,
+        "active": not run.is_terminal,
+        "regression": run.results.get("regression"),
+    }
 
 
 @role_required()
 def run_detail(request, pk: int):
     run = get_object_or_404(_runs(), pk=pk)
-    return render(request, "benchmarks/run_detail.html", _run_context(run))
+    context = _run_context(run)
+    context["conditions"] = sorted(conditions.flatten(run.conditions).items())
+    context["reproduce_form"] = ReproduceForm()
+    context["compare"] = request.GET.get("compare", "")
+    return render(request, "benchmarks/run_detail.html", context)
+
+
+@role_required(OPERATOR)
+def run_reproduce(request, pk: int):
+    """GET: the conditions diff of reproducing the run on the chosen deployment; POST: start it."""
+    source = get_object_or_404(_runs(), pk=pk)
+    form = ReproduceForm(request.POST if request.method == "POST" else request.GET)
+    if not form.is_valid():
+        context = {
+            **_run_context(source),
+            "conditions": sorted(conditions.flatten(source.conditions).items()),
+        }
+        context["reproduce_form"] = form
+        return render(request, "benchmarks/run_detail.html", context, status=400)
+    deployment = form.cleaned_data["deployment"]
+    if request.method == "POST":
+        run = services.reproduce_run(source, deployment, request.user)
+        return redirect("benchmark-run-detail", pk=run.pk)
+    changed = conditions.diff(source.conditions, conditions.preview(source, deployment))
+    context = {"source": source, "deployment": deployment, "changed": changed}
+    return render(request, "benchmarks/reproduce.html", context)
+
+
+@role_required()
+def run_sweep(request, pk: int):
+    """Chart data of a sweep run and the sweep runs named in ?compare=, for the two sweep charts."""
+    run = get_object_or_404(_runs(), pk=pk)
+    runs = sweeps.compared_runs(run, request.GET.get("compare", ""))
+    return JsonResponse({"state": run.state, "runs": [sweeps.chart_series(r) for r in runs]})
 
 
 @role_required()
@@ -145,5 +185,8 @@ def schedule_trend(request, pk: int):
 @role_required(OPERATOR)
 def schedule_toggle(request, pk: int):
     schedule = get_object_or_404(BenchmarkSchedule, pk=pk)
-    services.set_schedule_enabled(schedule, not schedule.enabled, request.user)
+    try:
+        services.set_schedule_enabled(schedule, not schedule.enabled, request.user)
+    except ValidationError:
+        pass  # its deployment was deleted; the page says so
     return redirect("benchmark-schedule-detail", pk=pk)

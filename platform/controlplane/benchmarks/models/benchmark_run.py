@@ -6,7 +6,7 @@ from django.db import models
 from django.utils import timezone
 
 from controlplane.benchmarks.choices import RUN_TRANSITIONS, TERMINAL_STATES, RunState
-from controlplane.benchmarks.models.parameters import LoadParameters
+from controlplane.benchmarks.models.parameters import LoadParameters, sweep_size
 
 
 class StaleRunState(Exception):
@@ -16,9 +16,11 @@ class StaleRunState(Exception):
 class BenchmarkRun(LoadParameters):
     """One load test against a deployment's ready replicas. State changes only through the methods."""
 
+    # History outlives its deployment: a deleted deployment leaves its runs with the name they ran on.
     deployment = models.ForeignKey(
-        "serving.Deployment", on_delete=models.CASCADE, related_name="benchmark_runs"
+        "serving.Deployment", null=True, on_delete=models.SET_NULL, related_name="benchmark_runs"
     )
+    deployment_name = models.CharField(max_length=100, blank=True, editable=False)
     schedule = models.ForeignKey(
         "benchmarks.BenchmarkSchedule",
         null=True,
@@ -47,6 +49,24 @@ class BenchmarkRun(LoadParameters):
     samples = models.JSONField(
         default=list, blank=True, help_text="Per-request [start s, TTFT ms, ITL ms, ok], bounded."
     )
+    sweep = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='A grid run once per point: {"concurrency": [...], "input_tokens": [...], '
+        '"output_tokens": [...]}; empty for a single load.',
+    )
+    conditions = models.JSONField(
+        default=dict, blank=True, help_text="Everything it ran on, recorded once when it starts."
+    )
+    reproduced_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reproductions"
+    )
+    conditions_diff = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="A reproduction's conditions that differ from the run it reproduces: "
+        "[{key, before, after}], shown before it starts and replaced by the measured ones when it does.",
+    )
 
     class Meta:
         ordering = ["-created", "-id"]
@@ -56,7 +76,21 @@ class BenchmarkRun(LoadParameters):
         ]
 
     def __str__(self) -> str:
-        return f"benchmark #{self.pk} {self.workload} on {self.deployment}"
+        return f"benchmark #{self.pk} {self.workload} on {self.deployment_name or self.deployment}"
+
+    def save(self, *args, **kwargs):
+        if self.deployment is not None and not self.deployment_name:
+            self.deployment_name = self.deployment.name
+        super().save(*args, **kwargs)
+
+    @property
+    def is_sweep(self) -> bool:
+        return bool(self.sweep)
+
+    @property
+    def total_requests(self) -> int:
+        """Requests over the whole run: ``requests`` per sweep point."""
+        return self.requests * sweep_size(self.sweep)
 
     @property
     def is_terminal(self) -> bool:
@@ -64,7 +98,8 @@ class BenchmarkRun(LoadParameters):
 
     @property
     def progress_pct(self) -> int:
-        return int(100 * self.completed / self.requests) if self.requests else 0
+        total = self.total_requests
+        return int(100 * self.completed / total) if total else 0
 
     # --- the one way to change state ------------------------------------------------------------
     def _move(self, to: str, reason: str, **fields) -> None:
@@ -78,11 +113,18 @@ class BenchmarkRun(LoadParameters):
         for key, value in values.items():
             setattr(self, key, value)
 
-    def start(self, targets: list[str]) -> None:
+    def start(
+        self, targets: list[str], conditions: dict | None = None, conditions_diff: list | None = None
+    ) -> None:
+        """Conditions are recorded here, once: a run never changes what it says it ran on."""
+        extra = {} if conditions is None else {"conditions": conditions}
+        if conditions_diff is not None:
+            extra["conditions_diff"] = conditions_diff
         self._move(
             RunState.RUNNING,
-            f"sending {self.requests} requests to {len(targets)} target(s)",
+            f"sending {self.total_requests} requests to {len(targets)} target(s)",
             targets=targets,
+            **extra,
             started_at=timezone.now(),
             heartbeat_at=timezone.now(),
         )

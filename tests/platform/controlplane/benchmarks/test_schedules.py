@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 from controlplane.benchmarks.choices import RunState as S
 from controlplane.benchmarks.models import BenchmarkRun, BenchmarkSchedule
-from controlplane.benchmarks.runner import regression_verdict
+from controlplane.benchmarks.regression import verdict
 from controlplane.benchmarks.scheduling import run_due_schedules
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -64,23 +64,46 @@ def finished_run(schedule, ttft_p50_ms, state=S.SUCCEEDED) -> BenchmarkRun:
     return run
 
 
-def test_regression_against_the_median_of_the_last_five_successes(schedule, settings):
+def test_regression_against_median_and_mad_of_the_last_five_successes(schedule, settings):
     finished_run(schedule, 500.0)  # older than the window of 5: ignored
     for value in (100.0, 110.0, 90.0, 105.0, 95.0):
         finished_run(schedule, value)
     finished_run(schedule, None, state=S.FAILED)  # failed runs are not part of the baseline
     current = BenchmarkRun.objects.create(schedule=schedule, deployment=schedule.deployment)
-    assert regression_verdict(current, 125.0) == {"regressed": True, "baseline_ttft_p50_ms": 100.0}
-    assert regression_verdict(current, 119.0)["regressed"] is False
-    settings.CHASSIS_BENCHMARKS = {**settings.CHASSIS_BENCHMARKS, "REGRESSION_PCT": 30.0}
-    assert regression_verdict(current, 125.0)["regressed"] is False
+    # median 100, MAD 5: the band is 3 × 1.4826 × 5 = 22.2 ms above the median
+    judged = verdict(current, {"ttft_p50_ms": 125.0})
+    assert judged["regressed"] is True and judged["baseline_ttft_p50_ms"] == 100.0
+    ttft = judged["regression"]["metrics"]["ttft_p50_ms"]
+    assert (ttft["median"], ttft["mad"], ttft["limit"]) == (100.0, 5.0, 122.239)
+    assert judged["regression"]["regressed_metrics"] == ["ttft_p50_ms"]
+    assert len(judged["regression"]["baseline_runs"]) == 5
+    assert verdict(current, {"ttft_p50_ms": 119.0})["regressed"] is False
+    settings.CHASSIS_BENCHMARKS = {**settings.CHASSIS_BENCHMARKS, "REGRESSION_K": 6.0}
+    assert verdict(current, {"ttft_p50_ms": 125.0})["regressed"] is False
+
+
+def test_throughput_regresses_downwards_and_a_steady_history_has_a_floor(schedule):
+    for _ in range(3):
+        run = BenchmarkRun.objects.create(schedule=schedule, deployment=schedule.deployment)
+        run.start(["u"])
+        run.succeed({"requests_ok": 1, "output_tokens_per_s": 200.0, "prefix_cache_hit_rate": 0.5}, [])
+    current = BenchmarkRun.objects.create(schedule=schedule, deployment=schedule.deployment)
+    # MAD 0: the 10 % floor decides; faster is never a regression
+    assert verdict(current, {"output_tokens_per_s": 185.0})["regressed"] is False
+    assert verdict(current, {"output_tokens_per_s": 900.0})["regressed"] is False
+    slow = verdict(current, {"output_tokens_per_s": 150.0, "prefix_cache_hit_rate": 0.1})
+    assert slow["regression"]["regressed_metrics"] == ["output_tokens_per_s", "prefix_cache_hit_rate"]
 
 
 def test_no_baseline_means_no_verdict(schedule, make_deployment):
     first = BenchmarkRun.objects.create(schedule=schedule, deployment=schedule.deployment)
-    assert regression_verdict(first, 50.0)["regressed"] is None
+    assert verdict(first, {"ttft_p50_ms": 50.0})["regressed"] is None
     manual = BenchmarkRun.objects.create(deployment=schedule.deployment)
-    assert regression_verdict(manual, 50.0) == {"regressed": None, "baseline_ttft_p50_ms": None}
+    assert verdict(manual, {"ttft_p50_ms": 50.0}) == {
+        "regressed": None,
+        "baseline_ttft_p50_ms": None,
+        "regression": None,
+    }
 
 
 @pytest.mark.django_db(transaction=True)
