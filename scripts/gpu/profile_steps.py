@@ -10,8 +10,14 @@ without CUDA graphs, so every kernel is attributed, and for each ``--case BATCH:
 ``--decode-steps`` decode steps: the difference divided by the steps is one decode step, kernel by
 kernel; ``--prefill N`` prints the prefill of one N-token prompt the same way (issue 16).
 
+``--host`` builds ``--arch`` as the benchmark does (CUDA graphs for decode) and, for each ``--prefill N``
+and ``--case BATCH:CONTEXT``, prints where the host's time goes: the wall time, the GPU's kernel time
+in the same window, Python functions by self time (cProfile) and torch ops by host self time with
+their call counts; a wall far above the kernel time is host-bound work.
+
     python3 scripts/gpu/profile_steps.py
     python3 scripts/gpu/profile_steps.py --eager --arch deepseek-v2-lite --case 1:576 --case 128:576 --prefill 2048
+    python3 scripts/gpu/profile_steps.py --host --arch deepseek-v2-lite --prefill 2048 --case 1:1024
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--eager", action="store_true", help="kernel breakdown per step without CUDA graphs")
+    parser.add_argument("--host", action="store_true", help="host time of --prefill and --case runs")
     parser.add_argument("--arch", default="llama-3.1-8b", help="random_arch name (--eager)")
     parser.add_argument("--layers", type=int, help="keep only this many decoder layers (--eager)")
     parser.add_argument("--case", action="append", help="BATCH:CONTEXT decode cases (--eager; default 1:576)")
@@ -45,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda", help="--eager: cpu for a smoke run (CPU op self times)")
     parser.add_argument("--top", type=int, default=25, help="kernels listed per table")
     args = parser.parse_args(argv)
+    if args.host:
+        return host_breakdowns(args)
     if args.eager:
         return eager_breakdowns(args)
     return graph_and_host_profile()
@@ -155,6 +164,63 @@ def eager_breakdowns(args) -> int:
             times, wall = profiled(1, length, 1)
             print(f"\n=== {args.arch} prefill of {length} tokens: wall {wall * 1e3:.1f} ms eager")
             print(_format_times(times, 1, f"kernels in the prefill of {length} tokens", args.top))
+    return 0
+
+
+def host_breakdowns(args) -> int:
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from engine import LLM, SamplingParams
+    from engine.bench.random_arch import write_config_dir
+    from engine.bench.workloads import random_prompts
+
+    if args.moe_table and args.moe_table.is_file():
+        from kernels.fused_moe_configs import set_table_path
+
+        set_table_path(args.moe_table)
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = write_config_dir(args.arch, Path(tmp) / "m")
+        vocab = json.loads((model_dir / "config.json").read_text())["vocab_size"]
+        llm = LLM(
+            str(model_dir), device="cuda", dtype="bfloat16", load_format="dummy",
+            max_num_seqs=256, max_num_batched_tokens=8192, gpu_memory_utilization=0.85,
+        )  # fmt: skip
+        seeds = iter(range(1000, 10**6))
+        runs = [(f"prefill of {n} tokens", 1, n, 1) for n in args.prefill]
+        runs += [(f"batch {b}, prompt {c}, {args.decode_steps} tokens", b, c, args.decode_steps) for b, c in (
+            tuple(int(v) for v in case.split(":")) for case in (args.case or []))]  # fmt: skip
+        for title, batch, prompt_len, tokens in runs:
+            params = SamplingParams(max_tokens=tokens, ignore_eos=True, temperature=0.0)
+
+            def work(batch=batch, prompt_len=prompt_len, params=params) -> None:
+                llm.generate(random_prompts(batch, prompt_len, prompt_len, vocab, seed=next(seeds)), params)
+
+            work()  # compiles the kernels at these shapes
+            torch.cuda.synchronize()
+            started = time.perf_counter()
+            work()
+            torch.cuda.synchronize()
+            wall = time.perf_counter() - started
+            profiler = cProfile.Profile()
+            profiler.enable()
+            work()
+            torch.cuda.synchronize()
+            profiler.disable()
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                work()
+                torch.cuda.synchronize()
+            averages = prof.key_averages()
+            gpu_us = sum(getattr(e, "self_device_time_total", 0) or 0 for e in averages)
+            print(f"\n=== {args.arch} {title}: wall {wall * 1e3:.1f} ms (unprofiled); "
+                  f"GPU kernel time {gpu_us / 1e3:.1f} ms (profiled run)")  # fmt: skip
+            buf = io.StringIO()
+            pstats.Stats(profiler, stream=buf).sort_stats("tottime").print_stats(args.top)
+            print(buf.getvalue())
+            ops = sorted(averages, key=lambda e: e.self_cpu_time_total, reverse=True)[: args.top]
+            print("torch ops by host self time (us, calls):")
+            for event in ops:
+                print(f"  {event.self_cpu_time_total:10.0f} us {event.count:7d}x  {event.key[:90]}")
     return 0
 
 
