@@ -28,6 +28,10 @@ def test_scrape_jobs_cover_replicas_gateway_and_control_plane():
     assert probe["file_sd_configs"][0]["files"] == ["targets/control-plane.json"]
     # The target URL becomes the probe's ?target=, and the scrape goes to the blackbox exporter.
     assert {"source_labels": ["__address__"], "target_label": "__param_target"} in probe["relabel_configs"]
+    # The control plane's /metrics (benchmark verdicts) is scraped from the same target file.
+    metrics = jobs["chassis-control-plane-metrics"]
+    assert metrics["metrics_path"] == "/metrics"
+    assert metrics["file_sd_configs"][0]["files"] == ["targets/control-plane.json"]
 
 
 def test_rule_files_exist_and_alerts_are_well_formed():
@@ -41,7 +45,12 @@ def test_rule_files_exist_and_alerts_are_well_formed():
                 assert ("record" in rule) != ("alert" in rule) and rule["expr"]
                 if "alert" in rule:
                     alerts[rule["alert"]] = rule
-    assert {"ChassisTTFTP99High", "ChassisKVCacheUsageHigh", "ChassisReplicaDown"} <= set(alerts)
+    assert {
+        "ChassisTTFTP99High",
+        "ChassisKVCacheUsageHigh",
+        "ChassisReplicaDown",
+        "ChassisBenchmarkRegression",
+    } <= set(alerts)
     for rule in alerts.values():
         assert rule["labels"]["severity"] in {"info", "warning", "critical"}
         assert rule["annotations"]["summary"]
@@ -56,10 +65,10 @@ def test_promtool_accepts_the_config_and_rules(promtool):
 
 
 def test_alert_rules_fire_on_the_series_they_are_for(promtool):
-    """Rule unit tests (rules/tests/*.test.yml): TTFT p99, KV usage and replica-down alerts fire on
-    synthetic series and stay quiet on healthy ones."""
+    """Rule unit tests (rules/tests/*.test.yml): TTFT p99, KV usage, replica-down and benchmark
+    regression alerts fire on synthetic series and stay quiet on healthy ones."""
     tests = sorted(str(p) for p in (PROMETHEUS_DIR / "rules" / "tests").glob("*.test.yml"))
-    assert tests
+    assert any(t.endswith("chassis-benchmarks.test.yml") for t in tests)
     result = subprocess.run([promtool, "test", "rules", *tests], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
