@@ -2,8 +2,9 @@
 
 from celery import shared_task
 
-from controlplane.serving import execution, reconciler, scraping
+from controlplane.serving import execution, launcher, reconciler, scraping
 from controlplane.serving.choices import ACTOR_RECONCILE
+from controlplane.serving.models import Replica
 
 
 @shared_task(name="serving.launch_replica", acks_late=True)
@@ -33,3 +34,10 @@ def reconcile() -> dict:
 def scrape_metrics() -> int:
     """Celery beat: one MetricSample per ready replica."""
     return scraping.scrape_all()
+
+
+@shared_task(name="serving.replica_log_tail")
+def replica_log_tail(replica_id: int, lines: int = 80) -> str:
+    """Runs on the replica's node queue (node.<name>): the end of its engine log, read where it is."""
+    log_path = Replica.objects.filter(pk=replica_id).values_list("log_path", flat=True).first()
+    return launcher.log_tail(log_path, lines) if log_path else ""
