@@ -9,6 +9,7 @@ from controlplane.checkpoints.forms import CheckpointForm
 from controlplane.checkpoints.models import Checkpoint
 from controlplane.checkpoints.tasks import validate_after_commit
 from controlplane.web.access import role_required
+from controlplane.web.pages.catalog import checkpoint_table_page
 
 
 @role_required()
@@ -24,7 +25,7 @@ def checkpoint_list(request):
                 audit.record(request.user, "create", checkpoint, form.cleaned_data)
                 validate_after_commit(checkpoint.pk)
             return redirect("checkpoint-list")
-    return render(request, "web/checkpoints.html", {"checkpoints": Checkpoint.objects.all(), "form": form})
+    return checkpoint_table_page(request, form, status=400 if form.errors else 200)
 
 
 @require_POST
@@ -51,4 +52,4 @@ def checkpoint_detail(request, pk: int):
 
 @role_required()
 def checkpoint_rows(request):
-    return render(request, "web/_checkpoint_rows.html", {"checkpoints": Checkpoint.objects.all()})
+    return checkpoint_table_page(request, None, template="web/_checkpoint_rows.html")

@@ -12,16 +12,12 @@ from controlplane.serving.forms import DeploymentForm, RevisionForm, ScaleForm
 from controlplane.serving.launcher import log_tail
 from controlplane.serving.models import Deployment, MetricSample, Replica, StaleReplicaState
 from controlplane.web.access import role_required
+from controlplane.web.pages.catalog import deployment_table_page
 
 
 @role_required()
 def deployment_list(request):
-    form = DeploymentForm()
-    return render(
-        request,
-        "web/deployments.html",
-        {"deployments": Deployment.objects.select_related("checkpoint"), "form": form},
-    )
+    return deployment_table_page(request, DeploymentForm())
 
 
 @require_POST
@@ -29,12 +25,7 @@ def deployment_list(request):
 def deployment_create(request):
     form = DeploymentForm(request.POST)
     if not form.is_valid():
-        return render(
-            request,
-            "web/deployments.html",
-            {"deployments": Deployment.objects.all(), "form": form},
-            status=400,
-        )
+        return deployment_table_page(request, form, status=400)
     with transaction.atomic():
         deployment = form.save()
         audit.record(request.user, "create", deployment, form.cleaned_data)

@@ -98,11 +98,12 @@ def test_operator_flow_and_viewer_without_buttons(stack, live_server, browser, t
         viewer = log_in(browser, live_server, "victor")
         viewer.goto(page.url)
         viewer.locator("#replicas tr[data-state=ready]").wait_for()
-        assert viewer.locator("main button").count() == 0
+        assert viewer.locator("main form[method=post] button").count() == 0  # a filter form is no action
         assert viewer.locator("#scale-form").count() == 0
         viewer.goto(f"{live_server.url}/checkpoints/")
         assert (
-            viewer.locator("main button").count() == 0 and viewer.locator("#register-checkpoint").count() == 0
+            viewer.locator("main form[method=post] button").count() == 0
+            and viewer.locator("#register-checkpoint").count() == 0
         )
 
         page.fill("#id_replicas", "0")

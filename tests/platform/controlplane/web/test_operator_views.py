@@ -19,7 +19,10 @@ def test_viewer_sees_no_actions_and_cannot_post(login, make_deployment, make_nod
     client = login("viewer")
     for url in ("/", "/checkpoints/", "/deployments/", f"/deployments/{deployment.pk}/"):
         page = client.get(url).content.decode()
-        assert '<button type="submit">' not in page.replace('<button type="submit">Log out', ""), url
+        actions = page.replace('<button type="submit">Log out', "").replace(
+            '<button type="submit">Filter', ""
+        )
+        assert '<button type="submit">' not in actions, url
     assert client.post(f"/deployments/{deployment.pk}/scale/", {"replicas": 3}).status_code == 403
     assert client.post("/checkpoints/", {"name": "x", "path": "/x"}).status_code == 403
 
