@@ -37,3 +37,13 @@ def env_int(name: str, default: int) -> int:
         return int(raw)
     except ValueError as exc:
         raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from exc
+
+
+def env_url(name: str, default: str = "") -> str:
+    """An http(s) base URL without its trailing slash; ``default`` when unset or empty."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.startswith(("http://", "https://")):
+        raise ImproperlyConfigured(f"{name}={raw!r} is not an http:// or https:// URL")
+    return raw.rstrip("/")

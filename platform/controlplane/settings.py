@@ -15,7 +15,7 @@ import dj_database_url
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
-from controlplane.env import env_bool, env_int, env_list
+from controlplane.env import env_bool, env_int, env_list, env_url
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 VAR_DIR = Path(os.environ.get("CHASSIS_VAR_DIR", REPO_DIR / "var")).resolve()
@@ -225,6 +225,8 @@ CHASSIS_SERVING = {
     "SCRAPE_TIMEOUT_S": 3,
     "SAMPLE_RETENTION_H": env_int("CHASSIS_SAMPLE_RETENTION_H", 24),
 }
+# Deployment charts read history older than SAMPLE_RETENTION_H from this Prometheus' query API.
+CHASSIS_PROMETHEUS_URL = env_url("CHASSIS_PROMETHEUS_URL")
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 # --- Benchmarks (controlplane/benchmarks/conf.py holds the other defaults) ------------------------

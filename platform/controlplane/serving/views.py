@@ -1,6 +1,6 @@
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.http import Http404, JsonResponse
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -10,8 +10,9 @@ from controlplane.serving import services
 from controlplane.serving.choices import ReplicaState, user_actor
 from controlplane.serving.forms import DeploymentForm, RevisionForm, ScaleForm
 from controlplane.serving.launcher import log_tail
-from controlplane.serving.models import Deployment, MetricSample, Replica, StaleReplicaState
+from controlplane.serving.models import Deployment, Replica, StaleReplicaState
 from controlplane.web.access import role_required
+from controlplane.web.pages import deployment_charts
 from controlplane.web.pages.catalog import deployment_table_page
 
 
@@ -151,14 +152,5 @@ def replica_action(request, pk: int, replica_pk: int, verb: str):
 
 @role_required()
 def deployment_samples(request, pk: int):
-    """Chart data: per scrape time, the mean over the deployment's replicas of each series."""
-    samples = MetricSample.objects.filter(replica__deployment_id=pk).order_by("-at")[:600]
-    series = {"t": [], "ttft_p50_ms": [], "tokens_per_s": [], "prefix_cache_hit_rate": []}
-    for sample in reversed(list(samples)):
-        series["t"].append(round(sample.at.timestamp(), 3))
-        series["ttft_p50_ms"].append(
-            None if sample.ttft_p50_s is None else round(sample.ttft_p50_s * 1000, 3)
-        )
-        series["tokens_per_s"].append(sample.tokens_per_s)
-        series["prefix_cache_hit_rate"].append(sample.prefix_cache_hit_rate)
-    return JsonResponse(series)
+    """Chart data: each series aggregated over the replicas per time bucket (web/pages/deployment_charts.py)."""
+    return deployment_charts.series_response(request, get_object_or_404(Deployment, pk=pk))

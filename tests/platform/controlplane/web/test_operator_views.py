@@ -39,14 +39,3 @@ def test_operator_sees_actions_and_errors_inline(login, make_deployment):
     assert "must be an absolute path on the nodes" in response.content.decode()
     response = client.post("/deployments/new/", {"name": "bad name!", "replicas": 1})
     assert response.status_code == 400 and "Enter a valid" in response.content.decode()
-
-
-def test_samples_json_feeds_the_charts(login, make_deployment):
-    from controlplane.serving.models import MetricSample, Replica
-    from django.utils import timezone
-
-    deployment = make_deployment()
-    replica = Replica.create_for(deployment, "t", "t")
-    MetricSample.objects.create(replica=replica, at=timezone.now(), ttft_p50_s=0.012, tokens_per_s=30.0)
-    data = login("viewer").get(f"/deployments/{deployment.pk}/samples.json").json()
-    assert data["ttft_p50_ms"] == [12.0] and data["tokens_per_s"] == [30.0] and len(data["t"]) == 1

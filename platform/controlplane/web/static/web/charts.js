@@ -1,31 +1,57 @@
-// Live charts on the deployment page: poll the scraped samples and redraw with uPlot.
+// Charts on the deployment page: the samples endpoint aggregates over the replicas per time bucket;
+// this draws them with uPlot for the chosen time range and redraws every few seconds.
 (function () {
   const script = document.currentScript;
   const url = script.dataset.samplesUrl;
+  const picker = document.getElementById("chart-range");
+  const note = document.getElementById("chart-note");
+  const SPECS = {
+    ttft: { unit: "ms", series: [["ttft_p50_ms", "p50", "#2b6cb0"], ["ttft_p90_ms", "p90", "#c05621"]] },
+    tps: { unit: "tok/s", series: [["tokens_per_s", "tokens/s", "#2f855a"]] },
+    hits: { unit: "%", scale: 100, series: [["prefix_cache_hit_rate", "hit rate", "#6b46c1"]] },
+  };
   const charts = {};
 
-  function draw(el, t, values) {
-    const data = [t, values];
-    if (charts[el.id]) { charts[el.id].setData(data); return; }
-    charts[el.id] = new uPlot({
-      width: el.clientWidth || 360, height: 180,
-      scales: { x: { time: true } },
-      series: [{}, { label: el.dataset.series, stroke: "#2b6cb0", width: 2, spanGaps: true }],
+  function label(value, unit) {
+    if (value === null || value === undefined) return "—";
+    const digits = Math.abs(value) >= 100 ? 0 : Math.abs(value) >= 10 ? 1 : 2;
+    return `${value.toFixed(digits)} ${unit}`;
+  }
+
+  function build(el, spec, data) {
+    return new uPlot({
+      width: Math.max(el.clientWidth, 240), height: 200,
+      scales: { x: { time: true }, y: { range: (u, min, max) => [0, max > 0 ? max * 1.1 : 1] } },
+      axes: [{}, { size: 72, values: (u, splits) => splits.map((v) => label(v, spec.unit)) }],
+      series: [{}, ...spec.series.map(([, name, stroke]) => ({
+        label: name, stroke, width: 2, value: (u, v) => label(v, spec.unit),
+      }))],
     }, data, el);
+  }
+
+  function draw(el, body) {
+    const spec = SPECS[el.dataset.chart];
+    const scale = spec.scale || 1;
+    const columns = spec.series.map(([key]) => body[key].map((v) => (v === null ? null : v * scale)));
+    const data = [body.t, ...columns];
+    el.dataset.points = columns[0].filter((v) => v !== null).length;
+    el.dataset.range = body.range;
+    el.dataset.max = Math.max(0, ...columns[0].filter((v) => v !== null));
+    if (charts[el.id] && charts[el.id].range === body.range) { charts[el.id].plot.setData(data); return; }
+    if (charts[el.id]) charts[el.id].plot.destroy();
+    charts[el.id] = { range: body.range, plot: build(el, spec, data) };
   }
 
   async function refresh() {
     try {
-      const response = await fetch(url, { credentials: "same-origin" });
+      const response = await fetch(`${url}?range=${encodeURIComponent(picker.value)}`, { credentials: "same-origin" });
       if (!response.ok) return;
-      const series = await response.json();
-      document.querySelectorAll("[data-series]").forEach((el) => {
-        const values = series[el.dataset.series];
-        el.dataset.points = values.filter((v) => v !== null).length;
-        draw(el, series.t, values);
-      });
+      const body = await response.json();
+      note.textContent = body.note || `${body.source}: one point per ${body.step_s} s`;
+      document.querySelectorAll("[data-chart]").forEach((el) => draw(el, body));
     } catch (err) { console.warn("samples fetch failed", err); }
   }
+  picker.addEventListener("change", refresh);
   refresh();
-  setInterval(refresh, 2000);
+  setInterval(refresh, 5000);
 })();
