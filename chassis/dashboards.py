@@ -80,9 +80,8 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _provision(args: argparse.Namespace) -> int:
-    from grafana_client.client import GrafanaException, GrafanaUnauthorizedError
-
-    from dashboards.provision import connect, provision
+    from dashboards.grafana_http import GrafanaError, GrafanaHTTP
+    from dashboards.provision import provision
 
     if not _is_http_url(args.grafana) or not _is_http_url(args.prometheus_url):
         print("dashboards provision: --grafana and --prometheus-url must be http(s) URLs", file=sys.stderr)
@@ -90,18 +89,14 @@ def _provision(args: argparse.Namespace) -> int:
     if not args.token:
         print("dashboards provision: give --token or set GRAFANA_TOKEN", file=sys.stderr)
         return 2
+    api = GrafanaHTTP(args.grafana, args.token, timeout=args.timeout)
     try:
-        api = connect(args.grafana, args.token, timeout=args.timeout)
         actions = provision(api, args.prometheus_url)
-    except GrafanaUnauthorizedError:
-        print(f"dashboards provision: Grafana at {args.grafana} refused the token (401)", file=sys.stderr)
+    except GrafanaError as exc:
+        print(f"dashboards provision: {exc}", file=sys.stderr)
         return 1
-    except (GrafanaException, OSError) as exc:
-        print(f"dashboards provision: Grafana at {args.grafana} failed: {exc}", file=sys.stderr)
-        return 1
-    except Exception as exc:  # niquests connection errors do not share a base we can import cheaply
-        print(f"dashboards provision: cannot reach Grafana at {args.grafana}: {exc}", file=sys.stderr)
-        return 1
+    finally:
+        api.close()
     for action in actions:
         print(action)
     return 0

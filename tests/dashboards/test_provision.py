@@ -2,7 +2,7 @@
 
 A real Grafana cannot run here, so a real HTTP server implementing the Grafana endpoints that
 provisioning uses (tests/support/fake_grafana.py) stands in for it and records every call.
-The CLI runs as a real process through grafana-client.
+The CLI runs as a real process and talks to it over httpx.
 """
 
 from __future__ import annotations
