@@ -3,7 +3,7 @@
 A replica needs ``tp_size`` free accelerators of one vendor inside one scale-up domain, all on one
 node (one engine process drives them). Among nodes that fit, the tightest fit wins (fewest free
 accelerators left over, then the least loaded, then by name) so large blocks stay whole for large
-replicas.
+replicas. A cordoned node is never chosen.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ class NodeCapacity:
     domain: str
     free: tuple[tuple[int, int], ...]  # (accelerator id, device index) of the wanted vendor, free now
     load: int = 0  # replicas already placed there
+    cordoned: bool = False  # an operator took it out of placement: it gets no new replicas
 
 
 @dataclass(frozen=True)
@@ -37,10 +38,15 @@ class Unschedulable:
 def place(tp_size: int, vendor: str, nodes: Sequence[NodeCapacity]) -> Placement | Unschedulable:
     if tp_size < 1:
         return Unschedulable(f"tp_size must be at least 1, not {tp_size}")
-    fitting = [node for node in nodes if len(node.free) >= tp_size]
+    open_nodes = [node for node in nodes if not node.cordoned]
+    fitting = [node for node in open_nodes if len(node.free) >= tp_size]
     if not fitting:
-        largest = max((len(node.free) for node in nodes), default=0)
-        return Unschedulable(f"needs {tp_size} {vendor} in one domain; largest free block is {largest}")
+        largest = max((len(node.free) for node in open_nodes), default=0)
+        reason = f"needs {tp_size} {vendor} in one domain; largest free block is {largest}"
+        cordoned = sum(1 for node in nodes if node.cordoned and len(node.free) >= tp_size)
+        if cordoned:
+            reason += f" ({cordoned} cordoned node{'s' if cordoned > 1 else ''} would fit)"
+        return Unschedulable(reason)
     best = min(fitting, key=lambda node: (len(node.free), node.load, node.node_name))
     chosen = sorted(best.free, key=lambda pair: pair[1])[:tp_size]
     return Placement(

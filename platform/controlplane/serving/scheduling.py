@@ -7,7 +7,7 @@ from collections import Counter
 from django.db import transaction
 
 from controlplane.checkpoints.choices import CheckpointState
-from controlplane.fleet.choices import SCHEDULABLE_NODE_STATES, SHARED_VENDORS, AcceleratorHealth
+from controlplane.fleet.choices import SCHEDULABLE_NODE_STATES, SHARED_VENDORS, AcceleratorHealth, NodeState
 from controlplane.fleet.models import Accelerator, Node
 from controlplane.serving.choices import HOLDING_STATES, ReplicaState
 from controlplane.serving.dispatch import launch_after_commit
@@ -16,9 +16,12 @@ from controlplane.serving.placement import NodeCapacity, Unschedulable, place
 
 
 def node_capacities(vendor: str) -> list[NodeCapacity]:
+    # Cordoned nodes come along, marked, so that an unschedulable reason can mention them.
     nodes = {
         node.pk: node
-        for node in Node.objects.filter(state__in=SCHEDULABLE_NODE_STATES).select_related("domain")
+        for node in Node.objects.filter(
+            state__in=(*SCHEDULABLE_NODE_STATES, NodeState.CORDONED)
+        ).select_related("domain")
     }
     accelerators = Accelerator.objects.filter(node_id__in=nodes, vendor=vendor, health=AcceleratorHealth.OK)
     if vendor not in SHARED_VENDORS:
@@ -30,7 +33,14 @@ def node_capacities(vendor: str) -> list[NodeCapacity]:
         Replica.objects.filter(node_id__in=nodes, state__in=HOLDING_STATES).values_list("node_id", flat=True)
     )
     return [
-        NodeCapacity(node.pk, node.name, str(node.domain), tuple(free.get(node.pk, ())), load[node.pk])
+        NodeCapacity(
+            node.pk,
+            node.name,
+            str(node.domain),
+            tuple(free.get(node.pk, ())),
+            load[node.pk],
+            cordoned=node.state == NodeState.CORDONED,
+        )
         for node in nodes.values()
     ]
 

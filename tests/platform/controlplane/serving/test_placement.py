@@ -28,3 +28,14 @@ def test_no_nodes_at_all():
 
 def test_rejects_non_positive_tp():
     assert isinstance(place(0, "nvidia", [node(1, "n", [0])]), Unschedulable)
+
+
+def test_a_cordoned_node_is_never_chosen_and_the_reason_says_so():
+    nodes = [node(1, "tight", [0]), node(2, "roomy", range(4))]
+    cordoned = [NodeCapacity(1, "tight", "d", ((100, 0),), cordoned=True), nodes[1]]
+    assert place(1, "nvidia", nodes).node_name == "tight"
+    assert place(1, "nvidia", cordoned).node_name == "roomy"
+    only_cordoned = [NodeCapacity(3, "big", "d", tuple((300 + i, i) for i in range(8)), cordoned=True)]
+    assert place(2, "nvidia", only_cordoned) == Unschedulable(
+        "needs 2 nvidia in one domain; largest free block is 0 (1 cordoned node would fit)"
+    )
