@@ -16,6 +16,13 @@ from controlplane.api.filtersets import ChassisFilterSet
 PER_PAGE = 25
 
 
+class WhenColumn(tables.DateTimeColumn):
+    """A date and time in UTC, ISO-like, kept on one line."""
+
+    def __init__(self, **kwargs):
+        super().__init__(format="Y-m-d H:i:s", attrs={"td": {"class": "when"}}, **kwargs)
+
+
 class ChassisTable(tables.Table):
     class Meta:
         template_name = "web/_table.html"

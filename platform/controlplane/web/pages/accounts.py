@@ -13,7 +13,7 @@ from controlplane.api.models import ApiToken
 from controlplane.api.roles import ADMIN, has_role, role_of, set_role
 from controlplane.web.access import role_required
 from controlplane.web.pages.forms import TokenForm, UserCreateForm
-from controlplane.web.tables import ChassisTable, SearchFilterSet, table_page
+from controlplane.web.tables import ChassisTable, SearchFilterSet, WhenColumn, table_page
 
 
 class UserTable(ChassisTable):
@@ -21,8 +21,8 @@ class UserTable(ChassisTable):
     email = tables.Column()
     role = tables.Column(empty_values=(), orderable=False)
     is_active = tables.BooleanColumn(verbose_name="active")
-    last_login = tables.DateTimeColumn(format="Y-m-d H:i")
-    date_joined = tables.DateTimeColumn(format="Y-m-d H:i", verbose_name="joined")
+    last_login = WhenColumn()
+    date_joined = WhenColumn(verbose_name="joined")
     # accessor="pk": a column named after a method (delete, revoke) would call it to read the cell.
     actions = tables.TemplateColumn(
         "<a href=\"{% url 'user-delete' record.pk %}\">delete</a>",
@@ -79,9 +79,9 @@ class TokenTable(ChassisTable):
     name = tables.Column()
     user = tables.Column(accessor="user__username", verbose_name="user")
     prefix = tables.TemplateColumn("<code>{{ value }}…</code>", verbose_name="starts with")
-    created = tables.DateTimeColumn(format="Y-m-d H:i")
-    last_used = tables.DateTimeColumn(format="Y-m-d H:i", default="never")
-    revoked_at = tables.DateTimeColumn(format="Y-m-d H:i", default="active", verbose_name="revoked")
+    created = WhenColumn()
+    last_used = WhenColumn(default="never")
+    revoked_at = WhenColumn(default="active", verbose_name="revoked")
     actions = tables.TemplateColumn(
         '{% if not record.is_revoked %}<form method="post" action="{% url \'token-revoke\' record.pk %}" '
         'class="inline">{% csrf_token %}<button type="submit">Revoke</button></form>{% endif %}',

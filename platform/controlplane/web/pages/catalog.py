@@ -17,7 +17,9 @@ CHECKPOINT_ACTIONS = """{% if can_operate %}<form method="post" action="{% url '
 
 
 class CheckpointTable(ChassisTable):
-    checkpoint = tables.Column(accessor="name", linkify=("checkpoint-detail", {"pk": tables.A("pk")}))
+    checkpoint = tables.Column(
+        accessor="name", verbose_name="checkpoint", linkify=("checkpoint-detail", {"pk": tables.A("pk")})
+    )
     path = tables.TemplateColumn("<code>{{ value }}</code>")
     state = tables.Column(attrs=STATE_CELL)
     parameter_count = tables.Column(verbose_name="parameters")

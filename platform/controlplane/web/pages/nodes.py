@@ -14,7 +14,7 @@ from controlplane.api.roles import ADMIN
 from controlplane.fleet.models import Node
 from controlplane.serving.choices import HOLDING_STATES
 from controlplane.web.access import role_required
-from controlplane.web.tables import ChassisTable, SearchFilterSet, table_page
+from controlplane.web.tables import ChassisTable, SearchFilterSet, WhenColumn, table_page
 
 ACTIONS = """{% if can_admin %}
 {% if record.state == "cordoned" %}<form method="post" action="{% url 'node-action' record.pk 'uncordon' %}" class="inline">{% csrf_token %}<button type="submit">Uncordon</button></form>
@@ -30,7 +30,7 @@ class NodeTable(ChassisTable):
     address = tables.Column()
     accelerator_count = tables.Column(verbose_name="accelerators")
     replica_count = tables.Column(verbose_name="replicas")
-    last_heartbeat = tables.DateTimeColumn(format="Y-m-d H:i:s")
+    last_heartbeat = WhenColumn()
     actions = tables.TemplateColumn(ACTIONS, accessor="pk", orderable=False, verbose_name="")
     exclude_from_export = ("actions",)
 

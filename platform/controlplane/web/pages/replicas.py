@@ -10,7 +10,7 @@ from controlplane.serving.choices import ReplicaState
 from controlplane.serving.models import Replica, ReplicaEvent
 from controlplane.web.access import role_required
 from controlplane.web.pages.agent_logs import fetch_log_tail
-from controlplane.web.tables import ChassisTable, SearchFilterSet, table_page
+from controlplane.web.tables import ChassisTable, SearchFilterSet, WhenColumn, table_page
 
 
 class ReplicaTable(ChassisTable):
@@ -22,7 +22,7 @@ class ReplicaTable(ChassisTable):
     port = tables.Column()
     pid = tables.Column()
     launch_attempts = tables.Column(verbose_name="launches")
-    state_changed_at = tables.DateTimeColumn(format="Y-m-d H:i:s", verbose_name="since")
+    state_changed_at = WhenColumn(verbose_name="since")
 
     class Meta(ChassisTable.Meta):
         model = Replica
@@ -60,7 +60,7 @@ def replica_list(request):
 
 
 class EventTable(ChassisTable):
-    at = tables.DateTimeColumn(format="Y-m-d H:i:s")
+    at = WhenColumn()
     replica = tables.Column(accessor="replica", linkify=("replica-detail", {"pk": tables.A("replica_id")}))
     from_state = tables.Column(verbose_name="from", default="—")
     to_state = tables.Column(verbose_name="to")

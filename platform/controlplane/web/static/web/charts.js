@@ -22,7 +22,10 @@
     return new uPlot({
       width: Math.max(el.clientWidth, 240), height: 200,
       scales: { x: { time: true }, y: { range: (u, min, max) => [0, max > 0 ? max * 1.1 : 1] } },
-      axes: [{}, { size: 72, values: (u, splits) => splits.map((v) => label(v, spec.unit)) }],
+      axes: [
+        { space: 90 },
+        { size: 84, values: (u, splits) => splits.map((v) => label(v, spec.unit)) },
+      ],
       series: [{}, ...spec.series.map(([, name, stroke]) => ({
         label: name, stroke, width: 2, value: (u, v) => label(v, spec.unit),
       }))],

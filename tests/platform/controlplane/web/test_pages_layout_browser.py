@@ -1,0 +1,91 @@
+"""Every list page and the new detail pages at 1400 px wide in a real chromium (Playwright): no
+horizontal overflow, and a screenshot of each (under CHASSIS_SCREENSHOT_DIR when set) to look at."""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+CHROMIUM = "/usr/bin/chromium"
+WIDTH = 1400
+
+
+@pytest.fixture
+def admin_page(monkeypatch, live_server):
+    # Playwright's sync API keeps an event loop on this thread; our ORM calls are plain sync code.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    if not shutil.which(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: `apt-get install -y chromium` (make test does it)")
+    from controlplane.api.roles import set_role
+    from django.contrib.auth import get_user_model
+    from playwright.sync_api import sync_playwright
+
+    set_role(get_user_model().objects.create_user("layout-admin", password="browser-test-pw"), "admin")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        tab = browser.new_page(viewport={"width": WIDTH, "height": 900})
+        tab.set_default_timeout(15_000)
+        tab.goto(f"{live_server.url}/login/")
+        tab.fill("#id_username", "layout-admin")
+        tab.fill("#id_password", "browser-test-pw")
+        tab.click("button[type=submit]")
+        tab.wait_for_url(f"{live_server.url}/")
+        yield tab
+        browser.close()
+
+
+def seed(make_node, make_deployment):
+    """Rows with the long values real ones have: failure reasons, JSON changes, long paths."""
+    from controlplane.api import audit
+    from controlplane.api.models import ApiToken
+    from controlplane.serving.models import Replica
+    from django.contrib.auth import get_user_model
+
+    node = make_node("gpu-node-with-a-long-name-01", count=8)
+    deployment = make_deployment("chat-with-a-rather-long-deployment-name", replicas=2, vendor="nvidia")
+    replica = Replica.create_for(deployment, "created by the reconciler", "reconciler")
+    replica.schedule(node, node.accelerators.all()[:1], "reconciler")
+    replica.fail(
+        "engine exited with code 1: " + "Traceback (most recent call last): " * 12, "agent:" + node.name
+    )
+    user = get_user_model().objects.get(username="layout-admin")
+    ApiToken.issue(user, "a script that polls the deployments every minute")
+    audit.record(user, "update", deployment, {"engine_options": {f"option_{i}": "x" * 20 for i in range(12)}})
+    return deployment, replica
+
+
+def test_pages_fit_1400_px(admin_page, live_server, make_node, make_deployment, ready_checkpoint):
+    deployment, replica = seed(make_node, make_deployment)
+    pages = {
+        "nodes": "/nodes/",
+        "replicas": "/replicas/",
+        "replica": f"/replicas/{replica.pk}/",
+        "events": "/events/",
+        "tokens": "/tokens/",
+        "users": "/users/",
+        "audit": "/audit/",
+        "checkpoints": "/checkpoints/",
+        "deployments": "/deployments/",
+        "deployment": f"/deployments/{deployment.pk}/",
+        "delete-checkpoint": f"/checkpoints/{ready_checkpoint.pk}/delete/",
+    }
+    out = (
+        Path(os.environ.get("CHASSIS_SCREENSHOT_DIR", ""))
+        if os.environ.get("CHASSIS_SCREENSHOT_DIR")
+        else None
+    )
+    overflowing = {}
+    for name, url in pages.items():
+        admin_page.goto(f"{live_server.url}{url}")
+        admin_page.wait_for_load_state("networkidle")
+        widths = admin_page.evaluate(
+            "() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+        )
+        if widths[0] > widths[1]:
+            overflowing[name] = widths
+        if out:
+            out.mkdir(parents=True, exist_ok=True)
+            admin_page.screenshot(path=str(out / f"{name}.png"), full_page=True)
+    assert not overflowing, overflowing
