@@ -13,12 +13,15 @@ API_KEY = "load-key"
 LOADTESTS = Path(__file__).resolve().parents[2] / "loadtests"
 
 
-def run_locust(files: list[str], host: str, out: Path, users: int, seconds: int, env: dict[str, str]) -> dict:
-    """``locust --headless``; returns {(type, name): row of <out>_stats.csv} and the process result."""
+def run_locust(
+    files: list[str], host: str, out: Path, users: int, seconds: int, env: dict[str, str], *extra: str
+) -> dict:
+    """``locust --headless``; returns {(type, name): row of <out>_stats.csv} and the process result;
+    with ``--csv-full-history`` in ``extra``, also "history": the rows of <out>_stats_history.csv."""
     cmd = [
         sys.executable, "-m", "locust", "-f", ",".join(str(LOADTESTS / f) for f in files),
         "--headless", "-u", str(users), "-r", str(users), "-t", f"{seconds}s", "--host", host,
-        "--csv", str(out), "--only-summary", "--stop-timeout", "10", "--loglevel", "WARNING",
+        "--csv", str(out), "--only-summary", "--stop-timeout", "10", "--loglevel", "WARNING", *extra,
     ]  # fmt: skip
     result = subprocess.run(
         cmd, capture_output=True, text=True, timeout=seconds + 60, env={**os.environ, **env}, cwd=out.parent
@@ -27,4 +30,9 @@ def run_locust(files: list[str], host: str, out: Path, users: int, seconds: int,
     assert stats_path.exists(), f"locust wrote no CSV (rc {result.returncode}):\n{result.stderr[-3000:]}"
     with stats_path.open(newline="") as handle:
         rows = {(row["Type"], row["Name"]): row for row in csv.DictReader(handle)}
-    return {"rows": rows, "result": result}
+    found = {"rows": rows, "result": result}
+    history_path = Path(f"{out}_stats_history.csv")
+    if history_path.exists():
+        with history_path.open(newline="") as handle:
+            found["history"] = list(csv.DictReader(handle))
+    return found
