@@ -115,7 +115,7 @@ class DeploymentViewSet(ChassisModelViewSet):
         return self._done(deployment)
 
     @extend_schema(responses={200: DeploymentRevisionSerializer(many=True)})
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
     def revisions(self, request, pk=None):
         """Every revision of the deployment, newest first."""
         deployment = self.get_object()
