@@ -58,9 +58,11 @@ def table_page(request, *, table_class, filterset_class, queryset, title: str, t
                context: dict | None = None, status: int = 200):  # fmt: skip
     """The page (or its CSV) for ``queryset`` filtered by the request's query string."""
     filterset = filterset_class(request.GET or None, queryset=queryset, request=request)
+    filterset.form.auto_id = "filter-%s"  # apart from the ids of the page's other forms
     rows = filterset.qs if filterset.is_bound and filterset.is_valid() else queryset
     table = table_class(rows, request=request)
     if request.GET.get("export") == "csv":
+        tables.RequestConfig(request, paginate=False).configure(table)  # the sort, every page
         return csv_response(table, title.lower().replace(" ", "-"))
     tables.RequestConfig(request, paginate={"per_page": PER_PAGE}).configure(table)
     export_query = request.GET.copy()

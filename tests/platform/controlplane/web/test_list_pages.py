@@ -41,7 +41,8 @@ def test_search_sort_page_and_csv(login, make_node):
     assert rows[0][:2] == ["Name", "State"] and [row[0] for row in rows[1:]] == [
         f"node-{i}" for i in range(10, 20)
     ]
-    assert len(csv_rows(client.get("/nodes/?export=csv"))) == 31  # every page, not the first 25
+    every = csv_rows(client.get("/nodes/?sort=-name&export=csv"))
+    assert len(every) == 31 and every[1][0] == "node-29"  # every page, not the first 25, in the sort asked
     assert client.get("/nodes/?state=nonsense").status_code == 200  # a bad filter is a form error
 
 
