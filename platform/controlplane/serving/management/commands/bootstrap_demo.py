@@ -16,7 +16,7 @@ from django.db import transaction
 from controlplane.api.roles import ADMIN, set_role
 from controlplane.checkpoints.models import Checkpoint
 from controlplane.checkpoints.tasks import validate_after_commit
-from controlplane.serving.dispatch import reconcile_after_commit
+from controlplane.serving import services
 from controlplane.serving.models import Deployment
 
 # --model -> (checkpoint name, default deployment name)
@@ -56,7 +56,7 @@ class Command(BaseCommand):
                 name=deployment or default_deployment,
                 defaults={"checkpoint": checkpoint, "replicas": 1, "vendor": "cpu"},
             )
-            reconcile_after_commit(row.pk)
+            services.save_spec(row, "system:bootstrap")  # its first revision, then reconcile
         self.stdout.write(
             f"admin user {username!r}, checkpoint {checkpoint} ({checkpoint.state}), deployment {row.name}"
         )
