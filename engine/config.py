@@ -25,6 +25,9 @@ LOAD_FORMATS = ("auto", "dummy")
 KERNEL_MODES = ("auto", "torch", "triton")
 GEMV_MODES = ("auto", "cublas", "triton")
 TP_ALL_REDUCE_MODES = ("auto", "nccl", "symmetric")
+# Speculative decoding (engine/spec/): where drafts come from, and how long each one is.
+SPECULATIVE_METHODS = ("off", "ngram", "draft_model", "mtp")
+SPECULATIVE_SCHEDULING = ("confidence", "fixed")
 # Without a memory probe on CPU we size the pool for every sequence at full length, capped so a
 # careless max_model_len cannot allocate gigabytes of host memory.
 CPU_MAX_DEFAULT_BLOCKS = 4096
@@ -88,6 +91,22 @@ class EngineConfig:
     async_scheduling: bool | None = setting(
         None, "launch step N+1 before reading step N's samples (default: on for CUDA, off elsewhere)"
     )
+    speculative_method: str = setting(
+        "off",
+        "speculative decoding's proposer: ngram (prompt lookup, no weights), draft_model "
+        "(--speculative-model, same tokenizer) or mtp (the checkpoint's own MTP layers)",
+        choices=SPECULATIVE_METHODS,
+    )
+    speculative_model: str | None = setting(
+        None, "the draft model's checkpoint (speculative_method draft_model)"
+    )
+    num_speculative_tokens: int = setting(5, "longest draft a request may verify in one step")
+    speculative_scheduling: str = setting(
+        "confidence",
+        "confidence: draft lengths per request and step from the proposer's confidence, the request's "
+        "acceptance and the measured step time (off when compute-bound); fixed: always the longest draft",
+        choices=SPECULATIVE_SCHEDULING,
+    )
     # The switches below are process-wide once an engine starts (engine/switches.py applies them).
     # None: the environment variable's value (engine/env.py), else auto.
     kernels: str | None = setting(
@@ -125,6 +144,9 @@ class EngineConfig:
         _require_positive("max_num_batched_tokens", self.max_num_batched_tokens)
         _require_positive("max_num_seqs", self.max_num_seqs)
         _require_positive("kv_event_capacity", self.kv_event_capacity)
+        _require_positive("num_speculative_tokens", self.num_speculative_tokens)
+        if self.speculative_method == "draft_model" and not self.speculative_model:
+            raise ValueError("speculative_method draft_model needs speculative_model (the draft checkpoint)")
         if self.max_model_len is not None:
             _require_positive("max_model_len", self.max_model_len)
         if self.num_gpu_blocks is not None:

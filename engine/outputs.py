@@ -50,6 +50,25 @@ class EngineStats:
     # Per mixture-of-experts layer (module name), tokens routed to each expert, cumulative; read at
     # most every ROUTING_REFRESH_S (engine_core), as reading it waits for the device.
     expert_tokens: dict[str, list[int]] = field(default_factory=dict)
+    # Speculative decoding (cumulative; all zero with it off): drafts verified, their tokens, the
+    # accepted ones, and per draft position how often it was accepted (vLLM's names).
+    spec_decode_num_drafts: int = 0
+    spec_decode_num_draft_tokens: int = 0
+    spec_decode_num_accepted_tokens: int = 0
+    spec_decode_num_accepted_tokens_per_pos: list[int] = field(default_factory=list)
+
+    @property
+    def spec_decode_acceptance_rate(self) -> float | None:
+        if not self.spec_decode_num_draft_tokens:
+            return None
+        return self.spec_decode_num_accepted_tokens / self.spec_decode_num_draft_tokens
+
+    @property
+    def spec_decode_mean_accepted_length(self) -> float | None:
+        """Tokens emitted per verified draft: the accepted ones plus the one every step samples."""
+        if not self.spec_decode_num_drafts:
+            return None
+        return 1.0 + self.spec_decode_num_accepted_tokens / self.spec_decode_num_drafts
 
 
 @dataclass

@@ -34,6 +34,8 @@ from engine.sampling.params import SamplingParams
 from engine.scheduler.output import SchedulerOutput
 from engine.scheduler.request import Request, RequestStatus
 from engine.scheduler.scheduler import Scheduler
+from engine.spec.proposer import Proposer
+from engine.spec.speculator import make_speculator
 from engine.switches import apply_switches
 from engine.testing import step_gate
 from engine.tokenizer.detokenizer import IncrementalDetokenizer
@@ -83,6 +85,7 @@ class EngineCore:
         self.kv = KVCacheManager(num_blocks, config.block_size, config.enable_prefix_caching, self.kv_events)
         self.scheduler = Scheduler(self.kv, config.max_num_batched_tokens, config.max_num_seqs)
         self.async_scheduling = config.resolved_async_scheduling(self.device.type)
+        self.speculator = make_speculator(config, self._build_proposer)
         self._pending: tuple[SchedulerOutput, LaunchedStep] | None = None  # launched, not yet read
         self._states: dict[str, PreparedRequest] = {}
         self._seed_rng = random.Random(config.seed)
@@ -178,14 +181,36 @@ class EngineCore:
             return []
         if self.async_scheduling:
             return self._step_overlapped()
+        if self.speculator is not None:
+            self.speculator.propose(self.scheduler.running)
         out = self.scheduler.schedule()
         if out.is_empty:
             self._check_progress()
             return []
-        return self._process(out, self.runner.execute(out))
+        return self._execute(out)
+
+    def _execute(self, out: SchedulerOutput) -> list[RequestOutput]:
+        """Run a step to its samples and process them (timed for the speculation policy)."""
+        started = time.perf_counter()
+        result = self.runner.execute(out)
+        if self.speculator is not None:
+            self.speculator.observe(out, result.accepted, time.perf_counter() - started)
+        return self._process(out, result)
+
+    def _step_speculating(self) -> list[RequestOutput]:
+        """Async scheduling with speculation paying off: drafts need every token on the host, so
+        the step in flight is read first and the speculating step runs to its samples."""
+        outputs = self._process_pending() if self._pending is not None else []
+        self.speculator.propose(self.scheduler.running)
+        out = self.scheduler.schedule()
+        if out.is_empty:
+            return outputs
+        return outputs + self._execute(out)
 
     def _step_overlapped(self) -> list[RequestOutput]:
         """Launch step N+1, then read and process step N while the device runs N+1."""
+        if self.speculator is not None and self.speculator.wants_drafts(self.scheduler.running):
+            return self._step_speculating()
         out = self.scheduler.schedule()
         if out.is_empty:
             if self._pending is None:
@@ -212,7 +237,8 @@ class EngineCore:
             raise RuntimeError("scheduler made no progress: the KV pool cannot hold the next request")
 
     def _process(self, out: SchedulerOutput, result: StepResult) -> list[RequestOutput]:
-        self.scheduler.update_from_output(out, result.sampled)
+        self.scheduler.update_from_output(out, result.sampled, result.accepted)
+        emitted = {s.request.request_id: s.emitted for s in out.scheduled if s.num_draft_tokens}
         outputs = []
         now = time.monotonic()
         states = self._states
@@ -221,7 +247,8 @@ class EngineCore:
             if state is None:  # finished or aborted while this step was in flight: a spare token
                 continue
             request = state.request
-            self.generation_tokens += 1
+            token_ids = emitted.get(rid) or [token_id]
+            self.generation_tokens += len(token_ids)
             if state.metrics.first_token_time is None:
                 state.metrics.first_token_time = now
                 state.metrics.first_scheduled_time = request.first_scheduled_time
@@ -234,7 +261,10 @@ class EngineCore:
                 if request.status.finished:
                     outputs.append(self._finish_final_only(state))
                 continue
-            new_text = state.detokenizer.push([token_id])
+            if len(token_ids) == 1:
+                new_text = state.detokenizer.push(token_ids)
+            else:
+                new_text, token_ids = self._push_draft(state, token_ids)
             if state.detokenizer.stop_string is not None and not request.status.finished:
                 request.stop_reason = state.detokenizer.stop_string
                 self.scheduler.finish_request(rid, RequestStatus.FINISHED_STOPPED)
@@ -246,10 +276,35 @@ class EngineCore:
                 continue
             new_logprobs = [logprob] if logprob is not None else None
             if request.status.finished:
-                outputs.append(self._finish_output(state, [token_id], new_logprobs, new_text))
+                outputs.append(self._finish_output(state, token_ids, new_logprobs, new_text))
             else:
-                outputs.append(self._output(state, [token_id], new_logprobs, new_text))
+                outputs.append(self._output(state, token_ids, new_logprobs, new_text))
         return outputs
+
+    @staticmethod
+    def _push_draft(state: PreparedRequest, token_ids: list[int]) -> tuple[str, list[int]]:
+        """Detokenize a step's several tokens one by one: a stop string ends the request at the token
+        that completes it, as without speculation, and the tokens after it are dropped."""
+        text = ""
+        for i, token in enumerate(token_ids):
+            text += state.detokenizer.push([token])
+            if state.detokenizer.stop_string is not None:
+                state.request.drop_last_output_tokens(len(token_ids) - i - 1)
+                return text, token_ids[: i + 1]
+        return text, token_ids
+
+    def _build_proposer(self, method: str) -> Proposer:
+        if method == "ngram":
+            from engine.spec.ngram import NgramProposer
+
+            return NgramProposer()
+        if method == "draft_model":
+            from engine.spec.draft_model import DraftModelProposer
+
+            return DraftModelProposer(self.config, self.device, self.max_model_len, self.tokenizer)
+        from engine.spec.mtp import MTPProposer
+
+        return MTPProposer(self.runner, self.config)
 
     def _finish_final_only(self, state: PreparedRequest) -> RequestOutput:
         """A final-only request without stop strings: its text is decoded here, once."""
@@ -284,6 +339,18 @@ class EngineCore:
             prompt_tokens=self.prompt_tokens,
             generation_tokens=self.generation_tokens,
             expert_tokens=self._routing_snapshot(),
+            **self._spec_stats(),
+        )
+
+    def _spec_stats(self) -> dict:
+        spec = self.speculator
+        if spec is None:
+            return {}
+        return dict(
+            spec_decode_num_drafts=spec.num_drafts,
+            spec_decode_num_draft_tokens=spec.num_draft_tokens,
+            spec_decode_num_accepted_tokens=spec.num_accepted_tokens,
+            spec_decode_num_accepted_tokens_per_pos=list(spec.num_accepted_tokens_per_pos),
         )
 
     def _routing_snapshot(self) -> dict[str, list[int]]:
@@ -301,6 +368,8 @@ class EngineCore:
         state.metrics.finished_time = time.monotonic()
         self._states.pop(state.request.request_id, None)
         self.runner.drop_request(state.request.request_id)
+        if self.speculator is not None:
+            self.speculator.drop(state.request.request_id)
         return self._output(state, new_ids, new_logprobs, new_text)
 
     @staticmethod

@@ -30,6 +30,7 @@ def pack_step(out: SchedulerOutput) -> tuple:
                 s.token_ids,
                 s.samples,
                 s.pending_token,
+                s.num_draft_tokens,  # every rank computes the logits of the draft positions
             )
             for s in out.scheduled
         ],
@@ -49,8 +50,9 @@ def unpack_step(packed: tuple) -> SchedulerOutput:
                 token_ids=token_ids,
                 samples=samples,
                 pending_token=pending,  # fed from rank 0's samples, broadcast on the devices
+                num_draft_tokens=num_draft,
             )
-            for rid, start, num_tokens, block_ids, token_ids, samples, pending in scheduled
+            for rid, start, num_tokens, block_ids, token_ids, samples, pending, num_draft in scheduled
         ],
         preempted_ids=list(preempted),
     )

@@ -121,6 +121,19 @@ class KVCacheManager:
         self._hashes.pop(request.request_id, None)
         self._num_cached_blocks.pop(request.request_id, None)
 
+    def trim(self, request: KVRequest, num_tokens: int) -> None:
+        """Keep only the blocks that hold the first ``num_tokens`` tokens (speculative decoding's
+        rollback of rejected draft tokens). The freed blocks were never hashed: only verified full
+        blocks are. The id list is replaced, not shrunk, so a holder of the old list (the CUDA
+        graphs' block table) sees a new owner and rewrites the row."""
+        blocks = self._blocks.get(request.request_id)
+        keep = -(-num_tokens // self.block_size)
+        if blocks is None or len(blocks) <= keep:
+            return
+        self.pool.free(reversed(blocks[keep:]))
+        del blocks[keep:]
+        self._block_ids[request.request_id] = [b.block_id for b in blocks]
+
     def usage(self) -> float:
         return self.pool.usage()
 

@@ -18,7 +18,9 @@ class ModelInputs:
     token_ids: torch.Tensor  # int64 [T]
     positions: torch.Tensor  # int64 [T]
     meta: AttentionMetadata
-    logits_indices: torch.Tensor  # int64 [S]: last fed token of each request that samples
+    # int64: the last fed token of each request that samples, and before it its draft positions
+    # (speculative decoding: 1 + num_draft_tokens rows per sampling request, in order).
+    logits_indices: torch.Tensor
     sample_rows: list[int]  # index into out.scheduled of each sampling request
 
 
@@ -59,10 +61,10 @@ def build_inputs(
         slots[lo:hi] = blocks[pos // block_size] * block_size + pos % block_size
         seq_lens[row] = s.start + s.num_tokens
         if s.samples:
-            logits_indices.append(hi - 1)
+            logits_indices.extend(range(hi - 1 - s.num_draft_tokens, hi))
             sample_rows.append(row)
         if s.pending_token:
-            pending.append(hi - 1)
+            pending.append(hi - 1 - s.num_draft_tokens)
 
     if before_copies is not None:
         before_copies()

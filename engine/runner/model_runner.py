@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -24,6 +24,7 @@ from engine.sampling.sampler import (
     num_outputs_before,
     sample,
 )
+from engine.sampling.verify import verify_draft
 from engine.scheduler.output import SchedulerOutput
 
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -34,6 +35,8 @@ class StepResult:
     sampled: dict[str, int]  # request id -> token
     logprobs: dict[str, Logprob]
     logits: dict[str, torch.Tensor] | None = None  # only when the runner keeps logits (tests)
+    # Speculative decoding: per speculating request, the verified draft tokens before ``sampled``.
+    accepted: dict[str, list[int]] = field(default_factory=dict)
 
 
 class LaunchedStep:
@@ -219,7 +222,38 @@ class ModelRunner:
             self._prev_ids, self._prev_rows = None, {}
             return LaunchedStep([], None, StepResult({}, {}))
         logits = self.model.compute_logits(hidden[inputs.logits_indices])
+        if out.num_draft_tokens:
+            return self._verify_step(logits, [out.scheduled[i] for i in inputs.sample_rows], share)
         return self._sample_step(logits, [out.scheduled[i].request for i in inputs.sample_rows], share)
+
+    def _verify_step(self, logits: torch.Tensor, scheduled: list, share: bool) -> LaunchedStep:
+        """Speculative decoding: sample every draft position (``engine.sampling.verify``) and keep
+        each request's verified prefix; the host reads the ids (the next drafts need them)."""
+        ids = [s.request.request_id for s in scheduled]
+        self._prev_ids, self._prev_rows = None, {}
+        if not self.samples:
+            return LaunchedStep(ids, None, StepResult({}, {}))
+        sampled: dict[str, int] = {}
+        accepted: dict[str, list[int]] = {}
+        logprobs: dict[str, Logprob] = {}
+        row = 0
+        for s in scheduled:
+            request, draft = s.request, s.draft_token_ids
+            rows = logits[row : row + len(draft) + 1]
+            row += len(draft) + 1
+            if request.sampling_params.logprobs is not None:  # never drafts: sampled as without speculation
+                plain = self.sample(rows, [request])
+                sampled.update(plain.sampled)
+                logprobs.update(plain.logprobs)
+                continue
+            state_at = None
+            if not greedy_only([request]):
+                state_at = lambda i, request=request, draft=draft: self._state(request, draft[:i])  # noqa: E731
+            emitted = verify_draft(rows, draft, state_at)
+            sampled[request.request_id] = emitted[-1]
+            if draft:
+                accepted[request.request_id] = emitted[:-1]
+        return LaunchedStep(ids, None, StepResult(sampled, logprobs, accepted=accepted))
 
     def _sample_step(self, logits: torch.Tensor, requests: list, share: bool) -> LaunchedStep:
         ids = [r.request_id for r in requests]
@@ -248,23 +282,22 @@ class ModelRunner:
         return LaunchedStep(ids, chosen, done)
 
     def _states(self, requests: list) -> list[SamplingState]:
-        states = []
-        for request in requests:
-            banned = []
-            if num_outputs_before(request) < request.min_tokens:
-                banned = sorted(
-                    set(request.stop_token_ids) | (set() if request.ignore_eos else request.eos_token_ids)
-                )
-            states.append(
-                SamplingState(
-                    params=request.sampling_params,
-                    generator=self._generators.get(request.request_id),
-                    prompt_token_ids=request.prompt_token_ids,
-                    output_token_ids=request.output_token_ids,
-                    banned_token_ids=banned,
-                )
+        return [self._state(request) for request in requests]
+
+    def _state(self, request, draft: list[int] = ()) -> SamplingState:
+        """``draft``: accepted draft tokens that precede the sampled position (speculative decoding)."""
+        banned = []
+        if num_outputs_before(request) + len(draft) < request.min_tokens:
+            banned = sorted(
+                set(request.stop_token_ids) | (set() if request.ignore_eos else request.eos_token_ids)
             )
-        return states
+        return SamplingState(
+            params=request.sampling_params,
+            generator=self._generators.get(request.request_id),
+            prompt_token_ids=request.prompt_token_ids,
+            output_token_ids=request.output_token_ids + list(draft) if draft else request.output_token_ids,
+            banned_token_ids=banned,
+        )
 
     def sample(self, logits: torch.Tensor, requests: list) -> StepResult:
         token_ids, logprobs = sample(logits, self._states(requests))

@@ -18,6 +18,15 @@ class ScheduledRequest:
     samples: bool
     # The last fed token is the one the previous step sampled, still on the device (async scheduling).
     pending_token: bool = False
+    # Speculative decoding: the last this many fed tokens are a draft (token_ids ends with it); the
+    # step samples at every draft position and the one before, and keeps the verified prefix.
+    num_draft_tokens: int = 0
+    # Filled by Scheduler.update_from_output: the tokens this step appended to the request.
+    emitted: list[int] = field(default_factory=list)
+
+    @property
+    def draft_token_ids(self) -> list[int]:
+        return self.token_ids[len(self.token_ids) - self.num_draft_tokens :]
 
 
 @dataclass
@@ -32,3 +41,7 @@ class SchedulerOutput:
     @property
     def is_empty(self) -> bool:
         return not self.scheduled
+
+    @property
+    def num_draft_tokens(self) -> int:
+        return sum(s.num_draft_tokens for s in self.scheduled)

@@ -62,6 +62,9 @@ class Request:
     # Async scheduling: tokens sampled on the device whose ids the host has not read yet. The
     # scheduler counts them as known tokens (a decode step feeds the device-side id directly).
     num_output_placeholders: int = 0
+    # Speculative decoding: the draft proposed for the next step (engine/spec/), consumed when the
+    # step is scheduled; never part of all_token_ids until verified.
+    draft_token_ids: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         # Prompt + output in one list grown in place, so per-step work never copies the history.
@@ -84,6 +87,12 @@ class Request:
     def append_output_token(self, token_id: int) -> None:
         self.output_token_ids.append(token_id)
         self._all_token_ids.append(token_id)
+
+    def drop_last_output_tokens(self, n: int) -> None:
+        """Forget the last ``n`` output tokens (a stop string ended the request before them)."""
+        if n > 0:
+            del self.output_token_ids[-n:]
+            del self._all_token_ids[-n:]
 
     def check_token_stop(self) -> RequestStatus | None:
         """Stop conditions that need only token ids (stop strings are the detokenizer's job)."""

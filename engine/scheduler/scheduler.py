@@ -52,16 +52,22 @@ class Scheduler:
             if num_new <= 0:
                 i += 1
                 continue
-            while not self.kv.allocate_slots(request, request.num_computed_tokens, num_new):
+            num_draft = self._draft_room(request, num_new, budget)
+            if num_draft and not self.kv.allocate_slots(
+                request, request.num_computed_tokens, num_new + num_draft
+            ):
+                num_draft = 0  # no room for the draft: verify nothing rather than preempt for it
+            while not num_draft and not self.kv.allocate_slots(request, request.num_computed_tokens, num_new):
                 victim = self.running.pop()
                 self._preempt(victim)
                 out.preempted_ids.append(victim.request_id)
                 if victim is request:
                     break
             else:
-                out.scheduled.append(self._scheduled(request, num_new))
-                budget -= num_new
+                out.scheduled.append(self._scheduled(request, num_new, num_draft))
+                budget -= num_new + num_draft
                 i += 1
+            request.draft_token_ids = []
 
         # Admitting new work in a step that had to preempt would only thrash.
         while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs and not out.preempted_ids:
@@ -84,13 +90,20 @@ class Scheduler:
             budget -= num_new
 
         for s in out.scheduled:
-            s.request.num_computed_tokens += s.num_tokens
+            s.request.num_computed_tokens += s.num_tokens  # drafts included: rolled back once verified
             if s.samples:
                 s.request.num_output_placeholders += 1  # resolved by update_from_output
         return out
 
-    def update_from_output(self, out: SchedulerOutput, sampled: dict[str, int]) -> list[Request]:
-        """Append sampled tokens; returns requests that finished on a token-level stop condition."""
+    def update_from_output(
+        self, out: SchedulerOutput, sampled: dict[str, int], accepted: dict[str, list[int]] | None = None
+    ) -> list[Request]:
+        """Append sampled tokens; returns requests that finished on a token-level stop condition.
+
+        ``accepted``: per speculating request, the verified draft tokens that precede its sampled
+        one. The KV of the rejected rest is rolled back: ``num_computed_tokens`` steps back and the
+        blocks past the verified tokens return to the pool (the prefix cache only ever hashed
+        verified tokens). Each scheduled request's ``emitted`` lists what was appended."""
         finished = []
         for s in out.scheduled:
             request = s.request
@@ -100,11 +113,20 @@ class Scheduler:
             token_id = sampled.get(request.request_id)
             if token_id is None:
                 continue
-            request.append_output_token(token_id)
-            status = request.check_token_stop()
-            if status is not None:
-                self.finish_request(request.request_id, status)
-                finished.append(request)
+            tokens = [token_id]
+            if s.num_draft_tokens:
+                tokens = [*(accepted or {}).get(request.request_id, []), token_id]
+            for token in tokens:
+                request.append_output_token(token)
+                s.emitted.append(token)
+                status = request.check_token_stop()
+                if status is not None:
+                    self.finish_request(request.request_id, status)
+                    finished.append(request)
+                    break
+            if s.num_draft_tokens and not request.status.finished:
+                request.num_computed_tokens = request.num_tokens - 1  # the last token is fed next step
+                self.kv.trim(request, request.num_computed_tokens)
         return finished
 
     def finish_request(self, request_id: str, status: RequestStatus) -> Request | None:
@@ -131,7 +153,16 @@ class Scheduler:
         self.num_preemptions += 1
         self.waiting.appendleft(request)
 
-    def _scheduled(self, request: Request, num_new: int) -> ScheduledRequest:
+    @staticmethod
+    def _draft_room(request: Request, num_new: int, budget: int) -> int:
+        """How much of the request's draft this step can verify: only a decode step with its last
+        token on the host, within the token budget and short of the request's last output token."""
+        if not request.draft_token_ids or num_new != 1 or request.num_output_placeholders:
+            return 0
+        room = min(budget - 1, request.max_tokens - len(request.output_token_ids) - 1)
+        return max(0, min(len(request.draft_token_ids), room))
+
+    def _scheduled(self, request: Request, num_new: int, num_draft: int = 0) -> ScheduledRequest:
         start = request.num_computed_tokens
         token_ids = request.all_token_ids[start : start + num_new]
         # Async scheduling: the last token may still be on the device (sampled by the step in
@@ -139,12 +170,15 @@ class Scheduler:
         pending = len(token_ids) < num_new
         if pending:
             token_ids.append(0)
+        if num_draft:
+            token_ids += request.draft_token_ids[:num_draft]
         return ScheduledRequest(
             request=request,
             start=start,
-            num_tokens=num_new,
+            num_tokens=num_new + num_draft,
             block_ids=self.kv.block_ids(request.request_id),
             token_ids=token_ids,
             samples=start + num_new == request.num_tokens + request.num_output_placeholders,
             pending_token=pending,
+            num_draft_tokens=num_draft,
         )

@@ -53,6 +53,8 @@ def _other_value(f: dataclasses.Field):
         return True
     if f.name == "gemv_table":
         return "/tables/h200.json"
+    if f.name == "speculative_model":
+        return "/models/draft"
     if isinstance(f.default, bool):
         return not f.default
     if isinstance(f.default, float):

@@ -1,0 +1,1 @@
+"""Speculative decoding: proposers, the confidence scheduler and the engine's speculator."""

@@ -1,0 +1,98 @@
+"""What the engine core asks of speculative decoding: drafts before a step, bookkeeping after it.
+
+Before scheduling, each running request in decode (its last token known on the host, no logprobs)
+gets a draft from the proposer, cut to the length the policy chose; the scheduler feeds it after
+the request's last token and the runner verifies it (``engine.sampling.verify``). After the step the
+acceptance of every draft feeds the policy and the vLLM-named counters.
+"""
+
+from __future__ import annotations
+
+from engine.config import EngineConfig
+from engine.scheduler.output import SchedulerOutput
+from engine.scheduler.request import Request, RequestStatus
+from engine.spec.policy import SpeculationPolicy
+from engine.spec.proposer import Proposer
+
+
+class Speculator:
+    def __init__(self, proposer: Proposer, policy: SpeculationPolicy, max_batched_tokens: int) -> None:
+        self.proposer = proposer
+        self.policy = policy
+        self.max_batched_tokens = max_batched_tokens
+        self.num_drafts = 0
+        self.num_draft_tokens = 0
+        self.num_accepted_tokens = 0
+        self.num_accepted_tokens_per_pos = [0] * policy.max_draft_len
+
+    @staticmethod
+    def _eligible(request: Request) -> bool:
+        return (
+            request.status is RequestStatus.RUNNING
+            and request.num_output_placeholders == 0
+            and request.num_computed_tokens == request.num_tokens - 1
+            and request.sampling_params.logprobs is None
+        )
+
+    def _load(self, running: list[Request]) -> tuple[int, int]:
+        """The step's tokens without drafts, and how many of its requests are decodes."""
+        tokens = sum(
+            max(r.num_tokens + r.num_output_placeholders - r.num_computed_tokens, 0) for r in running
+        )
+        decodes = sum(
+            1 for r in running if r.num_computed_tokens >= r.num_tokens + r.num_output_placeholders - 1
+        )
+        return min(tokens, self.max_batched_tokens), decodes
+
+    def wants_drafts(self, running: list[Request]) -> bool:
+        """Whether drafting pays at this batch (async scheduling waits for the step in flight only then)."""
+        if not running:
+            return False
+        tokens, decodes = self._load(running)
+        return decodes > 0 and self.policy.pays_at(tokens, decodes)
+
+    def propose(self, running: list[Request]) -> None:
+        """Set ``draft_token_ids`` on the running requests that speculate this step."""
+        for request in running:
+            request.draft_token_ids = []
+        candidates = [r for r in running if self._eligible(r)]
+        if not candidates:
+            return
+        tokens, decodes = self._load(running)
+        if not self.policy.pays_at(tokens, decodes):
+            return
+        drafts = self.proposer.propose(candidates, self.policy.max_draft_len)
+        lengths = self.policy.draft_lengths(drafts, tokens, decodes)
+        for request in candidates:
+            n = lengths.get(request.request_id, 0)
+            if n:
+                request.draft_token_ids = drafts[request.request_id].token_ids[:n]
+
+    def observe(self, out: SchedulerOutput, accepted: dict[str, list[int]], seconds: float | None) -> None:
+        """After a step: its time (None when it overlapped another) and every draft's acceptance."""
+        if seconds is not None:
+            self.policy.step_time.observe(out.total_num_tokens, seconds)
+        for s in out.scheduled:
+            if not s.num_draft_tokens:
+                continue
+            rid = s.request.request_id
+            n = len(accepted.get(rid, []))
+            self.policy.record(rid, s.num_draft_tokens, n)
+            self.num_drafts += 1
+            self.num_draft_tokens += s.num_draft_tokens
+            self.num_accepted_tokens += n
+            for i in range(n):
+                self.num_accepted_tokens_per_pos[i] += 1
+
+    def drop(self, request_id: str) -> None:
+        self.proposer.drop(request_id)
+        self.policy.forget(request_id)
+
+
+def make_speculator(config: EngineConfig, build_proposer) -> Speculator | None:
+    """None when speculation is off. ``build_proposer(method)`` builds the proposer (the engine
+    knows the model, the device and the checkpoint it needs)."""
+    if config.speculative_method == "off":
+        return None
+    policy = SpeculationPolicy(config.num_speculative_tokens, config.speculative_scheduling)
+    return Speculator(build_proposer(config.speculative_method), policy, config.max_num_batched_tokens)

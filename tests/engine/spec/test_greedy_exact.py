@@ -1,0 +1,76 @@
+"""Greedy outputs with speculation on are token-for-token those with it off: n-gram drafts on a
+tiny checkpoint, including preemption, mixed batches (speculating, sampled with logprobs, mid
+prefill), stop strings and async scheduling; rejected drafts leave no block behind."""
+
+import random
+
+import pytest
+
+from engine import LLM, SamplingParams
+
+
+def _prompts(n, seed=5):
+    """Prompts that repeat a phrase, so n-gram lookup finds drafts (some right, most wrong)."""
+    rng = random.Random(seed)
+    prompts = []
+    for _ in range(n):
+        phrase = [rng.randrange(3, 300) for _ in range(rng.randrange(3, 9))]
+        prompts.append(
+            [rng.randrange(3, 300) for _ in range(rng.randrange(1, 20))] + phrase * rng.randrange(2, 5)
+        )
+    return prompts
+
+
+def _generate(model, prompts, params, **kwargs):
+    llm = LLM(model, device="cpu", dtype="float32", **kwargs)
+    outs = llm.generate(prompts, params)
+    assert llm.engine.kv.pool.num_used_blocks == 0
+    return [(o.token_ids, o.text, o.finish_reason) for o in outs], llm.stats()
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_ngram_greedy_matches_no_speculation(tiny_llama, async_scheduling):
+    prompts = _prompts(12)
+    params = SamplingParams(max_tokens=40, temperature=0.0, ignore_eos=True)
+    off, _ = _generate(tiny_llama, prompts, params, async_scheduling=async_scheduling)
+    on, stats = _generate(
+        tiny_llama, prompts, params, async_scheduling=async_scheduling, speculative_method="ngram"
+    )
+    assert on == off
+    assert stats.spec_decode_num_drafts > 0 and stats.spec_decode_num_accepted_tokens > 0
+    assert stats.spec_decode_num_accepted_tokens <= stats.spec_decode_num_draft_tokens
+
+
+def test_ngram_greedy_under_preemption_and_prefix_caching(tiny_llama):
+    prompts = _prompts(10, seed=7)
+    params = SamplingParams(max_tokens=48, temperature=0.0, ignore_eos=True)
+    kwargs = dict(num_gpu_blocks=30, block_size=4, max_model_len=112, max_num_batched_tokens=32)
+    off, _ = _generate(tiny_llama, prompts, params, **kwargs)
+    on, stats = _generate(tiny_llama, prompts, params, speculative_method="ngram", **kwargs)
+    assert on == off
+    assert stats.num_preemptions > 0 and stats.spec_decode_num_accepted_tokens > 0
+    # The prefix cache holds only verified tokens: a second pass over the same prompts hits it and
+    # still gives the same tokens.
+    llm = LLM(tiny_llama, device="cpu", dtype="float32", speculative_method="ngram", block_size=4)
+    first = [o.token_ids for o in llm.generate(prompts, params)]
+    second = [o.token_ids for o in llm.generate(prompts, params)]
+    assert first == second == [t for t, _, _ in off]
+    assert llm.stats().prefix_cache_hits > 0
+
+
+def test_mixed_batch_of_speculating_and_other_requests(tiny_llama):
+    prompts = _prompts(6, seed=9) + [[7] * 150]  # the last one prefills in chunks
+    greedy = SamplingParams(max_tokens=30, temperature=0.0, ignore_eos=True)
+    stop = SamplingParams(max_tokens=30, temperature=0.0, stop_token_ids=[5, 6, 7, 8, 9])
+    with_logprobs = SamplingParams(max_tokens=30, temperature=0.0, logprobs=2, ignore_eos=True)
+    params = [greedy, stop, with_logprobs, greedy, stop, greedy, greedy]
+
+    def run(**kwargs):
+        llm = LLM(tiny_llama, device="cpu", dtype="float32", max_num_batched_tokens=64, **kwargs)
+        outs = llm.generate(prompts, params)
+        return [(o.token_ids, o.text, o.finish_reason, o.stop_reason, o.logprobs) for o in outs], llm
+
+    off, _ = run()
+    on, llm = run(speculative_method="ngram")
+    assert on == off
+    assert llm.stats().spec_decode_num_drafts > 0
