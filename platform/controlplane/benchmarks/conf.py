@@ -9,6 +9,7 @@ DEFAULTS = {
     # prefix-cache hit rate) is worse than the median of the schedule's last REGRESSION_WINDOW
     # successful runs by more than REGRESSION_K scaled MADs, and by at least REGRESSION_MIN_PCT %.
     "REGRESSION_WINDOW": 5,
+    "REGRESSION_MIN_RUNS": 3,  # fewer successful runs before it: no verdict (no spread to judge by)
     "REGRESSION_K": 3.0,
     "REGRESSION_MIN_PCT": 10.0,
     "PROGRESS_EVERY_S": 2.0,  # how often a running benchmark saves completed/total

@@ -109,7 +109,7 @@ def summarize(result: LoadResult) -> dict:
         "itl_p99_ms": _ms(itl.p99),
         "output_tokens": output_tokens,
         "output_tokens_per_s": round(output_tokens / wall, 3) if wall > 0 else None,
-        "input_tokens": sum(s.prompt_tokens for s in ok),
+        "prompt_tokens": sum(s.prompt_tokens for s in ok),
         "uncached_input_tokens_per_s": round(uncached_input / wall, 3) if wall > 0 else None,
         "per_user_output_tokens_per_s": _round(percentile(per_user, 50)),
         "requests_per_s": round(len(ok) / wall, 3) if wall > 0 else None,

@@ -62,7 +62,7 @@ def verdict(run: BenchmarkRun, results: dict) -> dict:
         value = results.get(name)
         history = [r.results.get(name) for r in baseline]
         history = [h for h in history if h is not None]
-        if value is not None and history:
+        if value is not None and len(history) >= int(setting("REGRESSION_MIN_RUNS")):
             metrics[name] = judge(value, history, direction)
     if not metrics:
         return dict(NO_VERDICT)

@@ -102,7 +102,7 @@ def _drive(
 
 POINT_FIGURES = (
     "requests_ok", "requests_failed", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms",
-    "output_tokens_per_s", "uncached_input_tokens_per_s", "per_user_output_tokens_per_s", "input_tokens",
+    "output_tokens_per_s", "uncached_input_tokens_per_s", "per_user_output_tokens_per_s", "prompt_tokens",
     "prefix_cache_hit_rate",
 )  # fmt: skip
 

@@ -100,7 +100,7 @@ def test_scheduled_run_much_slower_than_its_history_is_flagged(engine_replica, r
     schedule = BenchmarkSchedule.objects.create(
         name="trend", deployment=deployment, requests=3, concurrency=1
     )
-    for _ in range(2):  # an impossibly fast history: any real run is a regression against it
+    for _ in range(3):  # an impossibly fast history: any real run is a regression against it
         past = make_run(deployment, schedule=schedule)
         past.start(["u"])
         past.succeed({"requests_ok": 1, "ttft_p50_ms": 0.001}, [])

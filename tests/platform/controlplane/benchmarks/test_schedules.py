@@ -98,6 +98,10 @@ def test_throughput_regresses_downwards_and_a_steady_history_has_a_floor(schedul
 def test_no_baseline_means_no_verdict(schedule, make_deployment):
     first = BenchmarkRun.objects.create(schedule=schedule, deployment=schedule.deployment)
     assert verdict(first, {"ttft_p50_ms": 50.0})["regressed"] is None
+    for value in (10.0, 11.0):
+        finished_run(schedule, value)
+    third = BenchmarkRun.objects.create(schedule=schedule, deployment=schedule.deployment)
+    assert verdict(third, {"ttft_p50_ms": 50.0})["regressed"] is None  # two runs are no spread to judge by
     manual = BenchmarkRun.objects.create(deployment=schedule.deployment)
     assert verdict(manual, {"ttft_p50_ms": 50.0}) == {
         "regressed": None,
