@@ -24,7 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     export = actions.add_parser("export", help="write the dashboards' JSON into a directory")
-    export.add_argument("out_dir", metavar="OUT_DIR", type=Path)
+    export.add_argument(
+        "out_dir", metavar="OUT_DIR", type=Path, help="folder the dashboards' JSON files go to"
+    )
 
     provision = actions.add_parser(
         "provision", help="create/update the Prometheus data source and the dashboards in Grafana"

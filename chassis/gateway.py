@@ -27,7 +27,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="with --control-plane: a config file for timeouts/intervals/breaker (its 'models' are ignored)",
     )
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="the gateway's log level (default: %(default)s)",
+    )
 
 
 def load_tokenizer(path: str):

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from engine.checkpoint.errors import CheckpointError
-from engine.checkpoint.gguf_file import find_gguf
+from engine.checkpoint.gguf_file import require_checkpoint
 from engine.config_cli import add_engine_arguments, config_from_args
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -41,7 +42,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(one process to profile; HTTP work and engine steps then share one GIL)",
     )
     parser.add_argument(
-        "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
+        "--log-level",
+        default="info",
+        choices=["critical", "error", "warning", "info", "debug"],
+        help="uvicorn's and the engine's log level (default: %(default)s)",
     )
 
 
@@ -60,12 +64,9 @@ def run(args: argparse.Namespace) -> int:
 
     model_dir = Path(args.model_dir)
     try:
-        gguf_file = find_gguf(model_dir)
+        gguf_file = require_checkpoint(model_dir)
     except CheckpointError as exc:
-        print(f"chassis serve: {exc}")
-        return 2
-    if gguf_file is None and not (model_dir / "config.json").is_file():
-        print(f"chassis serve: {model_dir} is not a checkpoint (no config.json, no .gguf file)")
+        print(f"chassis serve: {exc}", file=sys.stderr)
         return 2
     try:
         config = config_from_args(args, model_dir=model_dir)

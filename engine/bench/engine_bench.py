@@ -23,14 +23,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--model", help="checkpoint directory")
     source.add_argument("--random-arch", help="real architecture with random weights, e.g. llama-3.1-8b")
     parser.add_argument("--device", default="cuda", help="cuda | cpu | npu (default: %(default)s)")
-    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument(
+        "--dtype", default="bfloat16", help="weights' and activations' dtype (default: %(default)s)"
+    )
     parser.add_argument(
         "--workload", action="append", choices=WORKLOADS + ("all",), help="repeatable; default: all"
     )
     parser.add_argument(
         "--compare", choices=("hf",), help="also run Hugging Face transformers eager generate"
     )
-    parser.add_argument("--offline-requests", type=int, default=2000)
+    parser.add_argument(
+        "--offline-requests",
+        type=int,
+        default=2000,
+        help="requests of the offline workload (default: %(default)s)",
+    )
     parser.add_argument(
         "--prefill-lengths",
         type=_batch_sizes,
@@ -129,13 +136,13 @@ def _say(message: str) -> None:
 
 def _model_dir(args, tmp: Path) -> tuple[Path, dict]:
     from engine.bench.random_arch import hf_config, write_config_dir
-    from engine.checkpoint.gguf_file import find_gguf
+    from engine.checkpoint.gguf_file import require_checkpoint
     from engine.checkpoint.gguf_metadata import gguf_configs
 
     if args.random_arch:
         return write_config_dir(args.random_arch, tmp / args.random_arch), hf_config(args.random_arch)
     model_dir = Path(args.model)
-    gguf = find_gguf(model_dir)
+    gguf = require_checkpoint(model_dir)
     if gguf is not None:
         return gguf, gguf_configs(gguf)[0]
     return model_dir, json.loads((model_dir / "config.json").read_text())

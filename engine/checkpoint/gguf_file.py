@@ -59,3 +59,15 @@ def architecture(reader, path: Path) -> str:
     if not isinstance(arch, str):
         raise CheckpointError(path, "no 'general.architecture' in the GGUF metadata")
     return arch
+
+
+def require_checkpoint(path: str | Path) -> Path | None:
+    """``find_gguf(path)``, after checking that ``path`` is a checkpoint at all (a GGUF file, or a
+    directory with a config.json or one GGUF file); raises CheckpointError naming the problem."""
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(path, "no such file or directory")
+    gguf = find_gguf(path)
+    if gguf is None and not (path / "config.json").is_file():
+        raise CheckpointError(path, "is not a checkpoint (no config.json, no .gguf file)")
+    return gguf
