@@ -1,0 +1,175 @@
+"""Reproducible benchmarks through the UI, in chromium (Playwright), against the real worker, beat and
+agent on PostgreSQL and Redis, with two real replicas: a run records its conditions; reproducing it on
+a deployment with other engine options shows the conditions diff before it starts and the new run
+keeps it; deleting a deployment keeps its runs, and its schedule stops but stays listed. Every page is
+drawn 1400 px wide without horizontal overflow (screenshots go to $BENCHMARK_SCREENSHOTS if set)."""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.platform.controlplane.e2e import conftest as e2e
+from tests.support.waiting import wait_until
+
+stack, operator_api = e2e.stack, e2e.operator_api  # the e2e fixtures: worker, beat, agent; an API token
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(400)]
+CHROMIUM = "/usr/bin/chromium"
+NO_OVERFLOW = "() => document.documentElement.scrollWidth <= document.documentElement.clientWidth"
+
+
+@pytest.fixture
+def page(monkeypatch, live_server):
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    if not shutil.which(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: `apt-get install -y chromium` (make test does it)")
+    from controlplane.api.roles import set_role
+    from django.contrib.auth import get_user_model
+    from playwright.sync_api import sync_playwright
+
+    set_role(get_user_model().objects.create_user("bench-op", password="browser-test-pw"), "operator")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        tab = browser.new_page(viewport={"width": 1400, "height": 900})
+        tab.set_default_timeout(30_000)
+        tab.goto(f"{live_server.url}/login/")
+        tab.fill("#id_username", "bench-op")
+        tab.fill("#id_password", "browser-test-pw")
+        tab.click("button[type=submit]")
+        tab.wait_for_url(f"{live_server.url}/")
+        yield tab
+        browser.close()
+
+
+def check_page(page, name: str) -> None:
+    assert page.evaluate(NO_OVERFLOW), f"{name} overflows horizontally"
+    folder = os.environ.get("BENCHMARK_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=f"{folder}/{name}.png", full_page=True)
+
+
+def ready_deployment(api, checkpoint_id: int, name: str, **fields):
+    from controlplane.serving.models import Replica
+
+    body = {"name": name, "checkpoint": checkpoint_id, "replicas": 1, "vendor": "cpu", **fields}
+    response = api.post("/api/v1/deployments/", body, format="json")
+    assert response.status_code == 201, response.json()
+    pk = response.json()["id"]
+    wait_until(lambda: Replica.objects.filter(deployment_id=pk, state="ready").exists(), f"{name} ready", timeout=150, poll=0.5)  # fmt: skip
+    return pk
+
+
+def wait_for_run_end(page, run_id: int) -> None:
+    from controlplane.benchmarks.models import BenchmarkRun
+
+    run = wait_until(lambda: (r := BenchmarkRun.objects.get(pk=run_id)).is_terminal and r, f"run {run_id} to end", timeout=120, poll=0.5)  # fmt: skip
+    assert run.state == "succeeded", (run.state, run.reason)
+    page.reload()
+    page.locator("#run-state[data-state=succeeded]").wait_for()
+
+
+def test_reproduce_with_diff_and_history_outlives_its_deployment(
+    stack, operator_api, live_server, page, tiny_model_dir
+):
+    from controlplane.benchmarks.models import BenchmarkRun, BenchmarkSchedule
+    from controlplane.checkpoints.models import Checkpoint
+    from controlplane.fleet.models import Node
+    from controlplane.serving.models import Replica
+
+    stack.start_all()
+    try:
+        wait_until(
+            lambda: Node.objects.filter(name=stack.node, state="up").exists(),
+            "the agent",
+            timeout=60,
+            poll=0.5,
+        )
+        response = operator_api.post(
+            "/api/v1/checkpoints/", {"name": "tiny", "path": str(tiny_model_dir)}, format="json"
+        )
+        checkpoint_id = response.json()["id"]
+        wait_until(
+            lambda: Checkpoint.objects.get(pk=checkpoint_id).state == "ready",
+            "validation",
+            timeout=60,
+            poll=0.5,
+        )
+        alpha = ready_deployment(operator_api, checkpoint_id, "alpha")
+        ready_deployment(operator_api, checkpoint_id, "beta", engine_options={"max_num_seqs": 1})
+
+        # A run on alpha, from the UI form; the worker runs it and records its conditions.
+        page.goto(f"{live_server.url}/benchmarks/")
+        page.select_option("#id_deployment", label="alpha")
+        page.fill("#id_requests", "4")
+        page.fill("#id_concurrency", "2")
+        page.fill("#id_max_tokens", "4")
+        page.click("#create-run button[type=submit]")
+        page.wait_for_url("**/benchmarks/*/")
+        source_id = int(page.url.rstrip("/").rsplit("/", 1)[1])
+        wait_for_run_end(page, source_id)
+        page.click("#conditions summary")
+        conditions = page.locator("#conditions").inner_text()
+        assert "engine_config.max_num_seqs" in conditions and "versions.torch" in conditions
+        check_page(page, "run-detail")
+
+        # Reproduce on beta: the diff first, nothing started; then start it.
+        page.select_option("#reproduce-form #id_deployment", "beta")
+        page.click("#reproduce-form button[type=submit]")
+        page.wait_for_url("**/reproduce/?deployment=beta")
+        diff = page.locator("#conditions-diff")
+        assert diff.locator("tr[data-key='engine_config.max_num_seqs'] td").nth(1).inner_text() == "1"
+        assert diff.locator("tr[data-key='deployment.name']").count() == 1
+        assert BenchmarkRun.objects.count() == 1
+        check_page(page, "reproduce-preview")
+        page.click("#start-reproduction button")
+        page.wait_for_url("**/benchmarks/*/")
+        copy_id = int(page.url.rstrip("/").rsplit("/", 1)[1])
+        wait_for_run_end(page, copy_id)
+        copy = BenchmarkRun.objects.get(pk=copy_id)
+        assert (
+            copy.reproduced_from_id == source_id and copy.seed == BenchmarkRun.objects.get(pk=source_id).seed
+        )
+        stored = {c["key"]: c for c in copy.conditions_diff}
+        assert (
+            stored["engine_config.max_num_seqs"]["after"] == 1
+            and stored["deployment.name"]["after"] == "beta"
+        )
+        assert page.locator("#conditions-diff tr[data-key='engine_config.max_num_seqs']").count() == 1
+        check_page(page, "run-reproduction")
+
+        # A schedule on alpha, then alpha goes: its runs and the schedule stay, the schedule stops.
+        page.goto(f"{live_server.url}/benchmarks/schedules/")
+        page.fill("#id_name", "alpha-nightly")
+        page.select_option("#create-schedule #id_deployment", label="alpha")
+        page.fill("#id_interval_minutes", "1440")
+        page.click("#create-schedule button[type=submit]")
+        page.wait_for_url("**/benchmarks/schedules/*/")
+        schedule = BenchmarkSchedule.objects.get(name="alpha-nightly")
+        assert (
+            operator_api.post(
+                f"/api/v1/deployments/{alpha}/scale/", {"replicas": 0}, format="json"
+            ).status_code
+            == 202
+        )
+        wait_until(lambda: not Replica.objects.filter(deployment_id=alpha).exclude(state="stopped").exists(), "alpha stopped", timeout=60, poll=0.5)  # fmt: skip
+        assert operator_api.delete(f"/api/v1/deployments/{alpha}/").status_code == 204
+        page.reload()
+        page.locator("#deployment-deleted").wait_for()
+        assert (
+            "disabled" in page.locator("main").inner_text() and page.locator("#toggle-schedule").count() == 0
+        )
+        check_page(page, "schedule-deleted-deployment")
+        page.goto(f"{live_server.url}/benchmarks/")
+        assert "alpha (deleted)" in page.locator(f"#run-{source_id}").inner_text()
+        assert page.locator(f"#run-{copy_id}").count() == 1
+        check_page(page, "runs")
+        page.goto(f"{live_server.url}/benchmarks/{source_id}/")
+        assert "(deleted)" in page.locator("main p").first.inner_text()
+        schedule.refresh_from_db()
+        assert schedule.enabled is False and schedule.deployment_id is None
+    except BaseException:
+        print(stack.logs())
+        raise
