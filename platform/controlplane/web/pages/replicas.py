@@ -61,7 +61,11 @@ def replica_list(request):
 
 class EventTable(ChassisTable):
     at = WhenColumn()
-    replica = tables.Column(accessor="replica", linkify=("replica-detail", {"pk": tables.A("replica_id")}))
+    replica = tables.Column(
+        accessor="replica",
+        linkify=("replica-detail", {"pk": tables.A("replica_id")}),
+        attrs={"td": {"class": "name"}},
+    )
     from_state = tables.Column(verbose_name="from", default="—")
     to_state = tables.Column(verbose_name="to")
     reason = tables.Column(attrs={"td": {"class": "reason"}})

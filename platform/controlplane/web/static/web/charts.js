@@ -6,9 +6,9 @@
   const picker = document.getElementById("chart-range");
   const note = document.getElementById("chart-note");
   const SPECS = {
-    ttft: { unit: "ms", series: [["ttft_p50_ms", "p50", "#2b6cb0"], ["ttft_p90_ms", "p90", "#c05621"]] },
-    tps: { unit: "tok/s", series: [["tokens_per_s", "tokens/s", "#2f855a"]] },
-    hits: { unit: "%", scale: 100, series: [["prefix_cache_hit_rate", "hit rate", "#6b46c1"]] },
+    ttft: { unit: "ms", series: [["ttft_p50_ms", "p50 (ms)", "#2b6cb0"], ["ttft_p90_ms", "p90 (ms)", "#c05621"]] },
+    tps: { unit: "tok/s", series: [["tokens_per_s", "sum (tok/s)", "#2f855a"]] },
+    hits: { unit: "%", scale: 100, series: [["prefix_cache_hit_rate", "hit rate (%)", "#6b46c1"]] },
   };
   const charts = {};
 
@@ -28,6 +28,7 @@
       ],
       series: [{}, ...spec.series.map(([, name, stroke]) => ({
         label: name, stroke, width: 2, value: (u, v) => label(v, spec.unit),
+        points: { show: true, size: 5, fill: stroke },  // a bucket between two gaps has no line to draw
       }))],
     }, data, el);
   }
