@@ -1,6 +1,7 @@
 """Every list page and the new detail pages at 1400 px wide in a real chromium (Playwright): no
 horizontal overflow, and a screenshot of each (under CHASSIS_SCREENSHOT_DIR when set) to look at."""
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -89,3 +90,25 @@ def test_pages_fit_1400_px(admin_page, live_server, make_node, make_deployment, 
             out.mkdir(parents=True, exist_ok=True)
             admin_page.screenshot(path=str(out / f"{name}.png"), full_page=True)
     assert not overflowing, overflowing
+
+
+def test_deployment_chart_draws_the_sum_over_interleaved_replicas(admin_page, live_server, make_deployment):
+    """Two replicas at 30 tokens/s each, scraped in turn 5 s apart: the chart draws 60 tokens/s per
+    bucket (it drew 30, 0, 30, 0 when it plotted scrape by scrape)."""
+    from datetime import timedelta
+
+    from controlplane.serving.models import MetricSample, Replica
+    from django.utils import timezone
+
+    deployment = make_deployment("chat", replicas=2)
+    first, second = Replica.create_for(deployment, "t", "t"), Replica.create_for(deployment, "t", "t")
+    now = timezone.now()
+    for seconds_ago in range(600, -1, -10):
+        for replica, offset in ((first, 0), (second, 5)):
+            at = now - timedelta(seconds=seconds_ago + offset)
+            MetricSample.objects.create(replica=replica, at=at, generation_tokens_total=30.0 * at.timestamp())
+    admin_page.goto(f"{live_server.url}/deployments/{deployment.pk}/")
+    admin_page.select_option("#chart-range", "15m")
+    admin_page.wait_for_selector("#chart-tps[data-range='15m'] canvas")
+    drawn = [v for v in json.loads(admin_page.get_attribute("#chart-tps", "data-values")) if v is not None]
+    assert len(drawn) >= 50 and all(abs(v - 60.0) < 1e-6 for v in drawn[1:-1]), drawn

@@ -41,6 +41,7 @@
     el.dataset.points = columns[0].filter((v) => v !== null).length;
     el.dataset.range = body.range;
     el.dataset.max = Math.max(0, ...columns[0].filter((v) => v !== null));
+    el.dataset.values = JSON.stringify(columns[0]);  // what the first line draws, for tests and curious readers
     if (charts[el.id] && charts[el.id].range === body.range) { charts[el.id].plot.setData(data); return; }
     if (charts[el.id]) charts[el.id].plot.destroy();
     charts[el.id] = { range: body.range, plot: build(el, spec, data) };
