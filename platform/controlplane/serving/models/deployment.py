@@ -4,6 +4,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models, transaction
 
+from controlplane.checkpoints.choices import CheckpointState
 from controlplane.fleet.choices import Vendor
 from controlplane.named_resource import NamedResource
 from controlplane.serving.choices import PlacementStatus, Role, RolloutStatus, RoutingPolicy
@@ -96,6 +97,12 @@ class Deployment(NamedResource):
             raise ValidationError({"revision": f"{revision} is not a revision of {self}"})
         if revision.pk == self.revision_id and self.rollout_status != RolloutStatus.FAILED:
             raise ValidationError({"revision": f"{revision} is already the current revision"})
+        if revision.checkpoint.state != CheckpointState.READY:
+            raise ValidationError(
+                {
+                    "revision": f"its checkpoint {revision.checkpoint} is {revision.checkpoint.state}, not ready"
+                }
+            )
         self.checkpoint_id, self.engine_options, self.tp_size = revision.spec()
         self._target(revision, f"rolling back to revision {revision.number}")
 

@@ -69,6 +69,11 @@ def test_changes_make_revisions_and_rollback_restores_one(api, ready_checkpoint)
     missing = api("operator").post(f"{url}rollback/", {"revision": 9}, format="json")
     assert missing.status_code == 400 and missing.json() == {"revision": ["chat has no revision 9"]}
     assert api("viewer").post(f"{url}rollback/", {}, format="json").status_code == 403
+    api("operator").patch(url, {"engine_options": {}}, format="json")
+    ready_checkpoint.start_validation()  # its files changed: not ready until validated again
+    gone = api("operator").post(f"{url}rollback/", {"revision": 1}, format="json")
+    assert gone.status_code == 400
+    assert gone.json() == {"revision": ["its checkpoint tiny@main is validating, not ready"]}
 
 
 def test_reconcile_rolls_one_replica_at_a_time(api, ready_checkpoint, make_node):
