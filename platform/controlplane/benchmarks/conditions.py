@@ -116,10 +116,13 @@ def capture(run, deployment: Deployment, replicas: list[Replica], reports: list[
 
 
 def flatten(conditions: dict, prefix: str = "") -> dict:
+    """``{"a": {"b": 1}, "c": [{"d": 2}]}`` -> ``{"a.b": 1, "c.0.d": 2}``; empty objects vanish."""
     flat = {}
     for key, value in conditions.items():
         name = f"{prefix}{key}"
-        if isinstance(value, dict) and value:
+        if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
+            value = {str(i): item for i, item in enumerate(value)}
+        if isinstance(value, dict):
             flat.update(flatten(value, f"{name}."))
         else:
             flat[name] = value

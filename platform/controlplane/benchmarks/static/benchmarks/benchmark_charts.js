@@ -14,7 +14,7 @@
     const options = {
       width: el.clientWidth || 480, height: 220,
       scales: { x: { time: xTime } },
-      series: [{}].concat(series),
+      series: [axes ? { label: axes[0].label } : {}].concat(series),
     };
     if (axes) options.axes = axes;
     charts[id] = new uPlot(options, data, el);
@@ -51,7 +51,7 @@
       series.push({ label: `${run.label} Pareto front`, stroke: colour, width: 2, dash: i ? [6, 4] : undefined, spanGaps: true, points: { show: true, size: 6 } });
     });
     const data = uPlot.join(tables);
-    draw(id, data, series, false, [{ label: xLabel }, { label: yLabel }]);
+    draw(id, data, series, false, [{ label: xLabel }, { label: yLabel, size: 80 }]);
     const el = document.getElementById(id);
     if (el) el.dataset.points = points;
   }
