@@ -125,10 +125,11 @@ def deployment_rollback(request, pk: int, number: int):
     deployment = get_object_or_404(Deployment, pk=pk)
     try:
         services.roll_back(deployment, number, user_actor(request.user))
-    except ValidationError:
-        pass  # already there (or gone): the page shows the current revision
-    else:
-        audit.record(request.user, "rollback", deployment, {"revision": number})
+    except ValidationError as exc:
+        deployment.refresh_from_db()
+        context = {**_detail_context(deployment, request), "rollback_error": " ".join(exc.messages)}
+        return render(request, "web/deployment_detail.html", context, status=400)
+    audit.record(request.user, "rollback", deployment, {"revision": number})
     return redirect("deployment-detail", pk=pk)
 
 

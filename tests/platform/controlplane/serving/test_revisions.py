@@ -147,6 +147,11 @@ def test_the_page_refuses_a_bad_option_and_rolls_out_a_good_one(login, make_depl
     assert (deployment.revision.number, deployment.rollout_status) == (2, RolloutStatus.PROGRESSING)
     page = client.get(f"/deployments/{deployment.pk}/").content.decode()
     assert "revision 2: rollout progressing" in page and "Roll back to 1" in page
+    refused = client.post(f"/deployments/{deployment.pk}/rollback/2/")
+    assert (
+        refused.status_code == 400
+        and "Rollback refused: revision 2 is already the current revision" in refused.content.decode()
+    )
     assert client.post(f"/deployments/{deployment.pk}/rollback/1/").status_code == 302
     deployment.refresh_from_db()
     assert (deployment.revision.number, deployment.engine_options) == (1, {"max_num_seqs": 4})
