@@ -20,12 +20,20 @@ def _integers(text: str) -> list[int] | None:
 class BenchmarkRunForm(forms.ModelForm):
     """One load, or a sweep when the three grid fields are filled (comma-separated integers)."""
 
-    sweep_concurrency = forms.CharField(required=False, label="sweep: concurrencies", help_text="e.g. 1,2,4")
+    sweep_concurrency = forms.CharField(
+        required=False,
+        label="sweep: concurrencies",
+        widget=forms.TextInput(attrs={"placeholder": "e.g. 1,2,4"}),
+    )
     sweep_input_tokens = forms.CharField(
-        required=False, label="sweep: input lengths", help_text="e.g. 32,128"
+        required=False,
+        label="sweep: input lengths",
+        widget=forms.TextInput(attrs={"placeholder": "e.g. 32,128"}),
     )
     sweep_output_tokens = forms.CharField(
-        required=False, label="sweep: output lengths", help_text="e.g. 16,64"
+        required=False,
+        label="sweep: output lengths",
+        widget=forms.TextInput(attrs={"placeholder": "e.g. 16,64"}),
     )
 
     class Meta:
