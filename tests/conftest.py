@@ -67,3 +67,13 @@ def promtool() -> str:
     if path is None:
         _missing("promtool is not installed (scripts/install-system-tools.sh installs it)")
     return path
+
+
+@pytest.fixture(scope="session")
+def prometheus_binary() -> str:
+    import shutil
+
+    path = shutil.which("prometheus")
+    if path is None:
+        _missing("the prometheus server is not installed (scripts/install-system-tools.sh installs it)")
+    return path

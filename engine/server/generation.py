@@ -81,7 +81,12 @@ async def _pump(
                 event.finished = True
                 event.finish_reason = out.finish_reason
                 event.stop_reason = out.stop_reason
-                metrics.request_finished(out.metrics, out.finish_reason)
+                metrics.request_finished(
+                    out.metrics,
+                    out.finish_reason,
+                    len(out.prompt_token_ids or prompt),
+                    len(out.token_ids or []),
+                )
             await queue.put(event)
             if finished:
                 return
@@ -119,7 +124,8 @@ async def generate_choices(
     except BaseException:
         await asyncio.gather(*(stream.aclose() for stream in streams), return_exceptions=True)
         raise
-    return _merged(streams, prompt, metrics, make_parser)
+    max_tokens = getattr(params_list[0], "max_tokens", None) if params_list else None
+    return _merged(streams, prompt, metrics, make_parser, max_tokens)
 
 
 async def _merged(
@@ -127,6 +133,7 @@ async def _merged(
     prompt: list[int],
     metrics: ServerMetrics,
     make_parser: Callable[[], ToolParser] | None,
+    max_tokens: int | None = None,
 ) -> AsyncIterator[ChoiceEvent]:
     """Events of all choices, interleaved as produced; ends when every choice has finished."""
     queue: asyncio.Queue = asyncio.Queue()
@@ -135,13 +142,17 @@ async def _merged(
         for i, stream in enumerate(streams)
     ]
     remaining = len(tasks)
+    generated = [0] * len(tasks)
     try:
         while remaining:
             item = await queue.get()
             if isinstance(item, Exception):
                 raise item
+            generated[item.index] += len(item.token_ids)
             if item.finished:
                 remaining -= 1
+                if not remaining:
+                    metrics.call_finished(len(tasks), max_tokens, generated)
             yield item
     finally:
         for task in tasks:

@@ -22,10 +22,35 @@ ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.
                20.0, 40.0, 80.0)  # fmt: skip
 REQUEST_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
                    120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)  # fmt: skip
+PARAMS_N_BUCKETS = (1, 2, 5, 10, 20)
+DEFAULT_MAX_MODEL_LEN = 131072  # token-count buckets when the replica does not say its context length
 FINISHED_REASONS = ("stop", "length", "abort")
 # Field names come from clients: the label takes this many distinct names, then "other".
 IGNORED_FIELD_LABELS = 64
 IGNORED_FIELD_MAX_LEN = 64
+
+
+def buckets_1_2_5(limit: int) -> tuple[int, ...]:
+    """1, 2, 5, 10, 20, 50, ... up to ``limit``: vLLM's buckets for token counts."""
+    found, scale = [], 1
+    while True:
+        for step in (1, 2, 5):
+            if step * scale > limit:
+                return tuple(found)
+            found.append(step * scale)
+        scale *= 10
+
+
+class _Observers:
+    """One ``observe`` feeding several histograms: an inter-token gap goes to vLLM's current name and
+    to the name its published dashboard still reads (``time_per_output_token_seconds``)."""
+
+    def __init__(self, *children) -> None:
+        self._children = children
+
+    def observe(self, value: float) -> None:
+        for child in self._children:
+            child.observe(value)
 
 
 class _EngineStatsCollector(Collector):
@@ -65,6 +90,9 @@ class _EngineStatsCollector(Collector):
             "vllm:num_requests_waiting", "Number of requests waiting to be processed.", stats.num_waiting
         )
         yield gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", stats.kv_usage)
+        yield gauge(  # the older name, which vLLM's published Grafana dashboard still reads
+            "vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage.", stats.kv_usage
+        )
         if stats.expert_tokens:  # a mixture-of-experts model: its load balance per layer
             experts = CounterMetricFamily(
                 "chassis_moe_expert_tokens",
@@ -78,10 +106,11 @@ class _EngineStatsCollector(Collector):
 
 
 class ServerMetrics:
-    def __init__(self, model_name: str, stats: Callable[[], Any | None]):
+    def __init__(self, model_name: str, stats: Callable[[], Any | None], max_model_len: int | None = None):
         self.registry = CollectorRegistry(auto_describe=True)
         self.model_name = model_name
         common = {"labelnames": ["model_name"], "registry": self.registry}
+        token_buckets = buckets_1_2_5(max_model_len or DEFAULT_MAX_MODEL_LEN)
         self._ttft = Histogram(
             "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
             buckets=TTFT_BUCKETS, **common,
@@ -98,6 +127,46 @@ class ServerMetrics:
             "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
             buckets=REQUEST_BUCKETS, **common,
         )  # fmt: skip
+        self._tpot = Histogram(
+            "vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds "
+            "(the older name of inter_token_latency_seconds).", buckets=ITL_BUCKETS, **common,
+        )  # fmt: skip
+        self._request_tpot = Histogram(
+            "vllm:request_time_per_output_token_seconds",
+            "Histogram of time_per_output_token_seconds per request.", buckets=ITL_BUCKETS, **common,
+        )  # fmt: skip
+        self._prefill_time = Histogram(
+            "vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
+            buckets=REQUEST_BUCKETS, **common,
+        )  # fmt: skip
+        self._decode_time = Histogram(
+            "vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
+            buckets=REQUEST_BUCKETS, **common,
+        )  # fmt: skip
+        self._inference_time = Histogram(
+            "vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
+            buckets=REQUEST_BUCKETS, **common,
+        )  # fmt: skip
+        self._prompt_tokens = Histogram(
+            "vllm:request_prompt_tokens", "Number of prefill tokens processed.",
+            buckets=token_buckets, **common,
+        )  # fmt: skip
+        self._generation_tokens = Histogram(
+            "vllm:request_generation_tokens", "Number of generation tokens processed.",
+            buckets=token_buckets, **common,
+        )  # fmt: skip
+        self._max_generation_tokens = Histogram(
+            "vllm:request_max_num_generation_tokens",
+            "Histogram of maximum number of requested generation tokens.", buckets=token_buckets, **common,
+        )  # fmt: skip
+        self._params_max_tokens = Histogram(
+            "vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.",
+            buckets=token_buckets, **common,
+        )  # fmt: skip
+        self._params_n = Histogram(
+            "vllm:request_params_n", "Histogram of the n request parameter.",
+            buckets=PARAMS_N_BUCKETS, **common,
+        )  # fmt: skip
         self._success = Counter(
             "vllm:request_success", "Count of successfully processed requests.",
             labelnames=["model_name", "finished_reason"], registry=self.registry,
@@ -105,7 +174,13 @@ class ServerMetrics:
         for reason in FINISHED_REASONS:  # export zeros so dashboards see every series from the start
             self._success.labels(model_name, reason)
         # Children created up front so every series is exported (as zero) before the first request.
-        self.inter_token_latency = self._itl.labels(model_name)
+        self.inter_token_latency = _Observers(self._itl.labels(model_name), self._tpot.labels(model_name))
+        for histogram in (
+            self._request_tpot, self._prefill_time, self._decode_time, self._inference_time,
+            self._prompt_tokens, self._generation_tokens, self._max_generation_tokens,
+            self._params_max_tokens, self._params_n,
+        ):  # fmt: skip
+            histogram.labels(model_name)
         self._ttft_child = self._ttft.labels(model_name)
         self._queue_child = self._queue.labels(model_name)
         self._e2e_child = self._e2e.labels(model_name)
@@ -129,9 +204,28 @@ class ServerMetrics:
                     self._ignored_field_names.add(name)
             self._ignored_fields.labels(api, name).inc()
 
-    def request_finished(self, times: Any | None, finish_reason: str | None) -> None:
+    def call_finished(self, n: int, max_tokens: int | None, generated: list[int]) -> None:
+        """Record one API call of ``n`` choices, each of which generated ``generated[i]`` tokens."""
+        model = self.model_name
+        self._params_n.labels(model).observe(n)
+        if max_tokens is not None:
+            self._params_max_tokens.labels(model).observe(max_tokens)
+        if generated:
+            self._max_generation_tokens.labels(model).observe(max(generated))
+
+    def request_finished(
+        self,
+        times: Any | None,
+        finish_reason: str | None,
+        prompt_tokens: int | None = None,
+        generation_tokens: int | None = None,
+    ) -> None:
         """Record one finished engine request; ``times`` is its RequestOutput.metrics (None if unknown)."""
         self._success.labels(self.model_name, finish_reason or "abort").inc()
+        if prompt_tokens is not None:
+            self._prompt_tokens.labels(self.model_name).observe(prompt_tokens)
+        if generation_tokens is not None:
+            self._generation_tokens.labels(self.model_name).observe(generation_tokens)
         if times is None:
             return
         arrival = getattr(times, "arrival_time", None)
@@ -146,3 +240,13 @@ class ServerMetrics:
             self._queue_child.observe(max(0.0, scheduled - arrival))
         if finished is not None:
             self._e2e_child.observe(max(0.0, finished - arrival))
+        model = self.model_name
+        if scheduled is not None and first_token is not None:
+            self._prefill_time.labels(model).observe(max(0.0, first_token - scheduled))
+        if first_token is not None and finished is not None:
+            self._decode_time.labels(model).observe(max(0.0, finished - first_token))
+            if generation_tokens is not None and generation_tokens > 1:
+                tpot = (finished - first_token) / (generation_tokens - 1)
+                self._request_tpot.labels(model).observe(max(0.0, tpot))
+        if scheduled is not None and finished is not None:
+            self._inference_time.labels(model).observe(max(0.0, finished - scheduled))

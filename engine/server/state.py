@@ -42,7 +42,9 @@ class ServerState:
         self.ready = False
         self.draining = False
         self.load_error: str | None = None
-        self.metrics = ServerMetrics(self.model_name, self.engine_stats)
+        self.metrics = ServerMetrics(
+            self.model_name, self.engine_stats, settings.engine_config.get("max_model_len")
+        )
         self.responses = ResponseStore(settings.response_store_size)
         self.parser_cls: type[ToolParser] | None = None
         self.token_text: TokenText | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from prometheus_client import generate_latest
@@ -92,3 +93,31 @@ def test_tokens_per_expert_of_each_moe_layer():
 
     assert [tokens("layers.0.mlp", e) for e in range(3)] == [3, 0, 5]
     assert [tokens("layers.1.mlp", e) for e in range(3)] == [1, 7, 0]
+
+
+def test_per_request_histograms_and_the_dashboards_older_names():
+    stats = Stats(kv_usage=0.5)
+    metrics = ServerMetrics("tiny", lambda: stats, max_model_len=4096)
+    model = (("model_name", "tiny"),)
+    metrics.request_finished(Times(10.0, 10.5, 11.0, 13.0), "length", prompt_tokens=7, generation_tokens=5)
+    metrics.call_finished(2, 16, [5, 3])
+    metrics.inter_token_latency.observe(0.04)
+    after = samples(metrics)
+    assert after[("vllm:request_prompt_tokens_sum", model)] == 7
+    assert after[("vllm:request_generation_tokens_sum", model)] == 5
+    assert after[("vllm:request_prefill_time_seconds_sum", model)] == 0.5  # scheduled -> first token
+    assert after[("vllm:request_decode_time_seconds_sum", model)] == 2.0  # first token -> finished
+    assert after[("vllm:request_inference_time_seconds_sum", model)] == 2.5
+    assert after[("vllm:request_time_per_output_token_seconds_sum", model)] == 0.5  # 2 s over 4 gaps
+    assert after[("vllm:request_max_num_generation_tokens_sum", model)] == 5
+    assert after[("vllm:request_params_n_sum", model)] == 2
+    assert after[("vllm:request_params_max_tokens_sum", model)] == 16
+    # One gap feeds vLLM's current name and the one its published dashboard reads.
+    assert after[("vllm:inter_token_latency_seconds_sum", model)] == 0.04
+    assert after[("vllm:time_per_output_token_seconds_sum", model)] == 0.04
+    assert after[("vllm:gpu_cache_usage_perc", model)] == after[("vllm:kv_cache_usage_perc", model)] == 0.5
+    # Token-count buckets are vLLM's 1-2-5 series up to the context length.
+    les = sorted(
+        float(dict(labels)["le"]) for name, labels in after if name == "vllm:request_prompt_tokens_bucket"
+    )
+    assert les[:6] == [1, 2, 5, 10, 20, 50] and les[-2:] == [2000, math.inf]
