@@ -301,7 +301,9 @@ class EngineCore:
         if method == "draft_model":
             from engine.spec.draft_model import DraftModelProposer
 
-            return DraftModelProposer(self.config, self.device, self.max_model_len, self.tokenizer)
+            return DraftModelProposer(
+                self.config, self.model_config.vocab_size, self.device, self.max_model_len
+            )
         from engine.spec.mtp import MTPProposer
 
         return MTPProposer(self.runner, self.config)

@@ -74,3 +74,25 @@ def test_mixed_batch_of_speculating_and_other_requests(tiny_llama):
     on, llm = run(speculative_method="ngram")
     assert on == off
     assert llm.stats().spec_decode_num_drafts > 0
+
+
+@pytest.mark.parametrize("draft", ["llama", "mistral"])
+def test_draft_model_greedy_matches_no_speculation(tiny_models, draft):
+    """The target drafting for itself (every draft token right) and another model (mostly wrong)."""
+    prompts = _prompts(8, seed=13)
+    params = SamplingParams(max_tokens=24, temperature=0.0, ignore_eos=True)
+    kwargs = dict(num_gpu_blocks=40, block_size=4, max_model_len=112, max_num_batched_tokens=48)
+    off, _ = _generate(tiny_models["llama"], prompts, params, **kwargs)
+    on, stats = _generate(
+        tiny_models["llama"],
+        prompts,
+        params,
+        speculative_method="draft_model",
+        speculative_model=str(tiny_models[draft]),
+        speculative_scheduling="fixed",  # the tiny models are unconfident: the policy would not draft
+        **kwargs,
+    )
+    assert on == off
+    assert stats.spec_decode_num_drafts > 0
+    if draft == "llama":
+        assert stats.spec_decode_num_accepted_tokens == stats.spec_decode_num_draft_tokens
