@@ -5,19 +5,19 @@ from __future__ import annotations
 import django_tables2 as tables
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.shortcuts import get_object_or_404, redirect
+from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from controlplane.api import audit
 from controlplane.api.models import ApiToken
 from controlplane.api.roles import ADMIN, has_role, role_of, set_role
 from controlplane.web.access import role_required
-from controlplane.web.pages.forms import TokenForm, UserCreateForm
+from controlplane.web.pages.forms import TokenForm, UserCreateForm, UserEditForm
 from controlplane.web.tables import ChassisTable, SearchFilterSet, WhenColumn, table_page
 
 
 class UserTable(ChassisTable):
-    username = tables.Column(linkify=False)
+    username = tables.Column(linkify=("user-edit", {"pk": tables.A("pk")}))
     email = tables.Column()
     role = tables.Column(empty_values=(), orderable=False)
     is_active = tables.BooleanColumn(verbose_name="active")
@@ -72,6 +72,28 @@ def user_list(request):
         template="web/users.html",
         context={"form": form},
         status=400 if form.errors else 200,
+    )
+
+
+@role_required(ADMIN)
+def user_edit(request, pk: int):
+    user = get_object_or_404(get_user_model(), pk=pk)
+    form = UserEditForm(request.POST or None, instance=user, initial={"role": role_of(user)})
+    if request.method == "POST" and form.is_valid():
+        with transaction.atomic():
+            user = form.save(commit=False)
+            if form.cleaned_data["password"]:
+                user.set_password(form.cleaned_data["password"])
+            user.save()
+            set_role(user, form.cleaned_data["role"])
+            changed = [name for name in form.changed_data if name != "password"]
+            changes = {name: form.cleaned_data[name] for name in changed}
+            if form.cleaned_data["password"]:
+                changes["password_changed"] = True
+            audit.record(request.user, "update", user, changes)
+        return redirect("user-list")
+    return render(
+        request, "web/user_edit.html", {"edited": user, "form": form}, status=400 if form.errors else 200
     )
 
 

@@ -21,3 +21,23 @@ class UserCreateForm(forms.ModelForm):
 
 class TokenForm(forms.Form):
     name = forms.CharField(max_length=100, help_text="What it is for, such as the script that uses it.")
+
+
+class UserEditForm(forms.ModelForm):
+    role = forms.ChoiceField(choices=ROLE_CHOICES)
+    password = forms.CharField(
+        widget=forms.PasswordInput,
+        required=False,
+        min_length=8,
+        help_text="Leave empty to keep the password.",
+    )
+
+    class Meta:
+        model = get_user_model()
+        fields = ["email", "is_active"]
+
+    def clean_password(self):
+        password = self.cleaned_data["password"]
+        if password:
+            validate_password(password, self.instance)
+        return password

@@ -6,6 +6,7 @@ from controlplane.web.pages import accounts, audit, deletion, nodes, replicas
 
 urlpatterns = [
     path("users/", accounts.user_list, name="user-list"),
+    path("users/<int:pk>/", accounts.user_edit, name="user-edit"),
     path("users/<int:pk>/delete/", deletion.user_delete, name="user-delete"),
     path("tokens/", accounts.token_list, name="token-list"),
     path("tokens/<int:pk>/revoke/", accounts.token_revoke, name="token-revoke"),

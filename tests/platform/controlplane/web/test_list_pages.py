@@ -152,3 +152,23 @@ def test_delete_asks_first_and_answers_409_naming_what_refers_to_it(login, make_
     assert not Checkpoint.objects.filter(pk=ready_checkpoint.pk).exists()
     entry = AuditEntry.objects.get(action="delete")
     assert entry.object_id == str(ready_checkpoint.pk) and entry.object_type == "checkpoints.checkpoint"
+
+
+def test_admin_changes_a_users_role_and_deactivates_them(login):
+    from controlplane.api.models import AuditEntry
+    from controlplane.api.roles import role_of, set_role
+    from django.contrib.auth import get_user_model
+
+    vera = get_user_model().objects.create_user("vera", password="vera-password-9")
+    set_role(vera, "viewer")
+    admin = login("admin")
+    assert f'href="/users/{vera.pk}/"' in admin.get("/users/").content.decode()
+    assert (
+        admin.post(f"/users/{vera.pk}/", {"email": "", "role": "operator", "is_active": "on"}).status_code
+        == 302
+    )
+    assert role_of(get_user_model().objects.get(pk=vera.pk)) == "operator"
+    assert admin.post(f"/users/{vera.pk}/", {"role": "operator", "password": "short"}).status_code == 400
+    assert admin.post(f"/users/{vera.pk}/", {"role": "operator"}).status_code == 302  # is_active unticked
+    assert not get_user_model().objects.get(pk=vera.pk).is_active
+    assert AuditEntry.objects.filter(action="update", object_id=str(vera.pk)).count() == 2

@@ -37,6 +37,12 @@ def admin_page(monkeypatch, live_server):
         browser.close()
 
 
+def admin_page_user_id() -> int:
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.get(username="layout-admin").pk
+
+
 def seed(make_node, make_deployment):
     """Rows with the long values real ones have: failure reasons, JSON changes, long paths."""
     from controlplane.api import audit
@@ -66,6 +72,7 @@ def test_pages_fit_1400_px(admin_page, live_server, make_node, make_deployment, 
         "events": "/events/",
         "tokens": "/tokens/",
         "users": "/users/",
+        "user": f"/users/{admin_page_user_id()}/",
         "audit": "/audit/",
         "checkpoints": "/checkpoints/",
         "deployments": "/deployments/",
