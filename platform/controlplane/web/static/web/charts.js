@@ -47,16 +47,21 @@
     charts[el.id] = { range: body.range, plot: build(el, spec, data) };
   }
 
+  let timer = null;
   async function refresh() {
+    clearTimeout(timer);
+    let every = 5000;
     try {
       const response = await fetch(`${url}?range=${encodeURIComponent(picker.value)}`, { credentials: "same-origin" });
-      if (!response.ok) return;
-      const body = await response.json();
-      note.textContent = body.note || `${body.source}: one point per ${body.step_s} s`;
-      document.querySelectorAll("[data-chart]").forEach((el) => draw(el, body));
+      if (response.ok) {
+        const body = await response.json();
+        note.textContent = body.note || `${body.source}: one point per ${body.step_s} s`;
+        document.querySelectorAll("[data-chart]").forEach((el) => draw(el, body));
+        every = Math.max(every, body.step_s * 1000);  // a long range gains a point per step, no sooner
+      }
     } catch (err) { console.warn("samples fetch failed", err); }
+    timer = setTimeout(refresh, every);
   }
   picker.addEventListener("change", refresh);
   refresh();
-  setInterval(refresh, 5000);
 })();
