@@ -131,6 +131,16 @@ def test_replica_page_reads_the_log_through_the_agent(login, make_deployment, ma
     monkeypatch.setattr(agent_logs.current_app, "signature", Signature)
     page = client.get(f"/replicas/{replica.pk}/log/").content.decode()
     assert "line two" in page and published == [("serving.replica_log_tail", [replica.pk, 80], "node.n1")]
+    from celery.exceptions import TimeoutError as CeleryTimeout
+
+    def silent(self, timeout):
+        raise CeleryTimeout()
+
+    monkeypatch.setattr(Answer, "get", silent)
+    assert (
+        "the agent of node n1 did not answer within 8 s"
+        in client.get(f"/replicas/{replica.pk}/log/").content.decode()
+    )
     detail = client.get(f"/replicas/{replica.pk}/").content.decode()
     assert f'hx-get="/replicas/{replica.pk}/log/"' in detail and "pending" in detail  # its first event
 
