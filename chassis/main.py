@@ -63,8 +63,9 @@ def user_error(exc: BaseException) -> str | None:
     option), None for anything else: a bug keeps its traceback."""
     from engine.checkpoint.errors import CheckpointError
     from engine.config_cli import OptionError
+    from engine.device_runtime import DeviceUnavailable
 
-    if isinstance(exc, (CheckpointError, OptionError)):
+    if isinstance(exc, (CheckpointError, OptionError, DeviceUnavailable)):
         return str(exc)
     if isinstance(exc, (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)):
         return f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)

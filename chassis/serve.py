@@ -9,6 +9,7 @@ from pathlib import Path
 from engine.checkpoint.errors import CheckpointError
 from engine.checkpoint.gguf_file import require_checkpoint
 from engine.config_cli import add_engine_arguments, config_from_args
+from engine.device_runtime import DeviceUnavailable
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 HELP = "Serve one checkpoint over HTTP (OpenAI, Anthropic and Responses APIs, /health, /metrics)."
@@ -72,6 +73,11 @@ def run(args: argparse.Namespace) -> int:
         config = config_from_args(args, model_dir=model_dir)
     except ValueError as exc:
         print(f"chassis serve: {exc}")
+        return 2
+    try:
+        config.resolved_device()  # a device this host cannot drive is refused before anything loads
+    except DeviceUnavailable as exc:
+        print(f"chassis serve: {exc}", file=sys.stderr)
         return 2
     settings = ServeSettings(
         served_model_names=[args.served_model_name or _default_model_name(gguf_file or model_dir)],

@@ -175,16 +175,11 @@ class EngineConfig:
         return self.async_scheduling
 
     def resolved_device(self) -> str:
-        """'auto' becomes cuda when a CUDA device is visible, npu when torch_npu is, else cpu."""
-        if self.device != "auto":
-            return self.device
-        import torch
+        """'auto' becomes cuda when a CUDA device is visible, npu when torch_npu sees one, else cpu;
+        an explicit device that is not usable here raises DeviceUnavailable (engine/device_runtime.py)."""
+        from engine.device_runtime import resolve_device
 
-        if torch.cuda.is_available():
-            return "cuda"
-        if hasattr(torch, "npu") and torch.npu.is_available():  # pragma: no cover - needs Ascend
-            return "npu"
-        return "cpu"
+        return resolve_device(self.device)
 
 
 def _environment_default(name: str, choices: tuple[str, ...] | None) -> str | None:

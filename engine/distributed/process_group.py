@@ -10,6 +10,8 @@ from datetime import timedelta
 
 import torch
 
+from engine.device_runtime import npu_device_count, resolve_device
+
 BACKENDS = {"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}
 STORE_HOST = "127.0.0.1"
 # A collective that waits this long means a rank hung (a dead rank is noticed within a second by
@@ -28,8 +30,7 @@ def rank_device(device_type: str, rank: int) -> torch.device:
     if device_type == "cpu":
         return torch.device("cpu")
     if device_type == "npu":  # pragma: no cover - needs Ascend
-        import torch_npu  # noqa: F401  (registers the npu device and the hccl backend)
-
+        resolve_device("npu")  # imports torch_npu: registers the npu device and the hccl backend
         torch.npu.set_device(rank)
     else:
         torch.cuda.set_device(rank)
@@ -39,10 +40,8 @@ def rank_device(device_type: str, rank: int) -> torch.device:
 def visible_accelerators(device_type: str) -> int:
     if device_type == "cuda":
         return torch.cuda.device_count()
-    if device_type == "npu":  # pragma: no cover - needs Ascend
-        import torch_npu  # noqa: F401
-
-        return torch.npu.device_count()
+    if device_type == "npu":
+        return npu_device_count()
     return 1 << 30  # CPU ranks share the host's cores
 
 
