@@ -1,4 +1,5 @@
-"""The engine dashboard: latency, throughput, prefix cache and load of every ``chassis serve`` replica.
+"""The engine dashboard: latency, throughput, prefix cache, load and speculative decoding of every
+``chassis serve`` replica.
 
 Metric names are vLLM's (engine/server/metrics.py), so the same panels also work on vLLM replicas.
 """
@@ -115,6 +116,49 @@ def build() -> dict:
             ),
         ],
     )
+    drafts = _rate("vllm:spec_decode_num_drafts_total")
+    accepted = _rate("vllm:spec_decode_num_accepted_tokens_total")
+    speculation = Row(
+        "Speculative decoding",
+        [
+            Panel(
+                "Draft acceptance rate",
+                (
+                    Query(
+                        f"{accepted} / {_rate('vllm:spec_decode_num_draft_tokens_total')}", "{{model_name}}"
+                    ),
+                ),
+                unit="percentunit",
+                max_value=1,
+                description="Accepted draft tokens over verified draft tokens (replicas with speculation on).",
+            ),
+            Panel(
+                "Mean accepted length",
+                (Query(f"1 + {accepted} / {drafts}", "{{model_name}}"),),
+                unit="short",
+                description="Tokens a speculating request emits per step: its accepted draft tokens plus one.",
+            ),
+            Panel(
+                "Acceptance by draft position",
+                (
+                    Query(
+                        f"{_rate('vllm:spec_decode_num_accepted_tokens_per_pos_total', 'model_name, position')}"
+                        f" / ignoring (position) group_left {drafts}",
+                        "{{model_name}} position {{position}}",
+                    ),
+                ),
+                unit="percentunit",
+                max_value=1,
+                description="Share of drafts whose token at this position was accepted.",
+            ),
+            Panel(
+                "Draft tokens/s",
+                (Query(_rate("vllm:spec_decode_num_draft_tokens_total"), "{{model_name}}"),),
+                unit="short",
+                description="Zero while the confidence scheduler finds speculation does not pay (compute-bound).",
+            ),
+        ],
+    )
     variables = [
         query_variable("model_name", "Model", "label_values(vllm:num_requests_running, model_name)"),
         query_variable(
@@ -126,7 +170,8 @@ def build() -> dict:
     return dashboard(
         UID,
         "Chassis engine",
-        "Engine replicas (chassis serve): TTFT, inter-token latency, tokens/s, prefix cache, KV usage, load.",
-        [latency, throughput, cache],
+        "Engine replicas (chassis serve): TTFT, inter-token latency, tokens/s, prefix cache, KV usage, load, "
+        "speculative decoding.",
+        [latency, throughput, cache, speculation],
         variables,
     )

@@ -93,6 +93,28 @@ class _EngineStatsCollector(Collector):
         yield gauge(  # the older name, which vLLM's published Grafana dashboard still reads
             "vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage.", stats.kv_usage
         )
+        if stats.spec_decode_num_accepted_tokens_per_pos:  # speculative decoding is on
+            yield counter(
+                "vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", stats.spec_decode_num_drafts
+            )
+            yield counter(
+                "vllm:spec_decode_num_draft_tokens",
+                "Number of draft tokens.",
+                stats.spec_decode_num_draft_tokens,
+            )
+            yield counter(
+                "vllm:spec_decode_num_accepted_tokens",
+                "Number of accepted tokens.",
+                stats.spec_decode_num_accepted_tokens,
+            )
+            per_pos = CounterMetricFamily(
+                "vllm:spec_decode_num_accepted_tokens_per_pos",
+                "Accepted tokens per draft position.",
+                labels=["model_name", "position"],
+            )
+            for position, count in enumerate(stats.spec_decode_num_accepted_tokens_per_pos):
+                per_pos.add_metric([self._model_name, str(position)], count)
+            yield per_pos
         if stats.expert_tokens:  # a mixture-of-experts model: its load balance per layer
             experts = CounterMetricFamily(
                 "chassis_moe_expert_tokens",

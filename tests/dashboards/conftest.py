@@ -15,5 +15,7 @@ def replica(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("dash-replica")
     model_dir = make_tiny_model(root / "tiny", arch="qwen3", seed=0)
-    with cpu_replica(model_dir, MODEL, root, "--num-gpu-blocks", "256") as process:
+    # Speculation on, so the speculative-decoding series the engine dashboard queries are exported.
+    args = ("--num-gpu-blocks", "256", "--speculative-method", "ngram")
+    with cpu_replica(model_dir, MODEL, root, *args) as process:
         yield process

@@ -22,6 +22,10 @@ class Stats:
     prefix_cache_queries: int = 0
     prefix_cache_hits: int = 0
     expert_tokens: dict[str, list[int]] = field(default_factory=dict)
+    spec_decode_num_drafts: int = 0
+    spec_decode_num_draft_tokens: int = 0
+    spec_decode_num_accepted_tokens: int = 0
+    spec_decode_num_accepted_tokens_per_pos: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -93,6 +97,24 @@ def test_tokens_per_expert_of_each_moe_layer():
 
     assert [tokens("layers.0.mlp", e) for e in range(3)] == [3, 0, 5]
     assert [tokens("layers.1.mlp", e) for e in range(3)] == [1, 7, 0]
+
+
+def test_speculative_decoding_counters_with_vllms_names():
+    stats = Stats()
+    metrics = ServerMetrics("tiny", lambda: stats)
+    assert not any(name.startswith("vllm:spec_decode") for name, _ in samples(metrics))  # speculation off
+    stats.spec_decode_num_drafts, stats.spec_decode_num_draft_tokens = 4, 12
+    stats.spec_decode_num_accepted_tokens, stats.spec_decode_num_accepted_tokens_per_pos = 7, [4, 2, 1]
+    after = samples(metrics)
+    model = (("model_name", "tiny"),)
+    assert after[("vllm:spec_decode_num_drafts_total", model)] == 4
+    assert after[("vllm:spec_decode_num_draft_tokens_total", model)] == 12
+    assert after[("vllm:spec_decode_num_accepted_tokens_total", model)] == 7
+    per_pos = [
+        after[("vllm:spec_decode_num_accepted_tokens_per_pos_total", (*model, ("position", str(p))))]
+        for p in range(3)
+    ]
+    assert per_pos == [4, 2, 1]
 
 
 def test_per_request_histograms_and_the_dashboards_older_names():
