@@ -10,6 +10,7 @@ import django_tables2 as tables
 from django.db.models import Q
 from django.http import HttpResponse
 from django.shortcuts import render
+from django.utils.text import capfirst
 
 from controlplane.api.filtersets import ChassisFilterSet
 
@@ -49,8 +50,9 @@ def csv_response(table: tables.Table, filename: str) -> HttpResponse:
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{filename}.csv"'
     writer = csv.writer(response)
-    for row in table.as_values(exclude_columns=getattr(table, "exclude_from_export", ())):
-        writer.writerow(row)
+    rows = table.as_values(exclude_columns=getattr(table, "exclude_from_export", ()))
+    writer.writerow([capfirst(str(name)) for name in next(rows)])  # as the page shows them (app.css)
+    writer.writerows(rows)
     return response
 
 

@@ -14,8 +14,14 @@ from controlplane.web.tables import ChassisTable, SearchFilterSet, WhenColumn, t
 
 
 class ReplicaTable(ChassisTable):
-    replica = tables.Column(accessor="ordinal", linkify=("replica-detail", {"pk": tables.A("pk")}))
-    deployment = tables.Column(accessor="deployment__name", linkify=("deployment-detail", {"pk": tables.A("deployment_id")}))  # fmt: skip
+    replica = tables.Column(
+        accessor="ordinal", verbose_name="replica", linkify=("replica-detail", {"pk": tables.A("pk")})
+    )
+    deployment = tables.Column(
+        accessor="deployment__name",
+        verbose_name="deployment",
+        linkify=("deployment-detail", {"pk": tables.A("deployment_id")}),
+    )
     state = tables.TemplateColumn('<span class="state state-{{ value }}">{{ value }}</span>')
     reason = tables.Column(verbose_name="why", attrs={"td": {"class": "reason"}})
     node = tables.Column(accessor="node__name", verbose_name="node")

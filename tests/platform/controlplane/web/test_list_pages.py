@@ -141,6 +141,8 @@ def test_replica_page_reads_the_log_through_the_agent(login, make_deployment, ma
         "the agent of node n1 did not answer within 8 s"
         in client.get(f"/replicas/{replica.pk}/log/").content.decode()
     )
+    header = csv_rows(client.get("/replicas/?export=csv"))[0]
+    assert header[:3] == ["Replica", "Deployment", "State"]
     detail = client.get(f"/replicas/{replica.pk}/").content.decode()
     assert f'hx-get="/replicas/{replica.pk}/log/"' in detail and "pending" in detail  # its first event
 
