@@ -10,7 +10,7 @@ from engine.config_cli import add_engine_arguments
 
 HELP = (
     "Run benchmarks: 'routing' (gateway policies over real replicas), 'engine' (engine workloads), "
-    "'kv-capacity' (KV cache tokens per GiB)."
+    "'kv-capacity' (KV cache tokens per GiB), 'speculative' (speculative decoding vs none)."
 )
 
 
@@ -117,6 +117,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "uncompressed per-head K/V layout, and their ratio (no weights loaded).",
     )
     add_kv_capacity_arguments(capacity)
+    from engine.bench import speculative  # light: torch is imported only when it runs
+
+    spec = subparsers.add_parser(
+        "speculative",
+        help="speculative decoding vs none: acceptance, mean accepted length, speedup per batch size",
+        description=speculative.__doc__,
+    )
+    speculative.add_arguments(spec)
 
 
 def _write_json(path: str, data: dict) -> None:
@@ -175,5 +183,9 @@ def run(args: argparse.Namespace) -> int:
         from engine.bench import engine_bench
 
         return engine_bench.run(args)
+    if args.bench == "speculative":
+        from engine.bench import speculative
+
+        return speculative.run(args)
     print(f"unknown benchmark {args.bench!r}", file=sys.stderr)
     return 2
