@@ -8,7 +8,13 @@ PARAMETERS = ["workload", "requests", "concurrency", "max_tokens", "seed"]
 
 
 class ParametersValidation:
-    """The cross-field rule of LoadParameters, answered as a 400 naming the field."""
+    """The cross-field rule of LoadParameters, answered as a 400 naming the field; a deployment is
+    required to write one (it reads as null once deleted)."""
+
+    def validate_deployment(self, deployment):
+        if deployment is None:
+            raise serializers.ValidationError("choose a deployment")
+        return deployment
 
     def validate(self, attrs):
         requests = attrs.get("requests", getattr(self.instance, "requests", None))
@@ -19,7 +25,8 @@ class ParametersValidation:
 
 
 class BenchmarkRunSerializer(ParametersValidation, serializers.ModelSerializer):
-    deployment = serializers.PrimaryKeyRelatedField(queryset=Deployment.objects.all())
+    # Null once the deployment is deleted (the row keeps deployment_name); never null when written.
+    deployment = serializers.PrimaryKeyRelatedField(queryset=Deployment.objects.all(), allow_null=True)
     progress_pct = serializers.IntegerField(read_only=True)
     total_requests = serializers.IntegerField(read_only=True)
     sweep = serializers.JSONField(
@@ -86,7 +93,8 @@ class ReproducePreviewSerializer(serializers.Serializer):
 
 
 class BenchmarkScheduleSerializer(ParametersValidation, serializers.ModelSerializer):
-    deployment = serializers.PrimaryKeyRelatedField(queryset=Deployment.objects.all())
+    # Null once the deployment is deleted (the row keeps deployment_name); never null when written.
+    deployment = serializers.PrimaryKeyRelatedField(queryset=Deployment.objects.all(), allow_null=True)
     last_run = serializers.SerializerMethodField()
 
     class Meta:

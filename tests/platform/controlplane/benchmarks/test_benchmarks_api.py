@@ -51,6 +51,7 @@ def test_no_token_401_viewer_403_operator_201(api, deployment, django_capture_on
         ({"seed": -1}, "seed"),
         ({"workload": "bursty"}, "workload"),
         ({"deployment": 999999}, "deployment"),
+        ({"deployment": None}, "deployment"),
         ({"requests": 4, "concurrency": 8}, "concurrency"),
     ],
 )
