@@ -1,6 +1,6 @@
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import Count, Q
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -8,6 +8,7 @@ from rest_framework.response import Response
 from controlplane.api.roles import OPERATOR
 from controlplane.api.viewsets import ChassisModelViewSet, ChassisReadOnlyViewSet
 from controlplane.serving import services
+from controlplane.serving.agent_logs import fetch_log_tail
 from controlplane.serving.api.serializers import (
     DeploymentRevisionSerializer,
     DeploymentSerializer,
@@ -149,6 +150,25 @@ class ReplicaViewSet(ChassisReadOnlyViewSet):
     serializer_class = ReplicaSerializer
     filterset_class = ReplicaFilterSet
     ordering_fields = ["id", "state", "state_changed_at", "ordinal"]
+
+    @extend_schema(
+        responses=inline_serializer(
+            "ReplicaLog",
+            {
+                "replica": serializers.IntegerField(),
+                "node": serializers.CharField(allow_null=True),
+                "log": serializers.CharField(help_text="The last lines of the engine log."),
+                "missing": serializers.CharField(allow_null=True, help_text="Why there is no log, if so."),
+            },
+        )
+    )
+    @action(detail=True, methods=["get"])
+    def log(self, request, pk=None):
+        """The end of the replica's engine log, read by the agent of its node (the file lives there)."""
+        replica = self.get_object()
+        tail, missing = fetch_log_tail(replica)
+        node = replica.node.name if replica.node else None
+        return Response({"replica": replica.pk, "node": node, "log": tail, "missing": missing})
 
 
 class ReplicaEventViewSet(ChassisReadOnlyViewSet):

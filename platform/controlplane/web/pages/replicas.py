@@ -6,10 +6,10 @@ from __future__ import annotations
 import django_tables2 as tables
 from django.shortcuts import get_object_or_404, render
 
+from controlplane.serving.agent_logs import fetch_log_tail
 from controlplane.serving.choices import ReplicaState
 from controlplane.serving.models import Replica, ReplicaEvent
 from controlplane.web.access import role_required
-from controlplane.web.pages.agent_logs import fetch_log_tail
 from controlplane.web.tables import ChassisTable, SearchFilterSet, WhenColumn, table_page
 
 

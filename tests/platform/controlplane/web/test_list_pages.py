@@ -103,8 +103,9 @@ def test_cordoned_node_gets_no_new_replica(login, make_node, make_deployment):
 
 
 def test_replica_page_reads_the_log_through_the_agent(login, make_deployment, make_node, monkeypatch):
+    from controlplane.serving import agent_logs
     from controlplane.serving.models import Replica
-    from controlplane.web.pages import agent_logs
+    from django.contrib.auth import get_user_model
 
     node = make_node("n1", count=1)
     replica = Replica.create_for(make_deployment(), "t", "t")
@@ -131,6 +132,16 @@ def test_replica_page_reads_the_log_through_the_agent(login, make_deployment, ma
     monkeypatch.setattr(agent_logs.current_app, "signature", Signature)
     page = client.get(f"/replicas/{replica.pk}/log/").content.decode()
     assert "line two" in page and published == [("serving.replica_log_tail", [replica.pk, 80], "node.n1")]
+    from rest_framework.test import APIClient
+
+    api = APIClient()
+    api.force_authenticate(get_user_model().objects.get(username="viewer-ui"))
+    assert api.get(f"/api/v1/replicas/{replica.pk}/log/").json() == {
+        "replica": replica.pk,
+        "node": "n1",
+        "log": "line one\nline two",
+        "missing": None,
+    }
     from celery.exceptions import TimeoutError as CeleryTimeout
 
     def silent(self, timeout):
