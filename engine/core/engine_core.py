@@ -306,7 +306,7 @@ class EngineCore:
             )
         from engine.spec.mtp import MTPProposer
 
-        return MTPProposer(self.runner, self.config)
+        return MTPProposer(self.runner, self.config, self.max_model_len)
 
     def _finish_final_only(self, state: PreparedRequest) -> RequestOutput:
         """A final-only request without stop strings: its text is decoded here, once."""

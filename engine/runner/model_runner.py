@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -107,6 +108,9 @@ class ModelRunner:
         # feeds a decode request's pending token from there (async scheduling).
         self._prev_ids: torch.Tensor | None = None
         self._prev_rows: dict[str, int] = {}
+        # Speculative decoding's MTP proposer reads every step's final hidden states (one row per fed
+        # token, in the step's order); while set, steps take the plain path (no decode graphs).
+        self.hidden_sink: Callable[[SchedulerOutput, torch.Tensor], None] | None = None
 
     def allocate_kv_cache(self, num_blocks: int) -> None:
         """One tensor per layer, shaped by the layer's KV spec (this rank's KV heads)."""
@@ -201,7 +205,7 @@ class ModelRunner:
 
     def _launch(self, out: SchedulerOutput, share: bool) -> LaunchedStep:
         feed = self._feeder(out)
-        if self.graphs is not None and self.graphs.can_run(out):
+        if self.graphs is not None and self.hidden_sink is None and self.graphs.can_run(out):
             logits = self.graphs.run(out, self._gpu_work_begins, feed)
             return self._sample_step(logits, [s.request for s in out.scheduled], share)
         inputs = build_inputs(
@@ -212,12 +216,14 @@ class ModelRunner:
             feed,
             split_decode_rows=self.cfg.mla is not None,
         )
-        if len(inputs.sample_rows) == inputs.token_ids.shape[0]:
+        if self.hidden_sink is None and len(inputs.sample_rows) == inputs.token_ids.shape[0]:
             # One token per request, each sampling: every row wants logits, as in the decode graphs
             # (same kernels, so the same bits with or without them).
             logits = self.model.decode_logits(inputs.token_ids, inputs.positions, inputs.meta)
             return self._sample_step(logits, [out.scheduled[i].request for i in inputs.sample_rows], share)
         hidden = self.model(inputs.token_ids, inputs.positions, inputs.meta)
+        if self.hidden_sink is not None:
+            self.hidden_sink(out, hidden)
         if not inputs.sample_rows:
             self._prev_ids, self._prev_rows = None, {}
             return LaunchedStep([], None, StepResult({}, {}))

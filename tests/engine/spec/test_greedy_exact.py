@@ -96,3 +96,18 @@ def test_draft_model_greedy_matches_no_speculation(tiny_models, draft):
     assert stats.spec_decode_num_drafts > 0
     if draft == "llama":
         assert stats.spec_decode_num_accepted_tokens == stats.spec_decode_num_draft_tokens
+
+
+def test_mtp_greedy_matches_no_speculation(tiny_models):
+    """DeepSeek-V3's MTP layer drafting (chained past one token) for its own tiny checkpoint."""
+    model = tiny_models["deepseek_v3"]
+    prompts = _prompts(6, seed=17)
+    params = SamplingParams(max_tokens=20, temperature=0.0, ignore_eos=True)
+    kwargs = dict(num_gpu_blocks=40, block_size=4, max_model_len=112, max_num_batched_tokens=48)
+    off, _ = _generate(model, prompts, params, **kwargs)
+    on, stats = _generate(
+        model, prompts, params, speculative_method="mtp", speculative_scheduling="fixed", **kwargs
+    )
+    assert on == off
+    assert stats.spec_decode_num_drafts > 0
+    assert stats.spec_decode_num_draft_tokens > stats.spec_decode_num_drafts  # chained drafts
