@@ -89,11 +89,13 @@ class SpeculationPolicy:
     def forget(self, request_id: str) -> None:
         self._acceptance.pop(request_id, None)
 
-    def pays_at(self, batch_tokens: int, num_decodes: int) -> bool:
-        """Whether even a sure draft token would raise throughput at this batch (else: off)."""
+    def pays_at(self, batch_tokens: int, num_decodes: int, request_ids) -> bool:
+        """Whether the first draft token of the likeliest request would raise throughput at this
+        batch; when not, speculation is off for the step."""
         if self.scheduling == "fixed":
             return True
-        return self._worth(1.0, float(max(num_decodes, 1)), batch_tokens)
+        best = max((self.acceptance(rid) for rid in request_ids), default=0.0)
+        return self._worth(best, float(max(num_decodes, 1)), batch_tokens)
 
     def draft_lengths(self, drafts: dict[str, Draft], batch_tokens: int, num_decodes: int) -> dict[str, int]:
         """How many tokens of each draft to verify, given the step's other ``batch_tokens`` tokens

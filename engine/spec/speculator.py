@@ -49,7 +49,7 @@ class Speculator:
         if not running:
             return False
         tokens, decodes = self._load(running)
-        return decodes > 0 and self.policy.pays_at(tokens, decodes)
+        return decodes > 0 and self.policy.pays_at(tokens, decodes, [r.request_id for r in running])
 
     def propose(self, running: list[Request]) -> None:
         """Set ``draft_token_ids`` on the running requests that speculate this step."""
@@ -59,7 +59,7 @@ class Speculator:
         if not candidates:
             return
         tokens, decodes = self._load(running)
-        if not self.policy.pays_at(tokens, decodes):
+        if not self.policy.pays_at(tokens, decodes, [r.request_id for r in candidates]):
             return
         drafts = self.proposer.propose(candidates, self.policy.max_draft_len)
         lengths = self.policy.draft_lengths(drafts, tokens, decodes)

@@ -1,0 +1,60 @@
+"""The confidence scheduler: whole drafts while steps are latency-bound, none once the batch is
+compute-bound, shorter drafts for unconfident proposals and for requests whose drafts keep being
+rejected, and a step-time fit that recovers a known line."""
+
+from engine.spec.policy import MIN_STEPS_FOR_FIT, SpeculationPolicy, StepTimeModel
+from engine.spec.proposer import Draft
+
+
+def _model(fixed: float, per_token: float) -> StepTimeModel:
+    model = StepTimeModel()
+    for tokens in (1, 8, 32, 64, 128, 256, 512, 1024) * 2:
+        model.observe(tokens, fixed + per_token * tokens)
+    return model
+
+
+def test_the_step_time_fit_recovers_a_line():
+    model = StepTimeModel()
+    assert model.fit() is None  # nothing measured
+    for _ in range(MIN_STEPS_FOR_FIT):
+        model.observe(4, 0.01)
+    assert model.fit() is None  # one batch size says nothing about the slope
+    a, b = _model(0.02, 0.0001).fit()
+    assert abs(a - 0.02) < 1e-9 and abs(b - 0.0001) < 1e-9
+
+
+def test_latency_bound_steps_verify_whole_confident_drafts():
+    policy = SpeculationPolicy(5, step_time=_model(0.02, 0.00001))  # a token costs 1/2000 of a step
+    drafts = {"a": Draft([1, 2, 3, 4, 5]), "b": Draft([1, 2, 3, 4, 5])}
+    assert policy.draft_lengths(drafts, batch_tokens=2, num_decodes=2) == {"a": 5, "b": 5}
+    assert policy.pays_at(2, 2, drafts)
+
+
+def test_compute_bound_batches_switch_speculation_off():
+    policy = SpeculationPolicy(5, step_time=_model(0.0001, 0.001))  # the step is all per-token cost
+    drafts = {str(i): Draft([1, 2, 3]) for i in range(64)}
+    assert policy.draft_lengths(drafts, batch_tokens=64, num_decodes=64) == {}
+    assert not policy.pays_at(64, 64, drafts)
+
+
+def test_in_between_the_budget_goes_to_the_likeliest_tokens():
+    policy = SpeculationPolicy(5, step_time=_model(0.01, 0.0005))
+    confident = Draft([1, 2, 3, 4, 5], [0.99, 0.98, 0.97, 0.96, 0.95])
+    doubtful = Draft([1, 2, 3, 4, 5], [0.3, 0.1, 0.03, 0.01, 0.001])
+    lengths = policy.draft_lengths({"sure": confident, "unsure": doubtful}, batch_tokens=16, num_decodes=16)
+    assert lengths.get("sure", 0) > lengths.get("unsure", 0)
+    assert 0 < sum(lengths.values()) < 10
+
+
+def test_rejections_shorten_a_requests_drafts_and_fixed_scheduling_ignores_them():
+    policy = SpeculationPolicy(5)
+    draft = {"r": Draft([1, 2, 3, 4, 5])}
+    before = policy.draft_lengths(draft, 1, 1)["r"]
+    for _ in range(6):
+        policy.record("r", 5, 0)
+    assert policy.draft_lengths(draft, 1, 1).get("r", 0) < before
+    policy.forget("r")
+    assert policy.draft_lengths(draft, 1, 1)["r"] == before
+    fixed = SpeculationPolicy(3, scheduling="fixed")
+    fixed.record("r", 5, 0)
+    assert fixed.draft_lengths(draft, 1, 1) == {"r": 3}
