@@ -24,7 +24,7 @@ from controlplane.benchmarks.prompts import (
     fixed_length_conversations,
     request_count,
 )
-from measurement import StreamTimer, Summary, atime_stream, percentile
+from measurement import StreamTimer, Summary, atime_stream
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,7 @@ class LoadSpec:
     api_key: str = ""
     timeout_s: float = 120.0
     input_tokens: int | None = None  # a sweep point's prompt length; None: the workload's prompts
+    prompt_salt: str = ""  # distinct prompts per sweep point, so no point hits another's prefix cache
 
 
 @dataclass
@@ -88,12 +89,11 @@ def summarize(result: LoadResult) -> dict:
     itl = Summary.of(gap for s in ok for gap in s.itl_s)
     output_tokens = sum(s.output_tokens for s in ok)
     uncached_input = sum(max(0, s.prompt_tokens - s.cached_tokens) for s in ok)
-    # A user's decode speed: tokens after the first over the time after the first.
-    per_user = [
-        (s.output_tokens - 1) / (s.latency_s - s.ttft_s)
-        for s in ok
-        if s.ttft_s is not None and s.output_tokens > 1 and s.latency_s > s.ttft_s
-    ]
+    # A user's decode speed: tokens after the first over the time after the first, pooled over the
+    # requests (one request whose later tokens arrived in one burst would make a median meaningless).
+    decoding = [s for s in ok if s.ttft_s is not None and s.output_tokens > 1 and s.latency_s > s.ttft_s]
+    decode_s = sum(s.latency_s - s.ttft_s for s in decoding)
+    per_user = sum(s.output_tokens - 1 for s in decoding) / decode_s if decode_s > 0 else None
     errors: dict[str, int] = {}
     for sample in failed:
         errors[sample.error] = errors.get(sample.error, 0) + 1
@@ -111,7 +111,7 @@ def summarize(result: LoadResult) -> dict:
         "output_tokens_per_s": round(output_tokens / wall, 3) if wall > 0 else None,
         "prompt_tokens": sum(s.prompt_tokens for s in ok),
         "uncached_input_tokens_per_s": round(uncached_input / wall, 3) if wall > 0 else None,
-        "per_user_output_tokens_per_s": _round(percentile(per_user, 50)),
+        "per_user_output_tokens_per_s": _round(per_user),
         "requests_per_s": round(len(ok) / wall, 3) if wall > 0 else None,
         "errors": dict(sorted(errors.items(), key=lambda item: -item[1])[:5]),
     }
@@ -195,7 +195,9 @@ async def run_load(
     if spec.input_tokens is None:
         conversations = build_conversations(spec.workload, spec.requests, spec.seed)
     else:
-        conversations = fixed_length_conversations(spec.requests, spec.input_tokens, spec.seed)
+        conversations = fixed_length_conversations(
+            spec.requests, spec.input_tokens, spec.seed, spec.prompt_salt
+        )
     progress = progress or Progress(total=request_count(conversations))
     stop = stop or threading.Event()
     queue: asyncio.Queue[Conversation] = asyncio.Queue()

@@ -72,13 +72,16 @@ def build_conversations(workload: str, requests: int, seed: int) -> list[Convers
     return conversations
 
 
-def fixed_length_conversations(requests: int, input_tokens: int, seed: int) -> list[Conversation]:
+def fixed_length_conversations(
+    requests: int, input_tokens: int, seed: int, salt: str = ""
+) -> list[Conversation]:
     """One-turn requests of about ``input_tokens`` prompt tokens each (one common word is one token
     for the usual tokenizers), all different from their first word on: a sweep point measures
-    uncached prefill. The reply's usage says the exact count."""
+    uncached prefill; ``salt`` (a sweep point's other coordinates) keeps points from sharing prompts.
+    The reply's usage says the exact count."""
     if requests < 1 or input_tokens < 1:
         raise ValueError(f"requests and input_tokens must be at least 1, got {requests}, {input_tokens}")
-    rng = random.Random(f"{seed}-{input_tokens}")
+    rng = random.Random(f"{seed}-{input_tokens}-{salt}")
     return [
         Conversation(i, None, [f"{i} {rng.randrange(10**6)} {_words(rng, max(1, input_tokens - 2))}"])
         for i in range(requests)

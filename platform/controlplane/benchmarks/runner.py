@@ -60,6 +60,7 @@ def _spec(run: BenchmarkRun, point: dict | None) -> LoadSpec:
         api_key=setting("API_KEY"),
         timeout_s=float(setting("REQUEST_TIMEOUT_S")),
         input_tokens=point.get("input_tokens"),
+        prompt_salt=f"c{point['concurrency']}-o{point['output_tokens']}" if point else "",
     )
 
 

@@ -25,7 +25,7 @@ RESULT_ROWS = [
     ("prefix-cache hit rate", "prefix_cache_hit_rate", ""),
     ("duration", "duration_s", "s"),
     ("uncached input tokens / s", "uncached_input_tokens_per_s", ""),
-    ("per-user output tokens / s (p50)", "per_user_output_tokens_per_s", ""),
+    ("per-user output tokens / s", "per_user_output_tokens_per_s", ""),
     ("baseline TTFT p50 (schedule median)", "baseline_ttft_p50_ms", "ms"),
 ]
 

@@ -83,8 +83,8 @@ def test_reproduce_with_diff_and_history_outlives_its_deployment(
     try:
         wait_until(
             lambda: Node.objects.filter(name=stack.node, state="up").exists(),
-            "the agent",
-            timeout=60,
+            "the agent to register",
+            timeout=120,  # the agent's first heartbeat can wait on a loaded 2-core machine
             poll=0.5,
         )
         response = operator_api.post(
@@ -115,6 +115,25 @@ def test_reproduce_with_diff_and_history_outlives_its_deployment(
         assert "engine_config.max_num_seqs" in conditions and "versions.torch" in conditions
         check_page(page, "run-detail")
 
+        # A 3 x 2 x 2 sweep on alpha, from the same form: both sweep charts draw its 12 points.
+        page.goto(f"{live_server.url}/benchmarks/")
+        page.select_option("#id_deployment", label="alpha")
+        page.fill("#id_requests", "4")
+        page.fill("#id_concurrency", "1")
+        page.fill("#id_max_tokens", "4")
+        page.fill("#id_sweep_concurrency", "1,2,4")
+        page.fill("#id_sweep_input_tokens", "16,64")
+        page.fill("#id_sweep_output_tokens", "4,12")
+        page.click("#create-run button[type=submit]")
+        page.wait_for_url("**/benchmarks/*/")
+        sweep_id = int(page.url.rstrip("/").rsplit("/", 1)[1])
+        wait_for_run_end(page, sweep_id)
+        page.wait_for_selector("#chart-prefill[data-points='12'] canvas")
+        page.wait_for_selector("#chart-decode[data-points='12'] canvas")
+        assert f"#{sweep_id} alpha Pareto front" in page.locator("#chart-decode .u-legend").inner_text()
+        check_page(page, "run-sweep")
+        page.goto(f"{live_server.url}/benchmarks/{source_id}/")
+
         # Reproduce on beta: the diff first, nothing started; then start it.
         page.select_option("#reproduce-form #id_deployment", "beta")
         page.click("#reproduce-form button[type=submit]")
@@ -122,7 +141,7 @@ def test_reproduce_with_diff_and_history_outlives_its_deployment(
         diff = page.locator("#conditions-diff")
         assert diff.locator("tr[data-key='engine_config.max_num_seqs'] td").nth(1).inner_text() == "1"
         assert diff.locator("tr[data-key='deployment.name']").count() == 1
-        assert BenchmarkRun.objects.count() == 1
+        assert BenchmarkRun.objects.count() == 2  # the run and the sweep; no reproduction yet
         check_page(page, "reproduce-preview")
         page.click("#start-reproduction button")
         page.wait_for_url("**/benchmarks/*/")

@@ -64,6 +64,20 @@ def test_prompts_are_seeded_and_sized():
         build_conversations("nope", 1, 0)
 
 
+def test_sweep_prompts_have_their_length_and_differ_between_points():
+    from controlplane.benchmarks.prompts import fixed_length_conversations
+
+    point = fixed_length_conversations(4, 64, seed=1, salt="c1-o4")
+    assert len(point) == 4 and all(len(c.user_turns[0].split()) == 64 for c in point)
+    assert len({c.user_turns[0] for c in point}) == 4
+    again = fixed_length_conversations(4, 64, seed=1, salt="c1-o4")
+    assert [c.user_turns for c in again] == [c.user_turns for c in point]  # same seed, same prompts
+    other = fixed_length_conversations(4, 64, seed=1, salt="c2-o4")
+    assert not {c.user_turns[0] for c in other} & {c.user_turns[0] for c in point}
+    with pytest.raises(ValueError, match="at least 1"):
+        fixed_length_conversations(4, 0, seed=1)
+
+
 def test_wrong_url_gives_failed_requests_with_a_reason():
     dead = f"http://127.0.0.1:{free_port()}"
     result = asyncio.run(run_load([dead], spec(requests=3)))
