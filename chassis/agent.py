@@ -1,7 +1,9 @@
 """``chassis agent --node NAME``: this machine's node agent.
 
-It registers the node and its accelerators with the control plane, then runs a Celery worker on the
-node's own queue (``node.<name>``), where launch and drain tasks for its replicas arrive. A heartbeat
+It registers the node, its accelerators and the engine devices it can drive (``cpu``; ``cuda`` when
+torch sees a GPU; ``npu`` when torch_npu imports and sees an NPU: placement sends no replica to a
+node that cannot run it) with the control plane, then runs a Celery worker on the node's own queue
+(``node.<name>``), where launch and drain tasks for its replicas arrive. A heartbeat
 thread reports the accelerators again every few seconds and notices engine processes that died.
 """
 
@@ -94,15 +96,19 @@ def run(args: argparse.Namespace) -> int:
     from controlplane.fleet.services import register_node
     from django.db import connection
 
+    from engine.device_runtime import drivable_devices
+
     accelerators = probe_accelerators()
+    runtimes = drivable_devices()
     node = register_node(
         args.node, hostname=socket.gethostname(), address=args.address, cluster=args.cluster,
-        domain=args.domain, labels=labels, accelerators=accelerators,
+        domain=args.domain, labels=labels, accelerators=accelerators, runtimes=runtimes,
     )  # fmt: skip
     connection.close()
     print(
         f"agent: node {node.name} registered with {len(accelerators)} accelerator(s): "
-        f"{', '.join(f'{a.vendor}:{a.index} {a.model}' for a in accelerators)}; queue {node.queue}",
+        f"{', '.join(f'{a.vendor}:{a.index} {a.model}' for a in accelerators)}; "
+        f"runtimes {', '.join(runtimes)}; queue {node.queue}",
         flush=True,
     )
     stop = threading.Event()

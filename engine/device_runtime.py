@@ -54,3 +54,16 @@ def resolve_device(device: str) -> str:
         if not torch.npu.is_available() or torch.npu.device_count() == 0:
             raise DeviceUnavailable("device npu: torch_npu sees no NPU (driver, ASCEND_RT_VISIBLE_DEVICES)")
     return device
+
+
+def drivable_devices() -> list[str]:
+    """The engine devices (``--device`` values) this host can run replicas on, as the node agent
+    reports them: cpu always, cuda when torch sees a CUDA device, npu when torch_npu sees an NPU."""
+    import torch
+
+    devices = ["cpu"]
+    if torch.cuda.is_available():
+        devices.append("cuda")
+    if npu_device_count():
+        devices.append("npu")
+    return devices

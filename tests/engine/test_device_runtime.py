@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine.device_runtime import DeviceUnavailable, npu_device_count, resolve_device
+from engine.device_runtime import DeviceUnavailable, drivable_devices, npu_device_count, resolve_device
 
 STUB_DIR = Path(__file__).resolve().parents[1] / "support" / "stub_torch_npu"
 NO_NPU = "cuda" if torch.cuda.is_available() else "cpu"  # what auto means here without an NPU
@@ -68,3 +68,17 @@ def test_serve_refuses_an_npu_it_cannot_drive_before_loading(tiny_checkpoint):
     assert result.returncode == 2
     assert "device npu: torch_npu is not importable" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_drivable_devices_without_the_runtime_leave_npu_out(runtime_absent):
+    assert "npu" not in drivable_devices()
+    assert drivable_devices()[0] == "cpu"
+
+
+def test_drivable_devices_with_the_stub_runtime_include_npu_only_when_it_sees_a_device(stub_runtime):
+    assert "npu" in drivable_devices()
+    import torch_npu
+
+    assert torch_npu.STUB  # the stub, never the real package
+    stub_runtime.setenv("STUB_NPU_COUNT", "0")
+    assert "npu" not in drivable_devices()

@@ -30,6 +30,12 @@ VISIBLE_DEVICES_ENV = {
 }
 # Engine --device for each vendor.
 ENGINE_DEVICE = {Vendor.NVIDIA: "cuda", Vendor.ASCEND: "npu", Vendor.CPU: "cpu"}
+# Placement's words for a node whose agent cannot drive a vendor's devices: "node n1 has 8 <noun> but <missing>".
+ACCELERATOR_NOUN = {Vendor.NVIDIA: "NVIDIA GPUs", Vendor.ASCEND: "Ascend NPUs", Vendor.CPU: "CPUs"}
+MISSING_RUNTIME = {
+    Vendor.NVIDIA: "no CUDA runtime (torch there sees no CUDA device; check the driver and torch build)",
+    Vendor.ASCEND: "no torch_npu runtime (install chassis[ascend] there, then restart its agent)",
+}
 # CPU "accelerators" are shared by every replica on the node; GPUs/NPUs are held exclusively.
 SHARED_VENDORS = (Vendor.CPU,)
 

@@ -22,7 +22,10 @@ def register_node(
     domain: str | None = None,
     labels: dict | None = None,
     accelerators: Iterable[AcceleratorInfo] = (),
+    runtimes: Iterable[str] | None = None,
 ) -> Node:
+    """``runtimes``: the engine devices the agent can drive (engine.device_runtime.drivable_devices);
+    None keeps what was reported before."""
     cluster_row, _ = Cluster.objects.get_or_create(name=cluster)
     domain_row, _ = ScaleUpDomain.objects.get_or_create(cluster=cluster_row, name=domain or name)
     node, created = Node.objects.select_for_update().get_or_create(
@@ -31,7 +34,9 @@ def register_node(
     node.domain, node.hostname, node.address = domain_row, hostname, address
     if labels is not None:
         node.labels = labels
-    node.save(update_fields=["domain", "hostname", "address", "labels"])
+    if runtimes is not None:
+        node.runtimes = list(runtimes)
+    node.save(update_fields=["domain", "hostname", "address", "labels", "runtimes"])
     heartbeat(node, accelerators)
     return node
 

@@ -3,7 +3,8 @@
 A replica needs ``tp_size`` free accelerators of one vendor inside one scale-up domain, all on one
 node (one engine process drives them). Among nodes that fit, the tightest fit wins (fewest free
 accelerators left over, then the least loaded, then by name) so large blocks stay whole for large
-replicas. A cordoned node is never chosen.
+replicas. A cordoned node is never chosen, nor one whose agent cannot drive the vendor's devices
+(an Ascend node without torch_npu): the reason names it instead of a launch that would fail.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ class NodeCapacity:
     free: tuple[tuple[int, int], ...]  # (accelerator id, device index) of the wanted vendor, free now
     load: int = 0  # replicas already placed there
     cordoned: bool = False  # an operator took it out of placement: it gets no new replicas
+    # Set when its agent cannot drive these devices: "<noun> but <what is missing>", e.g.
+    # "Ascend NPUs but no torch_npu runtime (...)"; such a node gets no replica.
+    missing_runtime: str = ""
 
 
 @dataclass(frozen=True)
@@ -38,8 +42,15 @@ class Unschedulable:
 def place(tp_size: int, vendor: str, nodes: Sequence[NodeCapacity]) -> Placement | Unschedulable:
     if tp_size < 1:
         return Unschedulable(f"tp_size must be at least 1, not {tp_size}")
-    open_nodes = [node for node in nodes if not node.cordoned]
+    open_nodes = [node for node in nodes if not node.cordoned and not node.missing_runtime]
     fitting = [node for node in open_nodes if len(node.free) >= tp_size]
+    undrivable = [n for n in nodes if n.missing_runtime and not n.cordoned and len(n.free) >= tp_size]
+    if not fitting and undrivable:
+        first = undrivable[0]
+        reason = f"node {first.node_name} has {len(first.free)} {first.missing_runtime}"
+        if len(undrivable) > 1:
+            reason += f" ({len(undrivable) - 1} more node{'s' if len(undrivable) > 2 else ''} alike)"
+        return Unschedulable(reason)
     if not fitting:
         largest = max((len(node.free) for node in open_nodes), default=0)
         reason = f"needs {tp_size} {vendor} in one domain; largest free block is {largest}"

@@ -7,7 +7,15 @@ from collections import Counter
 from django.db import transaction
 
 from controlplane.checkpoints.choices import CheckpointState
-from controlplane.fleet.choices import SCHEDULABLE_NODE_STATES, SHARED_VENDORS, AcceleratorHealth, NodeState
+from controlplane.fleet.choices import (
+    ACCELERATOR_NOUN,
+    ENGINE_DEVICE,
+    MISSING_RUNTIME,
+    SCHEDULABLE_NODE_STATES,
+    SHARED_VENDORS,
+    AcceleratorHealth,
+    NodeState,
+)
 from controlplane.fleet.models import Accelerator, Node
 from controlplane.serving.choices import HOLDING_STATES, ReplicaState
 from controlplane.serving.dispatch import launch_after_commit
@@ -40,9 +48,15 @@ def node_capacities(vendor: str) -> list[NodeCapacity]:
             tuple(free.get(node.pk, ())),
             load[node.pk],
             cordoned=node.state == NodeState.CORDONED,
+            missing_runtime="" if node.can_drive(vendor) else _missing_runtime(vendor),
         )
         for node in nodes.values()
     ]
+
+
+def _missing_runtime(vendor: str) -> str:
+    missing = MISSING_RUNTIME.get(vendor, f"no {ENGINE_DEVICE[vendor]} runtime")
+    return f"{ACCELERATOR_NOUN[vendor]} but {missing}"
 
 
 def checkpoint_problem(deployment: Deployment) -> str | None:

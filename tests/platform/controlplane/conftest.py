@@ -16,13 +16,14 @@ def make_node(db):
     from controlplane.fleet.inventory import AcceleratorInfo
     from controlplane.fleet.services import register_node
 
-    def make(name: str, vendor: str = "nvidia", count: int = 8, domain: str | None = None):
+    def make(name: str, vendor: str = "nvidia", count: int = 8, domain: str | None = None, runtimes=None):
         accelerators = [
             AcceleratorInfo(vendor, f"{vendor}-test", index, 80 * 2**30) for index in range(count)
         ]
         return register_node(
-            name, hostname=name, address="127.0.0.1", domain=domain, accelerators=accelerators
-        )
+            name, hostname=name, address="127.0.0.1", domain=domain, accelerators=accelerators,
+            runtimes=runtimes,
+        )  # fmt: skip
 
     return make
 

@@ -6,7 +6,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
-from controlplane.fleet.choices import NODE_TRANSITIONS, NodeState
+from controlplane.fleet.choices import ENGINE_DEVICE, NODE_TRANSITIONS, NodeState
 
 log = logging.getLogger(__name__)
 
@@ -19,6 +19,11 @@ class Node(models.Model):
         max_length=255, default="127.0.0.1", help_text="Where its replicas are reached."
     )
     labels = models.JSONField(default=dict, blank=True)
+    runtimes = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="Engine devices its agent can drive (cpu, cuda, npu); null until an agent reports them.",
+    )
     state = models.CharField(max_length=16, choices=NodeState.choices, default=NodeState.UP)
     state_reason = models.CharField(max_length=300, blank=True)
     last_heartbeat = models.DateTimeField(null=True, blank=True)
@@ -34,6 +39,10 @@ class Node(models.Model):
     def queue(self) -> str:
         """The Celery queue its agent consumes."""
         return f"node.{self.name}"
+
+    def can_drive(self, vendor: str) -> bool:
+        """False when its agent reported the runtimes it has and none drives this vendor's devices."""
+        return self.runtimes is None or ENGINE_DEVICE[vendor] in self.runtimes
 
     def _move(self, to: str, reason: str) -> None:
         if to == self.state:

@@ -39,3 +39,15 @@ def test_a_cordoned_node_is_never_chosen_and_the_reason_says_so():
     assert place(2, "nvidia", only_cordoned) == Unschedulable(
         "needs 2 nvidia in one domain; largest free block is 0 (1 cordoned node would fit)"
     )
+
+
+def test_a_node_whose_agent_cannot_drive_the_vendor_gets_nothing_and_the_reason_names_it():
+    missing = "Ascend NPUs but no torch_npu runtime (install chassis[ascend] there, then restart its agent)"
+    npu_node = NodeCapacity(1, "n1", "d", tuple((100 + i, i) for i in range(8)), missing_runtime=missing)
+    assert place(1, "ascend", [npu_node]) == Unschedulable(
+        "node n1 has 8 Ascend NPUs but no torch_npu runtime (install chassis[ascend] there, then "
+        "restart its agent)"
+    )
+    twin = NodeCapacity(2, "n2", "d", ((200, 0),), missing_runtime=missing)
+    assert place(1, "ascend", [npu_node, twin]).reason.endswith("(1 more node alike)")
+    assert place(1, "ascend", [npu_node, node(3, "ok", [0])]).node_name == "ok"
