@@ -220,6 +220,8 @@ CHASSIS_SERVING = {
     "STOP_TIMEOUT_S": env_int("CHASSIS_STOP_TIMEOUT_S", 10),  # SIGTERM -> SIGKILL
     "RELAUNCH_BACKOFF_S": env_int("CHASSIS_RELAUNCH_BACKOFF_S", 2),
     "RELAUNCH_BACKOFF_MAX_S": env_int("CHASSIS_RELAUNCH_BACKOFF_MAX_S", 300),
+    # A replica failing this many times in a row for the same reason is no longer relaunched (0: never).
+    "RELAUNCH_GIVE_UP_AFTER": env_int("CHASSIS_RELAUNCH_GIVE_UP_AFTER", 3),
     # A rolling update removes an old replica once a new one has been ready this long (gateways refresh).
     "ROLLOUT_MIN_READY_S": env_int("CHASSIS_ROLLOUT_MIN_READY_S", 5),
     "SCRAPE_TIMEOUT_S": 3,

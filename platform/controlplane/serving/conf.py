@@ -15,3 +15,8 @@ def relaunch_backoff(attempts: int) -> timedelta:
     """Exponential: base, 2*base, 4*base, ... capped."""
     seconds = setting("RELAUNCH_BACKOFF_S") * 2 ** max(attempts - 1, 0)
     return timedelta(seconds=min(seconds, setting("RELAUNCH_BACKOFF_MAX_S")))
+
+
+def give_up_after() -> int:
+    """Identical failures in a row after which a replica is no longer relaunched (0: never)."""
+    return int(setting("RELAUNCH_GIVE_UP_AFTER"))

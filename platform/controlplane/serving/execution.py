@@ -20,7 +20,7 @@ from django.utils import timezone
 from controlplane.fleet.models import Node
 from controlplane.serving import launcher
 from controlplane.serving.choices import HOLDING_STATES, PROCESS_STATES, ReplicaState, agent_actor
-from controlplane.serving.conf import relaunch_backoff, setting
+from controlplane.serving.conf import give_up_after, relaunch_backoff, setting
 from controlplane.serving.metrics import parse_engine_metrics
 from controlplane.serving.models import Replica, StaleReplicaState
 
@@ -30,7 +30,9 @@ S = ReplicaState
 
 def _fail(replica: Replica, reason: str, actor: str) -> None:
     try:
-        replica.fail(reason, actor, backoff=relaunch_backoff(replica.launch_attempts))
+        replica.fail(
+            reason, actor, backoff=relaunch_backoff(replica.launch_attempts), give_up_after=give_up_after()
+        )
     except StaleReplicaState:
         pass
 
@@ -88,7 +90,7 @@ def _wait_until_ready(replica: Replica, actor: str) -> str:
             return f"stopped waiting: replica is {replica.state}"
         if launcher.find_engine(str(replica.uid), replica.pid) is None:
             code = launcher.exit_code(replica.pid)
-            tail = launcher.log_tail(replica.log_path, 15)
+            tail = launcher.launch_output_tail(replica.log_path, 15)
             _fail(replica, f"engine exited (code {code}) before it was ready; log tail:\n{tail}", actor)
             return "engine exited"
         if launcher.is_healthy(replica.url):

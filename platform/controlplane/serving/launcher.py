@@ -236,3 +236,11 @@ def log_tail(path: str | Path, lines: int = 40) -> str:
             return "\n".join(log.read().decode("utf-8", "replace").splitlines()[-lines:])
     except OSError:
         return ""
+
+
+def launch_output_tail(path: str | Path, lines: int = 15) -> str:
+    """The log's last lines written since the newest launch header (``start_engine`` writes one per
+    launch), so a failure's reason holds this launch's output only."""
+    tail = log_tail(path, 200).splitlines()
+    starts = [i for i, line in enumerate(tail) if line.startswith("--- ")]
+    return "\n".join(tail[starts[-1] + 1 :][-lines:] if starts else tail[-lines:])

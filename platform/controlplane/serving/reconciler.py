@@ -61,7 +61,7 @@ def _apply(deployment: Deployment, replicas: list[Replica], actor: str) -> None:
 
 def _relaunch_failed(deployment: Deployment, actor: str) -> None:
     due = Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=timezone.now())
-    for replica in deployment.replica_set.filter(due, state=S.FAILED):
+    for replica in deployment.replica_set.filter(due, state=S.FAILED, relaunch_stopped=False):
         replica.requeue(
             f"relaunch attempt {replica.launch_attempts + 1} after: {replica.reason}"[:2000], actor
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from controlplane.serving.choices import ACTOR_HEARTBEATS, HOLDING_STATES, ReplicaState
+from controlplane.serving.choices import ACTOR_HEARTBEATS, ACTOR_RECONCILE, HOLDING_STATES, ReplicaState
 from controlplane.serving.conf import relaunch_backoff
 from controlplane.serving.dispatch import drain_after_commit, reconcile_after_commit
 from controlplane.serving.models import Deployment, DeploymentRevision, Replica, StaleReplicaState
@@ -25,8 +25,13 @@ def fail_replicas_on_node(node, reason: str) -> int:
 
 
 @transaction.atomic
-def scale(deployment: Deployment, replicas: int) -> None:
+def scale(deployment: Deployment, replicas: int, actor: str = ACTOR_RECONCILE) -> None:
+    """A scale change also relaunches replicas that gave up after identical failures."""
+    before = deployment.replicas
     deployment.scale(replicas)
+    if replicas != before:
+        for replica in deployment.replica_set.filter(state=ReplicaState.FAILED, relaunch_stopped=True):
+            replica.resume_relaunching(f"replica count changed from {before} to {replicas}", actor)
     reconcile_after_commit(deployment.pk)
 
 
@@ -52,7 +57,7 @@ def restart_replica(replica: Replica, actor: str) -> None:
     """A failed replica is retried now; a running one is replaced by a rolling update: a fresh one
     starts, and this one drains only once that one is ready."""
     if replica.state == ReplicaState.FAILED:
-        replica.requeue(f"restart requested by {actor}", actor)
+        replica.requeue(f"restart requested by {actor}", actor, fresh_start=True)
     else:
         replica.request_replacement(
             f"restart requested by {actor}: replaced once a fresh one is ready", actor

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import hashlib
+import re
 import uuid
 from datetime import timedelta
 
@@ -8,6 +10,12 @@ from django.utils import timezone
 
 from controlplane.serving.choices import REPLICA_TRANSITIONS, ReplicaState
 from controlplane.serving.models.replica_event import ReplicaEvent
+
+
+def failure_signature(reason: str) -> str:
+    """What makes two failures "the same": their reasons with every number blanked (pids, ports,
+    timestamps and line numbers change from one launch to the next; the error does not)."""
+    return hashlib.sha256(re.sub(r"\d+", "#", reason).encode()).hexdigest()
 
 
 class StaleReplicaState(Exception):
@@ -46,6 +54,14 @@ class Replica(models.Model):
     launch_attempts = models.PositiveIntegerField(default=0)
     next_attempt_at = models.DateTimeField(
         null=True, blank=True, help_text="Relaunch backoff after a failure."
+    )
+    failure_streak = models.PositiveIntegerField(
+        default=0, help_text="Failures in a row with the same reason (numbers aside)."
+    )
+    failure_signature = models.CharField(max_length=64, blank=True)
+    relaunch_stopped = models.BooleanField(
+        default=False,
+        help_text="Gave up after identical failures: no relaunch until a restart, a new revision or a scale change.",
     )
     created = models.DateTimeField(auto_now_add=True)
 
@@ -111,11 +127,33 @@ class Replica(models.Model):
         return bool(updated)
 
     def mark_ready(self, reason: str, actor: str) -> None:
-        self.transition(ReplicaState.READY, reason, actor)
+        self.transition(ReplicaState.READY, reason, actor, failure_streak=0, failure_signature="")
 
-    def fail(self, reason: str, actor: str, backoff: timedelta | None = None) -> None:
-        next_at = timezone.now() + backoff if backoff is not None else None
-        self.transition(ReplicaState.FAILED, reason, actor, next_attempt_at=next_at)
+    def fail(self, reason: str, actor: str, backoff: timedelta | None = None, give_up_after: int = 0) -> None:
+        """``give_up_after``: when this is that many failures in a row with the same reason, the
+        replica stays failed (no relaunch) and its reason says so; 0 never gives up."""
+        signature = failure_signature(reason)
+        streak = self.failure_streak + 1 if signature == self.failure_signature else 1
+        give_up = 0 < give_up_after <= streak
+        if give_up:
+            reason = f"gave up after {streak} identical failures: {reason}"[:2000]
+        next_at = timezone.now() + backoff if backoff is not None and not give_up else None
+        self.transition(
+            ReplicaState.FAILED, reason, actor, next_attempt_at=next_at, failure_streak=streak,
+            failure_signature=signature, relaunch_stopped=give_up,
+        )  # fmt: skip
+
+    def resume_relaunching(self, reason: str, actor: str) -> None:
+        """A replica that gave up is relaunched again (its count of identical failures starts over)."""
+        updated = Replica.objects.filter(pk=self.pk, relaunch_stopped=True).update(
+            relaunch_stopped=False, failure_streak=0, failure_signature="", next_attempt_at=None
+        )
+        if updated:
+            self.relaunch_stopped, self.failure_streak, self.failure_signature = False, 0, ""
+            self.next_attempt_at = None
+            ReplicaEvent.objects.create(
+                replica=self, from_state=self.state, to_state=self.state, reason=reason, actor=actor
+            )
 
     def drain(self, reason: str, actor: str) -> None:
         self.transition(ReplicaState.DRAINING, reason, actor)
@@ -132,9 +170,14 @@ class Replica(models.Model):
             replica=self, from_state=self.state, to_state=self.state, reason=reason, actor=actor
         )
 
-    def requeue(self, reason: str, actor: str) -> None:
-        """failed -> pending: give up the old placement and try again."""
-        self.transition(ReplicaState.PENDING, reason, actor, node=None, host="", port=None, pid=None)
+    def requeue(self, reason: str, actor: str, fresh_start: bool = False) -> None:
+        """failed -> pending: give up the old placement and try again. ``fresh_start`` (an operator's
+        restart): its count of identical failures starts over."""
+        fresh = {"failure_streak": 0, "failure_signature": "", "relaunch_stopped": False}
+        self.transition(
+            ReplicaState.PENDING, reason, actor, node=None, host="", port=None, pid=None,
+            **(fresh if fresh_start else {}),
+        )  # fmt: skip
         self.accelerators.clear()
 
     def spec(self):
