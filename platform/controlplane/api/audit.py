@@ -41,6 +41,12 @@ def delete(user, obj: models.Model) -> AuditEntry:
     """Delete ``obj``, then record who did: a delete refused (ProtectedError, RestrictedError: other
     objects still reference it) raises before anything is recorded."""
     entry = _entry(user, "delete", obj)  # before the delete, which clears obj.pk
+    if (
+        entry.user_id is not None
+        and obj._meta.label_lower == entry.user._meta.label_lower
+        and obj.pk == entry.user_id
+    ):
+        entry.user = None  # a user deleting themselves: the entry keeps the username, not a dangling key
     with transaction.atomic():
         obj.delete()
         entry.save()

@@ -60,6 +60,9 @@ schema = schemathesis.openapi.from_dict(_served_schema())
 # fuzzing phase alone, at 5 examples for each of the ~60 operations (derandomized, so the same
 # valid and invalid inputs every run), keeps the whole module under 30 s on a loaded 2-core machine.
 schema.config.phases.coverage.enabled = False
+# Revoking tokens is left to test_api_tokens.py: a fuzzed id can be the fuzzer's own token, and every
+# call after that would be a 401 (then a 429 for the failed logins) instead of a test of anything.
+schema = schema.exclude(method="POST", path="/api/v1/api-tokens/{id}/revoke/")
 
 
 @schema.parametrize()

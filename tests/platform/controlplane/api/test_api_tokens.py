@@ -52,3 +52,12 @@ def test_create_api_token_command_revokes_the_users_older_tokens(tokens):
     call_command("create_api_token", "viewer-user", "--role", "viewer", stdout=out)
     assert bearer(tokens["viewer"]).get("/api/v1/deployments/").status_code == 401
     assert bearer(out.getvalue().strip()).get("/api/v1/deployments/").status_code == 200
+
+
+def test_an_admin_deleting_themselves_is_audited_under_their_name(api):
+    from django.contrib.auth import get_user_model
+
+    me = get_user_model().objects.get(username="admin-user")
+    assert api("admin").delete(f"/api/v1/users/{me.pk}/").status_code == 204
+    entry = AuditEntry.objects.get(action="delete", object_type="auth.user")
+    assert entry.username == "admin-user" and entry.user is None and entry.object_id == str(me.pk)
