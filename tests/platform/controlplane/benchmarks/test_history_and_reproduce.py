@@ -150,6 +150,15 @@ def test_bad_sweeps_are_400(api, make_deployment, sweep, message):
     assert response.status_code == 400 and message in str(response.json()["sweep"]), response.json()
 
 
+def test_sweep_run_through_the_api(api, make_deployment, django_capture_on_commit_callbacks):
+    payload = {"deployment": make_deployment().pk, "requests": 4, "concurrency": 1, "sweep": GRID}
+    with django_capture_on_commit_callbacks() as published:
+        response = api("operator").post(RUNS, payload, format="json")
+    assert response.status_code == 201 and len(published) == 1, response.json()
+    body = response.json()
+    assert body["sweep"] == GRID and body["total_requests"] == 48 and body["conditions"] == {}
+
+
 def test_sweep_from_the_ui_form(login, make_deployment):
     deployment = make_deployment()
     client = login("operator")
