@@ -76,6 +76,10 @@ class EventTable(ChassisTable):
     to_state = tables.Column(verbose_name="to")
     reason = tables.Column(attrs={"td": {"class": "reason"}})
 
+    def render_reason(self, value):
+        """A failure's reason carries a log tail: the first 400 characters here, all of it in the CSV."""
+        return value if len(value) <= 400 else value[:399] + "…"
+
     class Meta(ChassisTable.Meta):
         model = ReplicaEvent
         fields = ["at", "replica", "from_state", "to_state", "reason", "actor"]
