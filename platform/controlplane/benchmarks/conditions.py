@@ -27,7 +27,7 @@ def ready_replicas(deployment: Deployment | None) -> list[Replica]:
         return []
     return list(
         Replica.objects.filter(deployment=deployment, state=ReplicaState.READY)
-        .select_related("node__domain")
+        .select_related("node__domain", "revision")
         .prefetch_related("accelerators")
         .order_by("ordinal")
     )
@@ -96,6 +96,8 @@ def deployment_conditions(deployment: Deployment, replicas: list[Replica]) -> di
         "engine_options": dict(sorted(deployment.engine_options.items())),
         "tp_size": deployment.tp_size,
         "replicas": {"desired": deployment.replicas, "ready": len(replicas)},
+        # The revisions the ready replicas run (more than one during a rolling update).
+        "revisions": sorted({r.revision.number for r in replicas if r.revision_id is not None}),
         "routing_policy": deployment.routing_policy,
         "accelerators": _accelerators(replicas),
     }

@@ -1,5 +1,6 @@
-"""The control plane's /metrics: each schedule's latest verdict, read from the database at scrape time
-(the worker that judged the run and the web process that answers the scrape are different processes).
+"""Each schedule's latest verdict on the control plane's /metrics (controlplane.telemetry.metrics),
+read from the database at scrape time (the worker that judged the run and the web process that
+answers the scrape are different processes).
 
     chassis_benchmark_regression{schedule, deployment, metric}   1 when the figure regressed, else 0
     chassis_benchmark_regressed{schedule, deployment}            1 when any watched figure regressed
@@ -8,9 +9,6 @@
 
 from __future__ import annotations
 
-from django.http import HttpResponse
-from django.views.decorators.http import require_GET
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
 from controlplane.benchmarks.choices import RunState
@@ -58,10 +56,3 @@ class VerdictCollector:
             for name, judgement in sorted(judged.items()):
                 per_metric.add_metric([*labels, name], 1.0 if judgement.get("regressed") else 0.0)
         yield from (per_metric, overall, latest)
-
-
-@require_GET
-def metrics(request) -> HttpResponse:
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(VerdictCollector())
-    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

@@ -1,11 +1,14 @@
 """Reproducible benchmarks through the UI, in chromium (Playwright), against the real worker, beat and
 agent on PostgreSQL and Redis, with two real replicas: a run records its conditions; reproducing it on
 a deployment with other engine options shows the conditions diff before it starts and the new run
-keeps it; deleting a deployment keeps its runs, and its schedule stops but stays listed. Every page is
+keeps it; a sweep draws both charts; a scheduled run after a rolling update to max_num_seqs=1 is
+flagged against the earlier ones; deleting a deployment keeps its runs, and its schedule stops but
+stays listed. Every page is
 drawn 1400 px wide without horizontal overflow (screenshots go to $BENCHMARK_SCREENSHOTS if set)."""
 
 import os
 import shutil
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -71,6 +74,31 @@ def wait_for_run_end(page, run_id: int) -> None:
     page.locator("#run-state[data-state=succeeded]").wait_for()
 
 
+def scheduled_run(schedule, slot: int):
+    """Beat's work for the schedule's ``slot``-th slot (its clock stands in for the hours between),
+    then the real worker runs it."""
+    from controlplane.benchmarks.models import BenchmarkRun
+    from controlplane.benchmarks.scheduling import run_due_schedules
+
+    now = schedule.starts_at + timedelta(minutes=schedule.interval_minutes * slot, seconds=1)
+    created = [
+        pk for pk in run_due_schedules(now) if BenchmarkRun.objects.get(pk=pk).schedule_id == schedule.pk
+    ]
+    assert len(created) == 1
+    run = wait_until(lambda: (r := BenchmarkRun.objects.get(pk=created[0])).is_terminal and r, f"scheduled run {created[0]}", timeout=120, poll=0.5)  # fmt: skip
+    assert run.state == "succeeded", (run.state, run.reason)
+    return run
+
+
+def rolled_out(deployment_id: int, number: int) -> bool:
+    from controlplane.serving.models import Replica
+
+    replicas = Replica.objects.filter(deployment_id=deployment_id).exclude(state="stopped")
+    return bool(replicas) and all(
+        r.state == "ready" and r.revision and r.revision.number == number for r in replicas
+    )
+
+
 def test_reproduce_with_diff_and_history_outlives_its_deployment(
     stack, operator_api, live_server, page, tiny_model_dir
 ):
@@ -78,7 +106,10 @@ def test_reproduce_with_diff_and_history_outlives_its_deployment(
     from controlplane.checkpoints.models import Checkpoint
     from controlplane.fleet.models import Node
     from controlplane.serving.models import Replica
+    from django.utils import timezone
 
+    # Two shared CPU cores: only a slowdown past 60 % of the median counts (the slowed revision's is larger).
+    stack.env["CHASSIS_BENCHMARK_REGRESSION_MIN_PCT"] = "60"
     stack.start_all()
     try:
         wait_until(
@@ -158,6 +189,32 @@ def test_reproduce_with_diff_and_history_outlives_its_deployment(
         )
         assert page.locator("#conditions-diff tr[data-key='engine_config.max_num_seqs']").count() == 1
         check_page(page, "run-reproduction")
+
+        # Scheduled runs judge alpha against its history: four runs, then a rolling update to
+        # max_num_seqs=1 (a deliberately slowed revision), then the next scheduled run is flagged.
+        trend = BenchmarkSchedule.objects.create(
+            name="alpha-trend", deployment_id=alpha, interval_minutes=60, requests=16, concurrency=8,
+            max_tokens=16, starts_at=timezone.now() + timedelta(days=1),  # beat leaves it to us
+        )  # fmt: skip
+        history = [scheduled_run(trend, slot) for slot in range(4)]
+        assert [run.results["regressed"] for run in history[:3]] == [None] * 3
+        slowed = {"engine_options": {"max_num_seqs": 1}}
+        assert operator_api.patch(f"/api/v1/deployments/{alpha}/", slowed, format="json").status_code == 200
+        wait_until(lambda: rolled_out(alpha, 2), "alpha's rolling update to revision 2", timeout=180, poll=0.5)  # fmt: skip
+        flagged = scheduled_run(trend, 4)
+        regression = flagged.results["regression"]
+        assert flagged.results["regressed"] is True and "ttft_p50_ms" in regression["regressed_metrics"], (
+            regression
+        )
+        changed = {c["key"]: c for c in regression["changed_conditions"]}
+        assert changed["engine_config.max_num_seqs"]["after"] == 1 and changed["revisions"]["after"] == [2]
+        page.goto(f"{live_server.url}/benchmarks/{flagged.pk}/")
+        assert "regressed" in page.locator("#judged-ttft_p50_ms").inner_text()
+        assert page.locator("#changed-since-baseline tr[data-key='engine_config.max_num_seqs']").count() == 1
+        check_page(page, "run-regressed")
+        page.goto(f"{live_server.url}/benchmarks/schedules/{trend.pk}/")
+        page.wait_for_selector("#chart-ttft[data-points='5'] canvas")
+        check_page(page, "schedule-trend")
 
         # A schedule on alpha, then alpha goes: its runs and the schedule stay, the schedule stops.
         page.goto(f"{live_server.url}/benchmarks/schedules/")
