@@ -48,19 +48,22 @@
   }
 
   let timer = null;
+  let latest = 0;  // the newest refresh: an older one still in flight neither draws nor reschedules
   async function refresh() {
     clearTimeout(timer);
+    const mine = ++latest;
     let every = 5000;
     try {
       const response = await fetch(`${url}?range=${encodeURIComponent(picker.value)}`, { credentials: "same-origin" });
-      if (response.ok) {
-        const body = await response.json();
+      const body = response.ok ? await response.json() : null;
+      if (mine !== latest) return;
+      if (body) {
         note.textContent = body.note || `${body.source}: one point per ${body.step_s} s`;
         document.querySelectorAll("[data-chart]").forEach((el) => draw(el, body));
         every = Math.max(every, body.step_s * 1000);  // a long range gains a point per step, no sooner
       }
     } catch (err) { console.warn("samples fetch failed", err); }
-    timer = setTimeout(refresh, every);
+    if (mine === latest) timer = setTimeout(refresh, every);
   }
   picker.addEventListener("change", refresh);
   refresh();
