@@ -211,6 +211,7 @@ def test_reproduce_with_diff_and_history_outlives_its_deployment(
         page.goto(f"{live_server.url}/benchmarks/{flagged.pk}/")
         assert "regressed" in page.locator("#judged-ttft_p50_ms").inner_text()
         assert page.locator("#changed-since-baseline tr[data-key='engine_config.max_num_seqs']").count() == 1
+        page.wait_for_selector("#chart-timeline[data-points='16'] canvas")
         check_page(page, "run-regressed")
         page.goto(f"{live_server.url}/benchmarks/schedules/{trend.pk}/")
         page.wait_for_selector("#chart-ttft[data-points='5'] canvas")
