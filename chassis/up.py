@@ -40,6 +40,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--worker-concurrency", type=int, default=2, help="Celery worker processes (default: %(default)s)"
     )
     parser.add_argument(
+        "--worker-metrics-port",
+        type=int,
+        default=9808,
+        help="port the Celery worker serves its task metrics on, at /metrics; 0: not served "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
         "--log-level",
         default="warning",
         choices=("debug", "info", "warning", "error"),
@@ -192,6 +199,17 @@ def run(args: argparse.Namespace) -> int:
             _stop_local_engines(node)
 
 
+def _fresh_metrics_dir(settings, name: str) -> dict[str, str]:
+    """The environment that makes a multi-process server sum its processes' Prometheus figures,
+    in a directory emptied now (figures of a previous run must not count)."""
+    import shutil
+
+    path = Path(settings.VAR_DIR) / "metrics" / name
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return {"PROMETHEUS_MULTIPROC_DIR": str(path)}
+
+
 def _start_children(args, group, settings, log_dir: Path, base_url: str) -> str | None:
     """Start every part as a child of ``group``; returns the agent's node name (None without an agent)."""
     import subprocess
@@ -214,6 +232,7 @@ def _start_children(args, group, settings, log_dir: Path, base_url: str) -> str 
                 "--log-level",
                 args.log_level,
             ],
+            env=_fresh_metrics_dir(settings, "web"),
             log_path=log_dir / "web.log",
         )
     )
@@ -231,6 +250,11 @@ def _start_children(args, group, settings, log_dir: Path, base_url: str) -> str 
                 "--concurrency",
                 str(args.worker_concurrency),
             ),
+            env={
+                **_fresh_metrics_dir(settings, "worker"),
+                "CHASSIS_WORKER_METRICS_PORT": str(args.worker_metrics_port or ""),
+                "CHASSIS_WORKER_METRICS_ADDRESS": args.host,
+            },
             log_path=log_dir / "worker.log",
         )
     )

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dashboards import engine_dashboard, gateway_dashboard
+from dashboards import control_plane_dashboard, engine_dashboard, gateway_dashboard
 
-BUILDERS = (engine_dashboard.build, gateway_dashboard.build)
+BUILDERS = (engine_dashboard.build, gateway_dashboard.build, control_plane_dashboard.build)
 
 
 def all_dashboards() -> list[dict]:

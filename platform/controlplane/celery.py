@@ -11,3 +11,6 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 app = Celery("controlplane")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+# Task outcome and duration metrics, counted by Celery signals in whichever process runs a task.
+import controlplane.telemetry.celery_metrics  # noqa: E402, F401

@@ -96,6 +96,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI assets served locally, no CDN
     "rest_framework.authtoken",
+    "django_prometheus",  # request/response/database metrics on /metrics (controlplane.telemetry)
     "controlplane.telemetry",
     "controlplane.api",
     "controlplane.fleet",
@@ -107,6 +108,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",  # first: times the whole stack
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -116,6 +118,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",  # views, methods, status codes
     "axes.middleware.AxesMiddleware",  # last, as django-axes requires
 ]
 
@@ -146,7 +149,11 @@ DATABASES = {
         conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 0),
     )
 }
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+# django-prometheus' wrappers of the same backends count queries, errors and their durations.
+DATABASES["default"]["ENGINE"] = DATABASES["default"]["ENGINE"].replace(
+    "django.db.backends.", "django_prometheus.db.backends."
+)
+if DATABASES["default"]["ENGINE"].endswith(".sqlite3"):
     # Workers and the web process share the file: wait for locks instead of failing at once.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
 

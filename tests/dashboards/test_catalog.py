@@ -19,6 +19,11 @@ REQUIRED_PANELS = {
         "Requests/s by replica", "Requests/s by policy", "Routing decision time (p50 / p99)",
         "Upstream errors/s by replica and kind", "Retries/s",
     ],
+    "chassis-control-plane": [
+        "Requests/s by view", "Responses/s by status", "Request time by view (p50 / p99)", "Queries/s",
+        "Query time (p50 / p99)", "Tasks/s by task and outcome", "Task run time by task (p50 / p95)",
+        "Queue length by queue",
+    ],
 }  # fmt: skip
 
 
@@ -73,7 +78,7 @@ def test_json_is_valid_and_deterministic(tmp_path):
         )
         assert result.returncode == 0, result.stderr
     files = sorted(p.name for p in (tmp_path / "a").iterdir())
-    assert files == ["chassis-engine.json", "chassis-gateway.json"]
+    assert files == ["chassis-control-plane.json", "chassis-engine.json", "chassis-gateway.json"]
     for name in files:
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
     assert sorted((tmp_path / "a" / n).read_text() for n in files) == sorted(first)

@@ -1,7 +1,9 @@
 """Every metric a dashboard panel or a Prometheus rule queries is one Chassis really exports.
 
 Replica names come from a REAL ``chassis serve`` process's /metrics; gateway names from the
-gateway's metrics module (its families, expanded the way prometheus_client exposes them).
+gateway's metrics module (its families, expanded the way prometheus_client exposes them); the
+control plane's from its /metrics after a request, and the Celery workers' from the module whose
+families they serve.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import httpx
+import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -59,14 +62,29 @@ def replica_series_names(base_url: str) -> set[str]:
     return {sample.name for family in text_string_to_metric_families(text) for sample in family.samples}
 
 
+SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
+
+
+def expanded(families) -> set[str]:
+    """Series names of metric families, as prometheus_client exposes them (with or without samples)."""
+    return {family.name + suffix for family in families for suffix in SUFFIXES[family.type]}
+
+
 def gateway_series_names() -> set[str]:
     from gateway.metrics import GatewayMetrics
 
-    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
-    names = set()
-    for family in GatewayMetrics().registry.collect():
-        names.update(family.name + suffix for suffix in suffixes[family.type])
-    return names
+    return expanded(GatewayMetrics().registry.collect())
+
+
+def control_plane_series_names(client) -> set[str]:
+    assert client.get("/health").status_code == 200  # a request and its queries, as in production
+    return expanded(text_string_to_metric_families(client.get("/metrics").content.decode()))
+
+
+def celery_worker_series_names() -> set[str]:
+    from controlplane.telemetry.celery_metrics import DURATION, TASKS
+
+    return expanded([*TASKS.describe(), *DURATION.describe()])
 
 
 def test_the_name_extractor_finds_what_it_should():
@@ -80,13 +98,27 @@ def test_the_name_extractor_finds_what_it_should():
     }
 
 
-def test_dashboards_and_rules_query_only_exported_metrics(replica):
-    exported = replica_series_names(replica.url) | gateway_series_names()
+@pytest.mark.django_db
+def test_dashboards_and_rules_query_only_exported_metrics(replica, client):
+    control_plane = control_plane_series_names(client)
+    assert {
+        "django_http_requests_total_by_view_transport_method_total",
+        "django_db_execute_total",
+    } <= control_plane
+    exported = (
+        replica_series_names(replica.url)
+        | gateway_series_names()
+        | control_plane
+        | celery_worker_series_names()
+    )
     assert "vllm:time_to_first_token_seconds_bucket" in exported  # the replica really exported them
     recorded = {rule["record"] for rule in rules() if "record" in rule}
 
     used_by_dashboards = set().union(*(metric_names(e) for b in all_dashboards() for e in expressions(b)))
-    assert {"vllm:inter_token_latency_seconds_bucket", "chassis_gateway_requests_total"} <= used_by_dashboards
+    assert {
+        "vllm:inter_token_latency_seconds_bucket", "chassis_gateway_requests_total",
+        "chassis_celery_tasks_total", "chassis_celery_queue_length",
+    } <= used_by_dashboards  # fmt: skip
     assert used_by_dashboards - exported == set()
 
     for rule in rules():
@@ -98,7 +130,9 @@ def test_dashboards_and_rules_query_only_exported_metrics(replica):
 
 def test_dashboard_expressions_parse_as_promql(tmp_path, promtool):
     """promtool parses each panel query, with Grafana's variables replaced by what Grafana sends."""
-    substitutions = {"$__rate_interval": "1m", "$model_name": ".*", "$instance": ".*", "$model": ".*"}
+    substitutions = {
+        "$__rate_interval": "1m", "$model_name": ".*", "$instance": ".*", "$model": ".*", "$task": ".*",
+    }  # fmt: skip
     group_rules = []
     for board in all_dashboards():
         for i, expr in enumerate(expressions(board)):

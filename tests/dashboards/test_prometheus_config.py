@@ -72,3 +72,20 @@ def test_alert_rules_fire_on_the_series_they_are_for(promtool):
     result = subprocess.run([promtool, "test", "rules", *tests], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
+
+
+def test_celery_workers_are_scraped_on_the_control_plane_host_at_the_worker_metrics_port():
+    import re
+
+    job = {job["job_name"]: job for job in config()["scrape_configs"]}["chassis-celery-workers"]
+    assert job["file_sd_configs"][0]["files"] == ["targets/control-plane.json"]
+    (relabel,) = job["relabel_configs"]
+    assert relabel["target_label"] == "__address__"
+
+    def address(target: str) -> str:  # Prometheus anchors the regex and expands $1 the same way
+        match = re.fullmatch(relabel["regex"], target)
+        return relabel["replacement"].replace("$1", match.group(1))
+
+    assert address("http://10.0.0.5:8000/health") == "10.0.0.5:9808"
+    assert address("https://cp.example.org/health") == "cp.example.org:9808"
+    assert address("http://[fd00::5]:8000/health") == "[fd00::5]:9808"
