@@ -2,22 +2,10 @@
 from the real Redis broker, and the benchmark verdict families, on one endpoint."""
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
+
+from tests.support.exposition import samples, value
 
 pytestmark = pytest.mark.django_db
-
-
-def samples(text: str) -> dict[tuple, float]:
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
-
-
-def value(scraped: dict, name: str, **labels) -> float:
-    wanted = set(labels.items())
-    return sum(v for (n, ls), v in scraped.items() if n == name and wanted <= set(ls))
 
 
 def test_a_request_and_a_waiting_task_show_on_metrics(client, make_node, redis_broker_url):

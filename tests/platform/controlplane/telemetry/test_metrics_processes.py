@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from tests.platform.controlplane.e2e.stack import REPO, database_url
-from tests.platform.controlplane.telemetry.test_control_plane_metrics import samples, value
+from tests.support.exposition import samples, value
 from tests.support.ports import free_port
 from tests.support.waiting import wait_until
 
