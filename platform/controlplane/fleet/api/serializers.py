@@ -49,9 +49,10 @@ class NodeSerializer(serializers.ModelSerializer):
         model = Node
         fields = [
             "id", "name", "domain", "hostname", "address", "labels", "state", "state_reason",
-            "last_heartbeat", "queue", "accelerators", "created",
+            "last_heartbeat", "queue", "accelerators", "runtimes", "created",
         ]  # fmt: skip
-        read_only_fields = ["state", "state_reason", "last_heartbeat"]
+        # runtimes: the engine devices its agent can drive, as the agent reported them.
+        read_only_fields = ["state", "state_reason", "last_heartbeat", "runtimes"]
 
     def validate_labels(self, value):
         if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):

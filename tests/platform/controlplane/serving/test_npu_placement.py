@@ -43,3 +43,9 @@ def test_a_node_that_never_reported_runtimes_is_not_refused(make_node, make_depl
     make_node("n1", vendor="nvidia", count=1)  # runtimes None: an agent from before the report
     deployment = make_deployment(replicas=1, vendor="nvidia")
     assert reconcile_deployment(deployment.pk, "test") is None
+
+
+def test_the_nodes_api_shows_the_reported_runtimes(make_node, login):
+    node = make_node("n1", vendor="ascend", count=1, runtimes=["cpu"])
+    body = login("viewer").get(f"/api/v1/nodes/{node.pk}/").json()
+    assert body["runtimes"] == ["cpu"]
