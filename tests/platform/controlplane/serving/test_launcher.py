@@ -74,3 +74,13 @@ def test_sigkill_after_timeout_when_sigterm_is_ignored(tmp_path):
         subprocess.run(["sleep", "0.05"])
     assert launcher.stop_process(pid, term_timeout=0.5).startswith("killed after 0.5s")
     assert launcher.find_engine(replica_id) is None
+
+
+def test_launch_output_tail_holds_the_newest_launch_only(tmp_path):
+    log = tmp_path / "replica.log"
+    log.write_text(
+        "\n--- 2026-01-01 10:00:00 chassis serve\nold error\n\n--- 2026-01-01 10:01:00 chassis serve\nnew 1\nnew 2\n"
+    )
+    assert launcher.launch_output_tail(log) == "new 1\nnew 2"
+    assert launcher.launch_output_tail(log, 1) == "new 2"
+    assert launcher.launch_output_tail(tmp_path / "missing.log") == ""
