@@ -1,7 +1,8 @@
 """A small Prometheus query API on loopback that records every query.
 
-It stands in for a real Prometheus, which cannot run here (no ``prometheus`` binary on this machine,
-and no remote one reachable). It follows Prometheus' documented ``GET /api/v1/query_range`` answer:
+It stands in for a real Prometheus where a test needs what a real one does not do on demand: refuse
+a query, or answer exactly the values the test chose (tests/support/prometheus.py runs the real
+server, for the answers themselves). It follows Prometheus' documented ``GET /api/v1/query_range`` answer:
 ``{"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {}, "values":
 [[unix_time, "value"], ...]}]}}``, and ``{"status": "error", "errorType": ..., "error": ...}`` with
 400 for a query it is told to refuse. ``answer(query, start, end, step)`` decides each series.

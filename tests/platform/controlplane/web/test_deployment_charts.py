@@ -1,6 +1,7 @@
 """The deployment page's chart data: aggregated over replicas, a time range to pick, and history
-past the control plane's retention from Prometheus' query API (a fake one on loopback: no real
-Prometheus can run on this machine, `which prometheus` finds none)."""
+past the control plane's retention from Prometheus' query API: a real Prometheus (history
+backfilled with promtool) for the answers, and a fake one on loopback for what a real one will not
+do on demand (refuse a query)."""
 
 from datetime import timedelta
 
@@ -67,3 +68,57 @@ def test_without_prometheus_long_ranges_say_how_much_is_kept(login, two_replicas
     settings.CHASSIS_PROMETHEUS_URL = ""
     body = login("viewer").get(f"/deployments/{two_replicas.pk}/samples.json?range=30d").json()
     assert body["source"] == "control plane" and "CHASSIS_PROMETHEUS_URL" in body["note"]
+
+
+def openmetrics_history(start: int, end: int) -> str:
+    """Two replicas of deployment chat over [start, end), one scrape a minute: 30 tokens/s each;
+    chat-0 answers every first token within 0.1 s, chat-1 within 1 s but not 0.1 s."""
+    tokens, ttft = (
+        ["# TYPE vllm:generation_tokens counter"],
+        ["# TYPE vllm:time_to_first_token_seconds histogram"],
+    )
+    for at in range(start, end, 60):
+        requests = (at - start) // 60
+        for replica, fast in (("chat-0", True), ("chat-1", False)):
+            labels = f'job="chassis-replicas",deployment="chat",replica="{replica}"'
+            tokens.append(f"vllm:generation_tokens_total{{{labels}}} {30 * (at - start)} {at}")
+            for bound, count in (("0.1", requests if fast else 0), ("1.0", requests), ("+Inf", requests)):
+                ttft.append(f'vllm:time_to_first_token_seconds_bucket{{{labels},le="{bound}"}} {count} {at}')
+            ttft.append(f"vllm:time_to_first_token_seconds_count{{{labels}}} {requests} {at}")
+            ttft.append(f"vllm:time_to_first_token_seconds_sum{{{labels}}} {requests * 0.05} {at}")
+    return "\n".join([*tokens, *ttft, "# EOF", ""])
+
+
+def test_a_week_from_a_real_prometheus(prometheus_binary, tmp_path, login, make_deployment, settings):
+    """Two days of history backfilled into a real Prometheus' TSDB (promtool), read through its
+    query_range API: tokens/s summed over the replicas, TTFT percentiles from the merged histogram."""
+    import shutil
+    import subprocess
+    import time
+
+    from tests.support.prometheus import Prometheus
+
+    now = int(time.time())
+    (tmp_path / "history.om").write_text(openmetrics_history(now - 2 * 86400, now - 3 * 3600))
+    promtool = shutil.which("promtool") or f"{prometheus_binary}tool"
+    subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", str(tmp_path / "history.om"),
+                    str(tmp_path / "prometheus" / "data")], check=True, capture_output=True)  # fmt: skip
+    prometheus = Prometheus(prometheus_binary, tmp_path / "prometheus", targets=[])
+    try:
+        settings.CHASSIS_PROMETHEUS_URL = prometheus.url
+        deployment = make_deployment("chat")
+        body = login("viewer").get(f"/deployments/{deployment.pk}/samples.json?range=7d").json()
+    finally:
+        prometheus.stop()
+    assert body["source"] == "prometheus", body["note"]
+    inside = [i for i, t in enumerate(body["t"]) if now - 2 * 86400 + 3 * 3600 < t < now - 6 * 3600]
+    assert len(inside) > 40
+    assert all(abs(body["tokens_per_s"][i] - 60.0) < 0.5 for i in inside)
+    assert all(abs(body["ttft_p50_ms"][i] - 100.0) < 1 for i in inside)  # half the requests within 0.1 s
+    assert all(abs(body["ttft_p90_ms"][i] - 820.0) < 5 for i in inside)  # 0.1 + 0.9 * (0.4 / 0.5) s
+    before = [
+        v
+        for t, v in zip(body["t"], body["tokens_per_s"], strict=True)
+        if t < now - 2 * 86400 - 2 * body["step_s"]
+    ]
+    assert before and all(v is None for v in before)  # no history there: gaps, not zeros
