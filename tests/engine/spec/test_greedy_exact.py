@@ -111,3 +111,22 @@ def test_mtp_greedy_matches_no_speculation(tiny_models):
     assert on == off
     assert stats.spec_decode_num_drafts > 0
     assert stats.spec_decode_num_draft_tokens > stats.spec_decode_num_drafts  # chained drafts
+
+
+def test_a_stop_string_inside_an_accepted_draft_ends_the_output_where_it_would_without(tiny_llama):
+    prompts = _prompts(4, seed=21)
+    plain = SamplingParams(max_tokens=40, temperature=0.0, ignore_eos=True)
+    texts = [t for _, t, _ in _generate(tiny_llama, prompts, plain)[0]]
+    params = [
+        SamplingParams(max_tokens=40, temperature=0.0, ignore_eos=True, stop=[text[len(text) // 2 :][:2]])
+        for text in texts
+        if len(text) > 8
+    ]
+    prompts = [p for p, text in zip(prompts, texts, strict=True) if len(text) > 8]
+    off, _ = _generate(tiny_llama, prompts, params)
+    on, stats = _generate(
+        tiny_llama, prompts, params, speculative_method="ngram", speculative_scheduling="fixed"
+    )
+    assert on == off
+    assert any(reason == "stop" for _, _, reason in off)
+    assert stats.spec_decode_num_accepted_tokens > 0
