@@ -233,7 +233,7 @@ def test_code_env_and_monitoring_files(deployed):
     assert (prometheus / "rules/chassis-alerts.yml").is_file()
     # The monitoring role provisioned Grafana through `chassis dashboards provision`, once.
     grafana = deployed["grafana"]
-    assert sorted(grafana.dashboards) == ["chassis-engine", "chassis-gateway"]
+    assert sorted(grafana.dashboards) == ["chassis-control-plane", "chassis-engine", "chassis-gateway"]
     assert all(d["dashboard"]["version"] == 1 for d in grafana.dashboards.values())
 
 
