@@ -37,6 +37,9 @@ HOSTS = {
     "mon-test": "monitoring",
 }
 GRAFANA_TOKEN = "glsa_ansible_test"
+HEAD_COMMIT = subprocess.run(
+    ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+).stdout.strip()
 
 
 def fake_grafana():
@@ -78,6 +81,7 @@ def write_inventory(tmp: Path, grafana_url: str, overrides: dict | None = None) 
         "chassis_user": getpass.getuser(),
         "chassis_group": grp.getgrgid(os.getgid()).gr_name,
         "chassis_create_user": False,
+        "chassis_become_service_user": False,
         "chassis_manage_packages": False,
         "chassis_manage_services": False,
         "chassis_install_venv": False,
@@ -86,15 +90,17 @@ def write_inventory(tmp: Path, grafana_url: str, overrides: dict | None = None) 
         "chassis_database_url": "postgres://chassis:pw@db.internal:5432/chassis",
         "chassis_broker_url": "redis://redis.internal:6379/0",
         "chassis_archive_path": str(tmp / "chassis-source.tar.gz"),
+        # One commit for every run: others commit to this tree while the test runs.
+        "chassis_archive_version": HEAD_COMMIT,
         "chassis_node_address": "127.0.0.1",
         "control_plane_migrate": False,
         "control_plane_check_services": False,
-        "chassis_gateway_token": "viewer-token",
-        "nvidia_check_driver": False,
-        "ascend_check_npu": False,
-        "ascend_cann_set_env": str(set_env),
+        "control_plane_gateway_token": "viewer-token",
+        "nvidia_node_check_driver": False,
+        "ascend_node_check_npu": False,
+        "ascend_node_cann_set_env": str(set_env),
         "monitoring_install_grafana": False,
-        "grafana_url": grafana_url,
+        "monitoring_grafana_url": grafana_url,
         "monitoring_grafana_token": GRAFANA_TOKEN,
         "monitoring_control_plane_token": "viewer-token",
         **(overrides or {}),
@@ -107,7 +113,7 @@ def write_inventory(tmp: Path, grafana_url: str, overrides: dict | None = None) 
             "chassis_etc_dir": str(root / "etc/chassis"),
             "chassis_var_dir": str(root / "var/lib/chassis"),
             "chassis_systemd_dir": str(root / "etc/systemd/system"),
-            "prometheus_etc_dir": str(root / "etc/prometheus"),
+            "monitoring_prometheus_etc_dir": str(root / "etc/prometheus"),
         }
         children[group] = {"hosts": {host: host_vars}}
     children["nvidia_nodes"]["hosts"]["gpu-test"]["chassis_node_labels"] = {"pool": "batch"}
