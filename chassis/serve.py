@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -27,7 +28,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--served-model-name", default=None, help="model name clients send (default: the directory name)"
     )
     parser.add_argument(
-        "--api-key", default=None, help="require this key (Bearer, or x-api-key on /v1/messages)"
+        "--api-key",
+        default=os.environ.get("CHASSIS_REPLICA_API_KEY") or None,
+        help="require this key (Bearer, or x-api-key on /v1/messages) (default: $CHASSIS_REPLICA_API_KEY;"
+        " a node agent's replicas inherit it)",
     )
     parser.add_argument(
         "--tool-parser", default="auto", choices=TOOL_PARSERS, help="tool-call format of the model"
