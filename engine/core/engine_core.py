@@ -15,6 +15,7 @@ step late; a request that stops then has one speculative token computed past its
 from __future__ import annotations
 
 import random
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ from engine.scheduler.request import Request, RequestStatus
 from engine.scheduler.scheduler import Scheduler
 from engine.spec.proposer import Proposer
 from engine.spec.speculator import make_speculator
+from engine.structured.compiler import GrammarCompilerPool
+from engine.structured.spec import check as check_structured
 from engine.switches import apply_switches
 from engine.testing import step_gate
 from engine.tokenizer.detokenizer import IncrementalDetokenizer
@@ -43,6 +46,7 @@ from engine.tokenizer.tokenizer import Tokenizer
 from kernels._common import kernels_mode
 
 ROUTING_REFRESH_S = 1.0  # how stale the per-expert token counts in stats() may be
+GRAMMAR_POLL_S = 0.005  # an idle engine waits this long for a compiling grammar before looking again
 
 
 @dataclass
@@ -89,6 +93,8 @@ class EngineCore:
         self._pending: tuple[SchedulerOutput, LaunchedStep] | None = None  # launched, not yet read
         self._states: dict[str, PreparedRequest] = {}
         self._seed_rng = random.Random(config.seed)
+        self._grammar_pool: GrammarCompilerPool | None = None  # built by the first structured request
+        self._grammar_pool_lock = threading.Lock()
         self.prompt_tokens = 0
         self.generation_tokens = 0
         self.recorded_logits: dict[str, list[torch.Tensor]] = {}  # filled when runner.keep_logits (tests)
@@ -132,6 +138,9 @@ class EngineCore:
             sampling_params=params,
             arrival_time=time.monotonic() if arrival_time is None else arrival_time,
         )
+        if params.structured is not None:
+            check_structured(params.structured)  # ValueError (a 400) before the request is admitted
+            request.grammar = self.grammar_pool().grammar_for(params.structured)
         detokenizer = IncrementalDetokenizer(
             self.tokenizer.backend, params.skip_special_tokens, params.stop, params.include_stop_str_in_output
         )
@@ -146,6 +155,14 @@ class EngineCore:
             final_only=final_only,
             logprobs=[] if final_only and params.logprobs is not None else None,
         )
+
+    def grammar_pool(self) -> GrammarCompilerPool:
+        with self._grammar_pool_lock:
+            if self._grammar_pool is None:
+                self._grammar_pool = GrammarCompilerPool(
+                    self.tokenizer.hf, self.model_config.vocab_size, self.tokenizer.eos_token_ids
+                )
+            return self._grammar_pool
 
     def add(self, prepared: PreparedRequest) -> str:
         rid = prepared.request.request_id
@@ -232,11 +249,15 @@ class EngineCore:
         return self._process(out, launched.result())
 
     def _check_progress(self) -> None:
+        if self.scheduler.all_waiting_on_grammars and not self.scheduler.running:
+            self.scheduler.waiting[0].grammar.wait(GRAMMAR_POLL_S)  # idle anyway: no spinning
+            return
         if self.scheduler.waiting and not self.scheduler.running:
             # Cannot happen while one max_model_len sequence fits the pool; fail loudly, not spin.
             raise RuntimeError("scheduler made no progress: the KV pool cannot hold the next request")
 
     def _process(self, out: SchedulerOutput, result: StepResult) -> list[RequestOutput]:
+        self._advance_grammars(out, result.sampled)
         self.scheduler.update_from_output(out, result.sampled, result.accepted)
         emitted = {s.request.request_id: s.emitted for s in out.scheduled if s.num_draft_tokens}
         outputs = []
@@ -280,6 +301,14 @@ class EngineCore:
             else:
                 outputs.append(self._output(state, token_ids, new_logprobs, new_text))
         return outputs
+
+    @staticmethod
+    def _advance_grammars(out: SchedulerOutput, sampled: dict[str, int]) -> None:
+        """Structured output: each grammar accepts its request's sampled token (never drafts)."""
+        for s in out.scheduled:
+            request = s.request
+            if request.grammar is not None and not request.status.finished and request.request_id in sampled:
+                request.grammar.accept(sampled[request.request_id])
 
     @staticmethod
     def _push_draft(state: PreparedRequest, token_ids: list[int]) -> tuple[str, list[int]]:

@@ -27,6 +27,7 @@ from engine.sampling.sampler import (
 )
 from engine.sampling.verify import verify_draft
 from engine.scheduler.output import SchedulerOutput
+from engine.structured.bitmask import apply_grammars
 
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -168,6 +169,8 @@ class ModelRunner:
             p = s.request.sampling_params
             if s.samples and p is not None and (p.needs_penalties or p.logprobs is not None):
                 return False
+            if s.samples and s.request.grammar is not None:  # its mask needs every token accepted
+                return False
         return True
 
     def launch(self, out: SchedulerOutput, share_samples: bool = True) -> LaunchedStep:
@@ -270,6 +273,7 @@ class ModelRunner:
                 self._prev_rows = {rid: row for row, rid in enumerate(ids)}
             return LaunchedStep(ids, None, StepResult({}, {}))
         done = None
+        apply_grammars(logits, requests)
         if greedy_only(requests):
             chosen = logits.argmax(dim=-1)
         elif not self.keep_logits and not any(

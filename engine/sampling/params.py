@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 MAX_LOGPROBS = 20
 # As vLLM: below this a temperature is greedy in effect, and dividing logits by it overflows them
@@ -28,6 +29,7 @@ class SamplingParams:
     logprobs: int | None = None  # None: off; 0: the chosen token only; k: plus the top k
     skip_special_tokens: bool = True
     include_stop_str_in_output: bool = False
+    structured: Any = None  # engine.structured.spec.StructuredSpec: the grammar the output must match
 
     def __post_init__(self) -> None:
         if isinstance(self.stop, str):

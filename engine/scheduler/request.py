@@ -65,6 +65,8 @@ class Request:
     # Speculative decoding: the draft proposed for the next step (engine/spec/), consumed when the
     # step is scheduled; never part of all_token_ids until verified.
     draft_token_ids: list[int] = field(default_factory=list)
+    # Structured output (engine/structured/): the request's grammar; it runs once ``grammar.ready``.
+    grammar: Any = None
 
     def __post_init__(self) -> None:
         # Prompt + output in one list grown in place, so per-step work never copies the history.

@@ -71,14 +71,14 @@ class Scheduler:
 
         # Admitting new work in a step that had to preempt would only thrash.
         while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs and not out.preempted_ids:
-            request = self.waiting[0]
-            if request.num_output_placeholders:  # preempted with a token still on the device
+            request = self._next_admissible()
+            if request is None or request.num_output_placeholders:  # preempted with a token on the device
                 break
             hit = self.kv.find_cached_prefix(request)
             num_new = min(request.num_tokens - hit.num_tokens, budget)
             if not self.kv.allocate_slots(request, hit.num_tokens, num_new, hit):
                 break
-            self.waiting.popleft()
+            self.waiting.remove(request)
             request.num_computed_tokens = hit.num_tokens
             if request.num_cached_tokens < 0:
                 request.num_cached_tokens = hit.num_tokens
@@ -145,6 +145,18 @@ class Scheduler:
         self.kv.free(request)
         return request
 
+    def _next_admissible(self) -> Request | None:
+        """The first waiting request that can run: one whose grammar still compiles waits, without
+        holding up those behind it."""
+        for request in self.waiting:
+            if request.grammar is None or request.grammar.ready:
+                return request
+        return None
+
+    @property
+    def all_waiting_on_grammars(self) -> bool:
+        return bool(self.waiting) and self._next_admissible() is None
+
     def _preempt(self, request: Request) -> None:
         self.kv.free(request)
         request.status = RequestStatus.PREEMPTED
@@ -158,6 +170,8 @@ class Scheduler:
         """How much of the request's draft this step can verify: only a decode step with its last
         token on the host, within the token budget and short of the request's last output token."""
         if not request.draft_token_ids or num_new != 1 or request.num_output_placeholders:
+            return 0
+        if request.grammar is not None:  # drafts would need the grammar checked token by token
             return 0
         room = min(budget - 1, request.max_tokens - len(request.output_token_ids) - 1)
         return max(0, min(len(request.draft_token_ids), room))

@@ -1,0 +1,63 @@
+"""One request's grammar state: the compiled grammar (maybe still compiling) and its matcher."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+
+
+class RequestGrammar:
+    """``reasoning_end_id``: the grammar starts to apply once the model has sampled this token (the
+    end of its reasoning); until then the request samples freely."""
+
+    def __init__(self, compiled: Future, vocab_size: int, reasoning_end_id: int | None = None) -> None:
+        self._compiled = compiled
+        self._matcher = None
+        self.vocab_size = vocab_size
+        self.reasoning_end_id = reasoning_end_id
+        self.in_reasoning = reasoning_end_id is not None
+
+    @property
+    def ready(self) -> bool:
+        """Whether the scheduler may run the request: its grammar is compiled (or failed)."""
+        return self._compiled.done()
+
+    @property
+    def error(self) -> str | None:
+        if not self._compiled.done() or self._compiled.exception() is None:
+            return None
+        return str(self._compiled.exception())
+
+    @property
+    def active(self) -> bool:
+        """Whether this step's token is constrained."""
+        return not self.in_reasoning and self.matcher is not None and not self._matcher.is_terminated()
+
+    @property
+    def matcher(self):
+        if self._matcher is None and self._compiled.done() and self._compiled.exception() is None:
+            import xgrammar as xgr
+
+            self._matcher = xgr.GrammarMatcher(self._compiled.result())
+        return self._matcher
+
+    def accept(self, token_id: int) -> bool:
+        """Advance past a sampled token; False when the grammar refuses it."""
+        if self.in_reasoning:
+            if token_id == self.reasoning_end_id:
+                self.in_reasoning = False
+            return True
+        if self.matcher is None or self._matcher.is_terminated():
+            return True
+        return self._matcher.accept_token(token_id)
+
+    @property
+    def terminated(self) -> bool:
+        """The grammar has accepted a stop token: nothing more may follow."""
+        return self._matcher is not None and self._matcher.is_terminated()
+
+    def wait(self, timeout: float) -> None:
+        """Block up to ``timeout`` seconds for the compilation (only when the engine is idle)."""
+        try:
+            self._compiled.exception(timeout=timeout)
+        except TimeoutError:
+            pass

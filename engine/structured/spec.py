@@ -1,0 +1,76 @@
+"""What a request's output must match: a JSON schema, free JSON, a regex, an EBNF grammar or a choice.
+
+The API layer builds one from whichever field the client used (``response_format``, ``guided_json``,
+a strict tool...) and checks it with ``check`` before the request is admitted, so a schema, regex or
+grammar the compiler refuses is a 400 naming the field, never a failure inside the engine loop.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Literal
+
+Kind = Literal["json_schema", "json_object", "regex", "grammar", "choice"]
+KINDS: tuple[str, ...] = ("json_schema", "json_object", "regex", "grammar", "choice")
+
+
+@dataclass(frozen=True)
+class StructuredSpec:
+    kind: Kind
+    # json_schema: the schema serialized (property order kept: it is the order generated);
+    # regex and grammar: their source; choice: a JSON list of the allowed strings; json_object: "".
+    value: str = ""
+    # The marker that ends the model's reasoning (e.g. ``</think>``): the grammar applies after it.
+    reasoning_end: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"structured output kind must be one of {KINDS}, got {self.kind!r}")
+
+    @staticmethod
+    def json_schema(schema: object) -> StructuredSpec:
+        if isinstance(schema, str):
+            schema = json.loads(schema)
+        if not isinstance(schema, dict):
+            raise ValueError("a JSON schema must be an object")
+        return StructuredSpec("json_schema", json.dumps(schema))
+
+    @staticmethod
+    def choice(options: list[str]) -> StructuredSpec:
+        if not options or not all(isinstance(o, str) for o in options):
+            raise ValueError("a choice must be a non-empty list of strings")
+        return StructuredSpec("choice", json.dumps(options))
+
+    def after_reasoning(self, marker: str | None) -> StructuredSpec:
+        return StructuredSpec(self.kind, self.value, marker)
+
+
+def to_grammar(spec: StructuredSpec):
+    """The spec as an ``xgrammar.Grammar`` (tokenizer-independent); raises ValueError with the
+    compiler's own message when the schema, regex or grammar is invalid."""
+    import xgrammar as xgr
+
+    try:
+        if spec.kind == "json_schema":
+            return xgr.Grammar.from_json_schema(spec.value, strict_mode=True)
+        if spec.kind == "json_object":
+            return xgr.Grammar.builtin_json_grammar()
+        if spec.kind == "regex":
+            return xgr.Grammar.from_regex(spec.value)
+        if spec.kind == "grammar":
+            return xgr.Grammar.from_ebnf(spec.value)
+        return xgr.Grammar.from_regex(_choice_regex(json.loads(spec.value)))
+    except (RuntimeError, ValueError, TypeError) as exc:
+        raise ValueError(str(exc).strip() or type(exc).__name__) from exc
+
+
+def check(spec: StructuredSpec) -> None:
+    """Raise ValueError (the compiler's message) when the spec cannot be compiled."""
+    to_grammar(spec)
+
+
+def _choice_regex(options: list[str]) -> str:
+    import re
+
+    return "(" + "|".join(re.escape(o) for o in options) + ")"
