@@ -74,6 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("confidence", "fixed"),
         help="default: %(default)s",
     )
+    parser.add_argument("--max-model-len", type=int, default=1024, help="default: %(default)s")
     parser.add_argument("--dtype", default="float32", help="default: %(default)s")
     parser.add_argument("--device", default="cpu", help="default: %(default)s")
     parser.add_argument("--json", metavar="OUT", default=None, help="also write the rows as JSON to OUT")
@@ -116,7 +117,13 @@ def run_bench(args: argparse.Namespace) -> list[Row]:
         from engine.testing.smollm2 import smollm2_path
 
         model = str(smollm2_path())
-    common = dict(device=args.device, dtype=args.dtype, max_num_seqs=max(args.batch_sizes))
+    # A context fitting the prompts keeps the CPU's default KV pool (a full context per sequence) small.
+    common = dict(
+        device=args.device,
+        dtype=args.dtype,
+        max_num_seqs=max(args.batch_sizes),
+        max_model_len=args.max_model_len,
+    )
     modes = {
         "off": {},
         args.speculative_method: dict(
@@ -149,6 +156,7 @@ def run_bench(args: argparse.Namespace) -> list[Row]:
                 row.speedup = row.tokens_per_s / off.tokens_per_s
             rows.append(row)
         llm.shutdown()
+        del llm  # free its KV pool before the next mode allocates one
     return rows
 
 
