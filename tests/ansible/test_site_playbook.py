@@ -114,6 +114,8 @@ def write_inventory(tmp: Path, grafana_url: str, overrides: dict | None = None) 
             "chassis_var_dir": str(root / "var/lib/chassis"),
             "chassis_systemd_dir": str(root / "etc/systemd/system"),
             "monitoring_prometheus_etc_dir": str(root / "etc/prometheus"),
+            "tls_proxy_cert_dir": str(root / "etc/chassis/tls"),
+            "tls_proxy_conf_dir": str(root / "etc/nginx/conf.d"),
         }
         children[group] = {"hosts": {host: host_vars}}
     children["nvidia_nodes"]["hosts"]["gpu-test"]["chassis_node_labels"] = {"pool": "batch"}

@@ -1,0 +1,36 @@
+"""Log in to the control plane's web UI with chromium over HTTPS and print what the browser saw, as
+JSON. Run as a program so it can run inside another network namespace (ip netns exec ... python -m
+tests.support.https_login URL USER PASSWORD)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
+
+
+def main(base_url: str, username: str, password: str) -> dict:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        # The playbook's certificate is self-signed: the caller checks it against the file separately.
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(ignore_https_errors=True)
+            page.set_default_timeout(30_000)
+            page.goto(f"{base_url}/login/")
+            page.fill("#id_username", username)
+            page.fill("#id_password", password)
+            page.click("button[type=submit]")
+            page.wait_for_url(f"{base_url}/")
+            cookies = {c["name"]: c["secure"] for c in page.context.cookies()}
+            return {"url": page.url, "title": page.title(), "secure_cookies": cookies,
+                    "body": page.inner_text("body")[:2000]}  # fmt: skip
+        finally:
+            browser.close()
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(*sys.argv[1:4])))
