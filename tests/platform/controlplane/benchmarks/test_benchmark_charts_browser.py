@@ -1,37 +1,18 @@
 """The uPlot charts of the benchmark pages draw in a real chromium (Playwright) against a live server,
-1400 px wide without horizontal overflow (screenshots go to $BENCHMARK_SCREENSHOTS if set)."""
-
-import os
-import shutil
+1400 px wide without horizontal overflow (screenshots go to $CHASSIS_SCREENSHOT_DIR if set)."""
 
 import pytest
 
+from tests.support.browser import check_layout, chromium, log_in, make_user
+
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-CHROMIUM = "/usr/bin/chromium"
 
 
 @pytest.fixture
 def page(monkeypatch, live_server):
-    # Playwright's sync API keeps an event loop on this thread; our ORM calls are plain sync code.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    if not shutil.which(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: `apt-get install -y chromium` (make test does it)")
-    from controlplane.api.roles import set_role
-    from django.contrib.auth import get_user_model
-    from playwright.sync_api import sync_playwright
-
-    set_role(get_user_model().objects.create_user("chart-viewer", password="browser-test-pw"), "viewer")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        tab = browser.new_page(viewport={"width": 1400, "height": 900})
-        tab.set_default_timeout(15_000)
-        tab.goto(f"{live_server.url}/login/")
-        tab.fill("#id_username", "chart-viewer")
-        tab.fill("#id_password", "browser-test-pw")
-        tab.click("button[type=submit]")
-        tab.wait_for_url(f"{live_server.url}/")
-        yield tab
-        browser.close()
+    make_user("chart-viewer", "viewer")
+    with chromium(monkeypatch) as browser:
+        yield log_in(browser, live_server.url, "chart-viewer", timeout_ms=15_000)
 
 
 def test_run_and_trend_charts_draw(page, live_server, make_deployment):
@@ -55,7 +36,6 @@ def test_run_and_trend_charts_draw(page, live_server, make_deployment):
     assert page.locator("tr[data-state='succeeded']").count() == 3
 
 
-NO_OVERFLOW = "() => document.documentElement.scrollWidth <= document.documentElement.clientWidth"
 GRID = {"concurrency": [1, 2, 4], "input_tokens": [16, 64], "output_tokens": [4, 12]}
 
 
@@ -99,7 +79,4 @@ def test_sweep_charts_compare_runs_with_fronts_and_the_regression_section(page, 
     assert f"#{after.pk} chat Pareto front" in legend and f"#{before.pk} chat points" in legend
     assert page.locator("#changed-since-baseline tr[data-key='engine_config.max_num_seqs']").count() == 1
     assert page.locator("#judged-ttft_p50_ms").inner_text().endswith("regressed")
-    assert page.evaluate(NO_OVERFLOW)
-    folder = os.environ.get("BENCHMARK_SCREENSHOTS")
-    if folder:
-        page.screenshot(path=f"{folder}/run-sweep-regression.png", full_page=True)
+    check_layout(page, "run-sweep-regression")

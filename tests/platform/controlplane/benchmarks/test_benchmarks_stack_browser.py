@@ -4,54 +4,26 @@ a deployment with other engine options shows the conditions diff before it start
 keeps it; a sweep draws both charts; a scheduled run after a rolling update to max_num_seqs=1 is
 flagged against the earlier ones; deleting a deployment keeps its runs, and its schedule stops but
 stays listed. Every page is
-drawn 1400 px wide without horizontal overflow (screenshots go to $BENCHMARK_SCREENSHOTS if set)."""
+drawn 1400 px wide without horizontal overflow (screenshots go to $CHASSIS_SCREENSHOT_DIR if set)."""
 
-import os
-import shutil
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
 from tests.platform.controlplane.e2e import conftest as e2e
+from tests.support.browser import check_layout, chromium, log_in, make_user
 from tests.support.waiting import wait_until
 
 stack, operator_api = e2e.stack, e2e.operator_api  # the e2e fixtures: worker, beat, agent; an API token
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(400)]
-CHROMIUM = "/usr/bin/chromium"
-NO_OVERFLOW = "() => document.documentElement.scrollWidth <= document.documentElement.clientWidth"
 
 
 @pytest.fixture
 def page(monkeypatch, live_server):
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    if not shutil.which(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: `apt-get install -y chromium` (make test does it)")
-    from controlplane.api.roles import set_role
-    from django.contrib.auth import get_user_model
-    from playwright.sync_api import sync_playwright
-
-    set_role(get_user_model().objects.create_user("bench-op", password="browser-test-pw"), "operator")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        tab = browser.new_page(viewport={"width": 1400, "height": 900})
-        tab.set_default_timeout(30_000)
-        tab.goto(f"{live_server.url}/login/")
-        tab.fill("#id_username", "bench-op")
-        tab.fill("#id_password", "browser-test-pw")
-        tab.click("button[type=submit]")
-        tab.wait_for_url(f"{live_server.url}/")
-        yield tab
-        browser.close()
-
-
-def check_page(page, name: str) -> None:
-    assert page.evaluate(NO_OVERFLOW), f"{name} overflows horizontally"
-    folder = os.environ.get("BENCHMARK_SCREENSHOTS")
-    if folder:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=f"{folder}/{name}.png", full_page=True)
+    make_user("bench-op", "operator")
+    with chromium(monkeypatch) as browser:
+        yield log_in(browser, live_server.url, "bench-op", timeout_ms=30_000)
 
 
 def ready_deployment(api, checkpoint_id: int, name: str, **fields):
@@ -144,7 +116,7 @@ def test_reproduce_with_diff_and_history_outlives_its_deployment(
         page.click("#conditions summary")
         conditions = page.locator("#conditions").inner_text()
         assert "engine_config.max_num_seqs" in conditions and "versions.torch" in conditions
-        check_page(page, "run-detail")
+        check_layout(page, "run-detail")
 
         # A 3 x 2 x 2 sweep on alpha, from the same form: both sweep charts draw its 12 points.
         page.goto(f"{live_server.url}/benchmarks/")
@@ -162,7 +134,7 @@ def test_reproduce_with_diff_and_history_outlives_its_deployment(
         page.wait_for_selector("#chart-prefill[data-points='12'] canvas")
         page.wait_for_selector("#chart-decode[data-points='12'] canvas")
         assert f"#{sweep_id} alpha Pareto front" in page.locator("#chart-decode .u-legend").inner_text()
-        check_page(page, "run-sweep")
+        check_layout(page, "run-sweep")
         page.goto(f"{live_server.url}/benchmarks/{source_id}/")
 
         # Reproduce on beta: the diff first, nothing started; then start it.
@@ -173,7 +145,7 @@ def test_reproduce_with_diff_and_history_outlives_its_deployment(
         assert diff.locator("tr[data-key='engine_config.max_num_seqs'] td").nth(1).inner_text() == "1"
         assert diff.locator("tr[data-key='deployment.name']").count() == 1
         assert BenchmarkRun.objects.count() == 2  # the run and the sweep; no reproduction yet
-        check_page(page, "reproduce-preview")
+        check_layout(page, "reproduce-preview")
         page.click("#start-reproduction button")
         page.wait_for_url("**/benchmarks/*/")
         copy_id = int(page.url.rstrip("/").rsplit("/", 1)[1])
@@ -188,7 +160,7 @@ def test_reproduce_with_diff_and_history_outlives_its_deployment(
             and stored["deployment.name"]["after"] == "beta"
         )
         assert page.locator("#conditions-diff tr[data-key='engine_config.max_num_seqs']").count() == 1
-        check_page(page, "run-reproduction")
+        check_layout(page, "run-reproduction")
 
         # Scheduled runs judge alpha against its history: four runs, then a rolling update to
         # max_num_seqs=1 (a deliberately slowed revision), then the next scheduled run is flagged.
@@ -212,10 +184,10 @@ def test_reproduce_with_diff_and_history_outlives_its_deployment(
         assert "regressed" in page.locator("#judged-ttft_p50_ms").inner_text()
         assert page.locator("#changed-since-baseline tr[data-key='engine_config.max_num_seqs']").count() == 1
         page.wait_for_selector("#chart-timeline[data-points='16'] canvas")
-        check_page(page, "run-regressed")
+        check_layout(page, "run-regressed")
         page.goto(f"{live_server.url}/benchmarks/schedules/{trend.pk}/")
         page.wait_for_selector("#chart-ttft[data-points='5'] canvas")
-        check_page(page, "schedule-trend")
+        check_layout(page, "schedule-trend")
 
         # A schedule on alpha, then alpha goes: its runs and the schedule stay, the schedule stops.
         page.goto(f"{live_server.url}/benchmarks/schedules/")
@@ -238,11 +210,11 @@ def test_reproduce_with_diff_and_history_outlives_its_deployment(
         assert (
             "disabled" in page.locator("main").inner_text() and page.locator("#toggle-schedule").count() == 0
         )
-        check_page(page, "schedule-deleted-deployment")
+        check_layout(page, "schedule-deleted-deployment")
         page.goto(f"{live_server.url}/benchmarks/")
         assert "alpha (deleted)" in page.locator(f"#run-{source_id}").inner_text()
         assert page.locator(f"#run-{copy_id}").count() == 1
-        check_page(page, "runs")
+        check_layout(page, "runs")
         page.goto(f"{live_server.url}/benchmarks/{source_id}/")
         assert "(deleted)" in page.locator("main p").first.inner_text()
         schedule.refresh_from_db()

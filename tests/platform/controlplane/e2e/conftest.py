@@ -1,6 +1,7 @@
 import pytest
 
 from tests.platform.controlplane.e2e.stack import Stack, database_url
+from tests.support.browser import chromium
 
 
 @pytest.fixture
@@ -38,3 +39,10 @@ def operator_api(db):
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {out.getvalue().strip()}")
     return client
+
+
+@pytest.fixture
+def browser(monkeypatch):
+    """Debian's chromium through Playwright (tests/support/browser.py)."""
+    with chromium(monkeypatch) as launched:
+        yield launched

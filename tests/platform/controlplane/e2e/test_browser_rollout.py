@@ -14,14 +14,12 @@ import pytest
 from controlplane.serving.choices import ReplicaState as S
 
 from gateway.bench.cluster import Process, _chassis
-from tests.platform.controlplane.e2e import test_browser_ui as ui
+from tests.support.browser import check_layout, log_in, make_user
 from tests.support.ports import free_port
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(600)]
 MODEL = "roll"
-WIDTH = 1400
-browser = ui.browser  # the same Playwright chromium fixture as the other browser test
 
 
 class Load:
@@ -77,13 +75,6 @@ def api_token(role: str) -> str:
     return out.getvalue().strip()
 
 
-def screenshot(page, path) -> None:
-    page.set_viewport_size({"width": WIDTH, "height": 900})
-    page.screenshot(path=str(path), full_page=True)
-    overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
-    assert overflow <= 0, f"{path.name}: {overflow}px of horizontal overflow at {WIDTH}px"
-
-
 def test_rollouts_rollback_and_restart_keep_serving(
     stack, live_server, browser, operator_api, tiny_model_dir, tmp_path
 ):
@@ -94,9 +85,7 @@ def test_rollouts_rollback_and_restart_keep_serving(
     broken = shutil.copytree(tiny_model_dir, tmp_path / "tiny-broken")
     for weights in broken.glob("*.safetensors"):
         weights.write_bytes(b"not a safetensors file")
-    shots = tmp_path / "screens"
-    shots.mkdir()
-    ui.make_user("rita", "operator")
+    make_user("rita", "operator")
     stack.start_all()
     gateway_port = free_port()
     settings_file = tmp_path / "gateway.json"
@@ -128,7 +117,7 @@ def test_rollouts_rollback_and_restart_keep_serving(
         load = Load(gateway.url).start()
         wait_until(lambda: load.total() > 0, "the load to be served", timeout=60, poll=0.2)
 
-        page = ui.log_in(browser, live_server, "rita")
+        page = log_in(browser, live_server.url, "rita")
         page.goto(f"{live_server.url}/deployments/{deployment.pk}/")
         page.fill("#id_engine_options", '{"max_num_seqs": "many"}')
         page.click("#revision-form button[type=submit]")
@@ -143,7 +132,7 @@ def test_rollouts_rollback_and_restart_keep_serving(
         page.select_option("#id_checkpoint", str(new.pk))
         page.click("#revision-form button[type=submit]")
         page.locator("#rollout[data-status=progressing]").wait_for()
-        screenshot(page, shots / "deployment-rolling-out.png")
+        check_layout(page, "deployment-rolling-out")
 
         def rolled_out(number):
             deployment.refresh_from_db()
@@ -178,7 +167,7 @@ def test_rollouts_rollback_and_restart_keep_serving(
             timeout=60,
             poll=0.5,
         )
-        screenshot(page, shots / "deployment-rollout-failed.png")
+        check_layout(page, "deployment-rollout-failed")
 
         # Rollback to the previous revision, one button.
         page.click("#revision-2 button")
@@ -213,7 +202,7 @@ def test_rollouts_rollback_and_restart_keep_serving(
             ] += count
         assert load.failures == []
         assert by_revision[1] > 0 and by_revision[2] > 0, by_revision
-        screenshot(page, shots / "deployment-after-restart.png")
+        check_layout(page, "deployment-after-restart")
 
         # No replica ready: the gateway names the deployment's state instead of "not served here".
         operator_api.post(f"/api/v1/deployments/{deployment.pk}/scale/", {"replicas": 0}, format="json")

@@ -1,50 +1,13 @@
 """Acceptance 4: Playwright drives Debian's chromium through the operator UI against a live server
 and the real worker, beat and agent."""
 
-import shutil
-
 import httpx
 import pytest
 
+from tests.support.browser import log_in, make_user
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(280)]
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]  # fmt: skip
-
-
-@pytest.fixture
-def browser(monkeypatch):
-    # Playwright's sync API keeps an event loop on this thread; our ORM calls are plain sync code.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    if not shutil.which(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: `apt-get install -y chromium` (make test does it)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield launched
-        launched.close()
-
-
-def make_user(username, role):
-    from controlplane.api.roles import set_role
-    from django.contrib.auth import get_user_model
-
-    user = get_user_model().objects.create_user(username, password="browser-test-pw")
-    set_role(user, role)
-
-
-def log_in(browser, live_server, username):
-    page = browser.new_page()
-    page.set_default_timeout(20_000)
-    page.goto(f"{live_server.url}/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", "browser-test-pw")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
-    return page
 
 
 def test_operator_flow_and_viewer_without_buttons(stack, live_server, browser, tiny_model_dir):
@@ -61,7 +24,7 @@ def test_operator_flow_and_viewer_without_buttons(stack, live_server, browser, t
             timeout=60,
             poll=0.5,
         )
-        page = log_in(browser, live_server, "olivia")
+        page = log_in(browser, live_server.url, "olivia")
         assert page.locator(f"#node-{stack.node}").is_visible()
 
         page.goto(f"{live_server.url}/checkpoints/")
@@ -95,7 +58,7 @@ def test_operator_flow_and_viewer_without_buttons(stack, live_server, browser, t
         assert page.locator("#chart-ttft canvas").count() == 1
         assert "→ ready" in page.locator("#events").inner_text()
 
-        viewer = log_in(browser, live_server, "victor")
+        viewer = log_in(browser, live_server.url, "victor")
         viewer.goto(page.url)
         viewer.locator("#replicas tr[data-state=ready]").wait_for()
         assert viewer.locator("main form[method=post] button").count() == 0  # a filter form is no action

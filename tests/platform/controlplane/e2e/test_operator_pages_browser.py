@@ -6,9 +6,7 @@ tables search, sort and export CSV; a delete asks first and answers 409 naming w
 object; the deployment charts draw the series summed over replicas and follow the time-range picker."""
 
 import csv
-import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,36 +15,18 @@ import httpx
 import pytest
 
 from tests.platform.controlplane.e2e.stack import REPO
+from tests.support.browser import check_layout
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(420)]
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]  # fmt: skip
 PASSWORD = "cli-made-pw-123"
 
 
 @pytest.fixture
-def page(monkeypatch):
-    # Playwright's sync API keeps an event loop on this thread; our ORM calls are plain sync code.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    if not shutil.which(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: `apt-get install -y chromium` (make test does it)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        tab = browser.new_page(viewport={"width": 1400, "height": 900}, accept_downloads=True)
-        tab.set_default_timeout(20_000)
-        yield tab
-        browser.close()
-
-
-def screenshot(page, name: str) -> None:
-    folder = os.environ.get("CHASSIS_SCREENSHOT_DIR")
-    if folder:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
+def page(browser):
+    tab = browser.new_page(viewport={"width": 1400, "height": 900}, accept_downloads=True)
+    tab.set_default_timeout(20_000)
+    return tab
 
 
 def test_operator_pages(stack, live_server, page, tiny_model_dir):
@@ -126,7 +106,7 @@ def test_operator_pages(stack, live_server, page, tiny_model_dir):
         shown = tail.inner_text().strip()
         assert shown and shown.splitlines()[0] in Path(replica.log_path).read_text(errors="replace")
         assert "serving.replica_log_tail" in (stack.var_dir / "agent.log").read_text(errors="replace")
-        screenshot(page, "replica-with-agent-log")
+        check_layout(page, "replica-with-agent-log")
 
         # Tables: search, sort, CSV of the filtered rows.
         page.goto(f"{url}/events/")
@@ -151,7 +131,7 @@ def test_operator_pages(stack, live_server, page, tiny_model_dir):
             page.click("#confirm-delete button[type=submit]")
         assert answer.value.status == 409
         assert "deployment e2e-pages" in page.locator("#delete-refused").inner_text()
-        screenshot(page, "delete-refused")
+        check_layout(page, "delete-refused")
 
         # Charts: tokens/s summed over both replicas, the time-range picker, units on the axes.
         for current in Replica.objects.filter(deployment__name="e2e-pages", state="ready"):
@@ -170,7 +150,7 @@ def test_operator_pages(stack, live_server, page, tiny_model_dir):
         page.select_option("#chart-range", "15m")
         page.wait_for_function("() => document.querySelector('#chart-tps').dataset.range === '15m'")
         assert re.fullmatch(r"control plane: one point per \d+ s", page.locator("#chart-note").inner_text())
-        screenshot(page, "deployment-charts")
+        check_layout(page, "deployment-charts")
     except BaseException:
         print(stack.logs())
         raise

@@ -1,13 +1,11 @@
 """Every page carries the Content-Security-Policy, and the UI still works under it: chromium loads
 each page (charts and Swagger UI included) without logging a single violation."""
 
-import shutil
-
 import pytest
-from controlplane.api.roles import set_role
 from django.contrib.auth import get_user_model
 
-CHROMIUM = "/usr/bin/chromium"
+from tests.support.browser import PASSWORD, chromium, make_user
+
 POLICY = {"default-src": "'self'", "script-src": "'self'", "style-src": "'self'", "object-src": "'none'"}
 
 
@@ -31,27 +29,23 @@ def test_every_kind_of_response_carries_the_policy(client, make_deployment):
 def test_chromium_logs_no_violation_on_any_page(monkeypatch, live_server, make_deployment):
     from controlplane.benchmarks.models import BenchmarkRun
 
-    # Playwright's sync API keeps an event loop on this thread; our ORM calls are plain sync code.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    if not shutil.which(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: `apt-get install -y chromium` (make test does it)")
-    from playwright.sync_api import sync_playwright
-
-    set_role(get_user_model().objects.create_user("csp-operator", password="browser-test-pw"), "operator")
+    make_user("csp-operator", "operator")
     deployment = make_deployment()
     run = BenchmarkRun.objects.create(deployment=deployment)
     run.start(["u"])
     run.succeed({"requests_ok": 2, "ttft_p50_ms": 10.0}, [[0.0, 10.0, 1.0, True], [0.2, 11.0, 1.1, True]])
     complaints = []
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+    with chromium(monkeypatch) as browser:
         page = browser.new_page()
         page.set_default_timeout(15_000)
-        page.on("console", lambda message: "Content Security Policy" in message.text and complaints.append(message.text))
+        page.on(
+            "console",
+            lambda message: "Content Security Policy" in message.text and complaints.append(message.text),
+        )
         page.on("pageerror", lambda error: complaints.append(f"script error: {error}"))
         page.goto(f"{live_server.url}/login/")
         page.fill("#id_username", "csp-operator")
-        page.fill("#id_password", "browser-test-pw")
+        page.fill("#id_password", PASSWORD)
         page.click("button[type=submit]")
         page.wait_for_url(f"{live_server.url}/")
         for path in ("/checkpoints/", "/deployments/", "/benchmarks/"):
@@ -63,5 +57,4 @@ def test_chromium_logs_no_violation_on_any_page(monkeypatch, live_server, make_d
         page.wait_for_selector("#chart-timeline[data-points='2'] canvas")
         page.goto(f"{live_server.url}/api/docs/")
         page.wait_for_selector(".opblock")  # Swagger UI rendered the schema
-        browser.close()
     assert complaints == []

@@ -2,39 +2,19 @@
 horizontal overflow, and a screenshot of each (under CHASSIS_SCREENSHOT_DIR when set) to look at."""
 
 import json
-import os
-import shutil
-from pathlib import Path
 
 import pytest
 
+from tests.support.browser import check_layout, chromium, log_in, make_user
+
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-CHROMIUM = "/usr/bin/chromium"
-WIDTH = 1400
 
 
 @pytest.fixture
 def admin_page(monkeypatch, live_server):
-    # Playwright's sync API keeps an event loop on this thread; our ORM calls are plain sync code.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    if not shutil.which(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: `apt-get install -y chromium` (make test does it)")
-    from controlplane.api.roles import set_role
-    from django.contrib.auth import get_user_model
-    from playwright.sync_api import sync_playwright
-
-    set_role(get_user_model().objects.create_user("layout-admin", password="browser-test-pw"), "admin")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        tab = browser.new_page(viewport={"width": WIDTH, "height": 900})
-        tab.set_default_timeout(15_000)
-        tab.goto(f"{live_server.url}/login/")
-        tab.fill("#id_username", "layout-admin")
-        tab.fill("#id_password", "browser-test-pw")
-        tab.click("button[type=submit]")
-        tab.wait_for_url(f"{live_server.url}/")
-        yield tab
-        browser.close()
+    make_user("layout-admin", "admin")
+    with chromium(monkeypatch) as browser:
+        yield log_in(browser, live_server.url, "layout-admin", timeout_ms=15_000)
 
 
 def admin_page_user_id() -> int:
@@ -79,23 +59,14 @@ def test_pages_fit_1400_px(admin_page, live_server, make_node, make_deployment, 
         "deployment": f"/deployments/{deployment.pk}/",
         "delete-checkpoint": f"/checkpoints/{ready_checkpoint.pk}/delete/",
     }
-    out = (
-        Path(os.environ.get("CHASSIS_SCREENSHOT_DIR", ""))
-        if os.environ.get("CHASSIS_SCREENSHOT_DIR")
-        else None
-    )
-    overflowing = {}
+    overflowing = []
     for name, url in pages.items():
         admin_page.goto(f"{live_server.url}{url}")
         admin_page.wait_for_load_state("networkidle")
-        widths = admin_page.evaluate(
-            "() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
-        )
-        if widths[0] > widths[1]:
-            overflowing[name] = widths
-        if out:
-            out.mkdir(parents=True, exist_ok=True)
-            admin_page.screenshot(path=str(out / f"{name}.png"), full_page=True)
+        try:
+            check_layout(admin_page, name)
+        except AssertionError as exc:
+            overflowing.append(str(exc))
     assert not overflowing, overflowing
 
 
