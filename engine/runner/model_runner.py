@@ -245,20 +245,23 @@ class ModelRunner:
         sampled: dict[str, int] = {}
         accepted: dict[str, list[int]] = {}
         logprobs: dict[str, Logprob] = {}
+        greedy = [greedy_only([s.request]) for s in scheduled]
+        argmax = logits.argmax(dim=-1).tolist() if any(greedy) else None  # one read for the batch
         row = 0
-        for s in scheduled:
+        for s, plain_greedy in zip(scheduled, greedy, strict=True):
             request, draft = s.request, s.draft_token_ids
-            rows = logits[row : row + len(draft) + 1]
-            row += len(draft) + 1
+            lo, row = row, row + len(draft) + 1
+            rows = logits[lo:row]
             if request.sampling_params.logprobs is not None:  # never drafts: sampled as without speculation
                 plain = self.sample(rows, [request])
                 sampled.update(plain.sampled)
                 logprobs.update(plain.logprobs)
                 continue
-            state_at = None
-            if not greedy_only([request]):
+            if plain_greedy:
+                emitted = verify_draft(None, draft, None, argmax[lo:row])
+            else:
                 state_at = lambda i, request=request, draft=draft: self._state(request, draft[:i])  # noqa: E731
-            emitted = verify_draft(rows, draft, state_at)
+                emitted = verify_draft(rows, draft, state_at)
             sampled[request.request_id] = emitted[-1]
             if draft:
                 accepted[request.request_id] = emitted[:-1]

@@ -22,15 +22,19 @@ from engine.sampling.sampler import SamplingState, choose_tokens
 
 
 def verify_draft(
-    logits: torch.Tensor, draft: list[int], state_at: Callable[[int], SamplingState] | None
+    logits: torch.Tensor | None,
+    draft: list[int],
+    state_at: Callable[[int], SamplingState] | None,
+    argmax: list[int] | None = None,
 ) -> list[int]:
     """Tokens a request emits: the longest accepted prefix of ``draft`` and one more token.
 
     ``logits``: fp32 [len(draft) + 1, V], row i the target's logits after the first i draft tokens.
     ``state_at(i)``: the sampling state at row i (its history extended by ``draft[:i]``); None for
-    a plain greedy request, which takes the argmax of every row."""
+    a plain greedy request, which takes the argmax of every row (``argmax``, when the caller read
+    them for the whole batch at once, saves a device sync per request)."""
     if state_at is None:
-        chosen = logits.argmax(dim=-1).tolist()
+        chosen = argmax if argmax is not None else logits.argmax(dim=-1).tolist()
         emitted = []
         for i, token in enumerate(chosen):
             emitted.append(token)
