@@ -12,6 +12,8 @@ from controlplane.api import audit
 from controlplane.api.roles import ADMIN, OPERATOR
 from controlplane.checkpoints.models import Checkpoint
 from controlplane.fleet.models import Node
+from controlplane.serving.choices import HOLDING_STATES
+from controlplane.serving.models import Deployment
 from controlplane.web.access import role_required
 
 
@@ -20,9 +22,14 @@ def _blockers(exc: ProtectedError | RestrictedError) -> list[tuple[str, str]]:
     return sorted((obj._meta.verbose_name, str(obj)) for obj in objects)
 
 
-def confirm_delete(request, obj, *, back: str, done: str):
-    """GET: what is about to go and a confirm button; POST: delete, or 409 naming what blocks it."""
+def confirm_delete(request, obj, *, back: str, done: str, running=None):
+    """GET: what is about to go and a confirm button; POST: delete, or 409 naming what blocks it.
+    ``running()``: what must stop before ``obj`` may go, as (kind, name) pairs (refused while any)."""
     context = {"object": obj, "kind": obj._meta.verbose_name, "back": back}
+    still_running = running() if running else []
+    if still_running:
+        status = 409 if request.method == "POST" else 200
+        return render(request, "web/confirm_delete.html", {**context, "running": still_running}, status=status)
     if request.method != "POST":
         return render(request, "web/confirm_delete.html", context)
     try:
@@ -38,6 +45,21 @@ def checkpoint_delete(request, pk: int):
     return confirm_delete(
         request, checkpoint, back=reverse("checkpoint-detail", args=[pk]), done=reverse("checkpoint-list")
     )
+
+
+@role_required(OPERATOR)
+def deployment_delete(request, pk: int):
+    """Only once no replica holds an engine or accelerators; its benchmark runs stay (SET_NULL)."""
+    deployment = get_object_or_404(Deployment, pk=pk)
+
+    def running() -> list[tuple[str, str]]:
+        replicas = deployment.replica_set.filter(state__in=HOLDING_STATES).order_by("ordinal")
+        return [("replica", f"{replica} ({replica.state})") for replica in replicas]
+
+    return confirm_delete(
+        request, deployment, back=reverse("deployment-detail", args=[pk]), done=reverse("deployment-list"),
+        running=running,
+    )  # fmt: skip
 
 
 @role_required(ADMIN)

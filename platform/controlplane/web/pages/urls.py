@@ -19,4 +19,5 @@ urlpatterns = [
     path("replicas/<int:pk>/log/", replicas.replica_log, name="replica-log"),
     path("events/", replicas.event_list, name="event-list"),
     path("checkpoints/<int:pk>/delete/", deletion.checkpoint_delete, name="checkpoint-delete"),
+    path("deployments/<int:pk>/delete/", deletion.deployment_delete, name="deployment-delete"),
 ]

@@ -177,6 +177,42 @@ def test_delete_asks_first_and_answers_409_naming_what_refers_to_it(login, make_
     assert entry.object_id == str(ready_checkpoint.pk) and entry.object_type == "checkpoints.checkpoint"
 
 
+def test_a_deployment_is_deleted_from_its_page_only_once_its_replicas_stopped_and_its_runs_stay(
+    login, make_deployment, make_node
+):
+    from controlplane.api.models import AuditEntry
+    from controlplane.benchmarks.models import BenchmarkRun
+    from controlplane.serving.models import Deployment, Replica
+
+    deployment = make_deployment("chat", replicas=1)
+    run = BenchmarkRun.objects.create(deployment=deployment)
+    node = make_node("n1", count=1)
+    replica = Replica.create_for(deployment, "created by the reconciler", "reconciler")
+    replica.schedule(node, node.accelerators.all()[:1], "reconciler")
+    client = login("operator")
+    assert (
+        f'href="/deployments/{deployment.pk}/delete/"'
+        in client.get(f"/deployments/{deployment.pk}/").content.decode()
+    )
+    asked = client.get(f"/deployments/{deployment.pk}/delete/").content.decode()
+    assert "replica <strong>chat-0 (scheduled)</strong>" in asked and 'id="confirm-delete"' not in asked
+    refused = client.post(f"/deployments/{deployment.pk}/delete/")
+    assert refused.status_code == 409 and "Scale it to 0" in refused.content.decode()
+    assert Deployment.objects.filter(pk=deployment.pk).exists()
+    assert not AuditEntry.objects.filter(action="delete").exists()
+
+    replica.fail("stopped for the test", "test")
+    assert 'id="confirm-delete"' in client.get(f"/deployments/{deployment.pk}/delete/").content.decode()
+    assert client.post(f"/deployments/{deployment.pk}/delete/")["Location"] == "/deployments/"
+    assert not Deployment.objects.filter(pk=deployment.pk).exists()
+    run.refresh_from_db()
+    assert run.deployment is None and run.deployment_name == "chat"  # the history stays
+    assert AuditEntry.objects.get(action="delete").object_type == "serving.deployment"
+    other = make_deployment("other")
+    assert login("viewer").post(f"/deployments/{other.pk}/delete/").status_code == 403
+    assert Deployment.objects.filter(pk=other.pk).exists()
+
+
 def test_admin_changes_a_users_role_and_deactivates_them(login):
     from controlplane.api.models import AuditEntry
     from controlplane.api.roles import role_of, set_role
