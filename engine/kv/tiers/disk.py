@@ -1,0 +1,218 @@
+"""File tier: one file per block under a directory, on local disk or shared by a deployment's replicas.
+
+Each file is a header (magic, version, the block hash, the tenant, the payload's length and a CRC-32
+of hash, tenant and payload) followed by the payload. A file that is short, damaged or names another
+hash is a miss and is deleted, never read as KV. Writes go to a unique temporary name in the same
+directory and are renamed into place (atomic on POSIX), so a reader sees the old file, the whole new
+one or none, and several processes may write the same block at once: the last rename wins and both
+versions are valid. An entry's last use is the file's modification time (set from the tier's clock),
+so a restarted replica rebuilds its index and retention from the files alone.
+
+``shared=True``: other processes add and delete files too. A hash this process has not seen is
+looked up on disk, and a put that needs room rescans the directory first (at most every
+``SHARED_RESCAN_S``, so writers do not list the store at every put once it is full), so the budget
+counts every replica's files.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+import uuid
+import zlib
+from pathlib import Path
+
+from engine.kv.block_hash import HASH_BYTES, BlockHash
+from engine.kv.tiers.ledger import Ledger
+from engine.kv.tiers.protocol import Clock, Retention, TierStats
+
+MAGIC = b"CHKV"
+VERSION = 1
+HEADER = struct.Struct(f"<4sB{HASH_BYTES}sHQI")  # magic, version, hash, tenant length, payload length, crc
+SUFFIX = ".kvb"
+SHARED_RESCAN_S = 60.0
+
+
+def encode_file(block_hash: BlockHash, tenant: str, payload) -> bytes:
+    tenant_bytes = tenant.encode("utf-8", "surrogatepass")
+    data = memoryview(payload).cast("B")
+    crc = zlib.crc32(data, zlib.crc32(tenant_bytes, zlib.crc32(block_hash)))
+    return HEADER.pack(MAGIC, VERSION, block_hash, len(tenant_bytes), data.nbytes, crc) + tenant_bytes
+
+
+class DiskTier:
+    def __init__(
+        self,
+        root: str | Path,
+        retention: Retention,
+        shared: bool = False,
+        clock: Clock = time.time,
+        name: str | None = None,
+    ) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.shared = shared
+        self.name = name or ("shared" if shared else "disk")
+        self._clock = clock
+        self._stats = TierStats()
+        self._ledger = Ledger(retention)
+        self.rebuild_index()
+
+    # -- KVTier --------------------------------------------------------------------------------
+    def put(self, block_hash: BlockHash, payload, tenant: str = "") -> bool:
+        data = memoryview(payload).cast("B")
+        header = encode_file(block_hash, tenant, data)
+        nbytes = len(header) + data.nbytes
+        if not self._ledger.fits(nbytes):
+            return False
+        self._ledger.remove(block_hash)
+        self._make_room(tenant, nbytes)
+        path = self._path(block_hash)
+        path.parent.mkdir(exist_ok=True)
+        tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
+        try:
+            with open(tmp, "wb") as f:
+                f.write(header)
+                f.write(data)
+            now = self._clock()
+            os.utime(tmp, (now, now))
+            os.replace(tmp, path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            return False
+        self._ledger.add(block_hash, tenant, nbytes, now)
+        self._stats.puts += 1
+        return True
+
+    def get(self, block_hash: BlockHash) -> memoryview | None:
+        if not self.contains(block_hash):
+            self._stats.misses += 1
+            return None
+        payload = self._read(block_hash)
+        if payload is None:
+            self._stats.misses += 1
+            return None
+        now = self._clock()
+        try:
+            os.utime(self._path(block_hash), (now, now))
+        except OSError:
+            pass  # deleted by another replica since the read: the payload read is still whole
+        self._ledger.touch(block_hash, now)
+        self._stats.hits += 1
+        return payload
+
+    def contains(self, block_hash: BlockHash) -> bool:
+        if block_hash not in self._ledger:
+            if not self.shared or not self._adopt(block_hash):
+                return False
+        if self._ledger.is_expired(block_hash, self._clock()):
+            self._delete(block_hash)
+            self._stats.expirations += 1
+            return False
+        return True
+
+    def expire(self) -> int:
+        if self.shared:
+            self.rebuild_index()
+        expired = self._ledger.expired(self._clock())
+        for block_hash in expired:
+            self._delete(block_hash)
+        self._stats.expirations += len(expired)
+        return len(expired)
+
+    def stats(self) -> TierStats:
+        s = self._stats
+        s.entries, s.bytes_held = len(self._ledger.entries), self._ledger.bytes_held
+        s.bytes_by_tenant = dict(self._ledger.bytes_by_tenant)
+        return s
+
+    # -- index ---------------------------------------------------------------------------------
+    def rebuild_index(self) -> None:
+        """Read every file's header (not its payload): the index a restarted replica starts from.
+        A header that does not parse is a damaged file and is deleted."""
+        found: list[tuple[float, BlockHash, str, int]] = []
+        for sub in self.root.iterdir():
+            if not sub.is_dir():
+                continue
+            for path in sub.iterdir():
+                if path.suffix != SUFFIX or path.name.startswith("."):
+                    continue
+                meta = self._read_header(path)
+                if meta is None:
+                    path.unlink(missing_ok=True)
+                    continue
+                found.append(meta)
+        self._ledger = Ledger(self._ledger.retention)
+        self._scanned_at = self._clock()
+        for mtime, block_hash, tenant, nbytes in sorted(found):
+            self._ledger.add(block_hash, tenant, nbytes, mtime)
+
+    def _adopt(self, block_hash: BlockHash) -> bool:
+        """A file another replica wrote: into the index, if its header is sound."""
+        meta = self._read_header(self._path(block_hash))
+        if meta is None or meta[1] != block_hash:
+            return False
+        mtime, _, tenant, nbytes = meta
+        self._ledger.add(block_hash, tenant, nbytes, mtime)
+        return True
+
+    @staticmethod
+    def _read_header(path: Path) -> tuple[float, BlockHash, str, int] | None:
+        try:
+            with open(path, "rb") as f:
+                raw = f.read(HEADER.size)
+                magic, version, block_hash, tenant_len, payload_len, _ = HEADER.unpack(raw)
+                tenant = f.read(tenant_len).decode("utf-8", "surrogatepass")
+                stat = os.fstat(f.fileno())
+        except (OSError, struct.error, UnicodeDecodeError):
+            return None
+        if magic != MAGIC or version != VERSION or path.stem != block_hash.hex():
+            return None
+        return stat.st_mtime, block_hash, tenant, stat.st_size
+
+    # -- files ---------------------------------------------------------------------------------
+    def _path(self, block_hash: BlockHash) -> Path:
+        name = block_hash.hex()
+        return self.root / name[:2] / f"{name}{SUFFIX}"
+
+    def _read(self, block_hash: BlockHash) -> memoryview | None:
+        """The payload if the whole file checks out; a damaged file is deleted and is a miss."""
+        path = self._path(block_hash)
+        try:
+            with open(path, "rb") as f:
+                raw = f.read(HEADER.size)
+                magic, version, stored_hash, tenant_len, payload_len, crc = HEADER.unpack(raw)
+                tenant = f.read(tenant_len)
+                payload = bytearray(payload_len)
+                complete = f.readinto(payload) == payload_len and not f.read(1)
+        except FileNotFoundError:
+            self._ledger.remove(block_hash)
+            return None
+        except (OSError, struct.error, MemoryError):
+            complete = False
+        if (
+            not complete
+            or magic != MAGIC
+            or version != VERSION
+            or stored_hash != block_hash
+            or len(tenant) != tenant_len
+            or zlib.crc32(payload, zlib.crc32(tenant, zlib.crc32(block_hash))) != crc
+        ):
+            self._stats.corrupt += 1
+            self._delete(block_hash)
+            return None
+        return memoryview(payload)
+
+    def _make_room(self, tenant: str, nbytes: int) -> None:
+        victims = self._ledger.victims_for(tenant, nbytes)
+        if victims and self.shared and self._clock() - self._scanned_at >= SHARED_RESCAN_S:
+            self.rebuild_index()  # the other replicas' files count too
+            victims = self._ledger.victims_for(tenant, nbytes)
+        for victim in victims:
+            self._delete(victim)
+            self._stats.evictions += 1
+
+    def _delete(self, block_hash: BlockHash) -> None:
+        self._ledger.remove(block_hash)
+        self._path(block_hash).unlink(missing_ok=True)

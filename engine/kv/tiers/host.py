@@ -1,0 +1,85 @@
+"""Host-memory tier: payload copies in buffers from an allocator, least recently used out first.
+
+The engine passes an allocator of pinned (page-locked) buffers on CUDA, so onloading is a direct
+DMA; elsewhere plain ``bytearray``s. A buffer is filled before the entry is published, so a reader
+never sees a partial payload.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from engine.kv.block_hash import BlockHash
+from engine.kv.tiers.ledger import Ledger
+from engine.kv.tiers.protocol import Clock, Retention, TierStats
+
+Buffer = bytearray | memoryview
+
+
+class HostMemoryTier:
+    def __init__(
+        self,
+        retention: Retention,
+        allocate: Callable[[int], Buffer] = bytearray,
+        clock: Clock = time.time,
+        name: str = "host",
+    ) -> None:
+        self.name = name
+        self._ledger = Ledger(retention)
+        self._buffers: dict[BlockHash, Buffer] = {}
+        self._allocate = allocate
+        self._clock = clock
+        self._stats = TierStats()
+
+    def put(self, block_hash: BlockHash, payload, tenant: str = "") -> bool:
+        data = memoryview(payload).cast("B")
+        if not self._ledger.fits(data.nbytes):
+            return False
+        self._drop(block_hash)
+        for victim in self._ledger.victims_for(tenant, data.nbytes):
+            self._drop(victim)
+            self._stats.evictions += 1
+        buffer = self._allocate(data.nbytes)
+        memoryview(buffer).cast("B")[:] = data
+        self._buffers[block_hash] = buffer
+        self._ledger.add(block_hash, tenant, data.nbytes, self._clock())
+        self._stats.puts += 1
+        return True
+
+    def get(self, block_hash: BlockHash) -> memoryview | None:
+        if not self._live(block_hash):
+            self._stats.misses += 1
+            return None
+        self._ledger.touch(block_hash, self._clock())
+        self._stats.hits += 1
+        return memoryview(self._buffers[block_hash]).cast("B")
+
+    def contains(self, block_hash: BlockHash) -> bool:
+        return self._live(block_hash)
+
+    def expire(self) -> int:
+        expired = self._ledger.expired(self._clock())
+        for block_hash in expired:
+            self._drop(block_hash)
+        self._stats.expirations += len(expired)
+        return len(expired)
+
+    def stats(self) -> TierStats:
+        s = self._stats
+        s.entries, s.bytes_held = len(self._ledger.entries), self._ledger.bytes_held
+        s.bytes_by_tenant = dict(self._ledger.bytes_by_tenant)
+        return s
+
+    def _live(self, block_hash: BlockHash) -> bool:
+        if block_hash not in self._ledger:
+            return False
+        if self._ledger.is_expired(block_hash, self._clock()):
+            self._drop(block_hash)
+            self._stats.expirations += 1
+            return False
+        return True
+
+    def _drop(self, block_hash: BlockHash) -> None:
+        self._ledger.remove(block_hash)
+        self._buffers.pop(block_hash, None)
