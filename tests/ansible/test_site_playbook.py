@@ -119,6 +119,9 @@ def write_inventory(tmp: Path, grafana_url: str, overrides: dict | None = None) 
         }
         children[group] = {"hosts": {host: host_vars}}
     children["nvidia_nodes"]["hosts"]["gpu-test"]["chassis_node_labels"] = {"pool": "batch"}
+    # The GPU node mounts its checkpoints from a shared filesystem (a mount unit, checked below).
+    children["nvidia_nodes"]["hosts"]["gpu-test"]["checkpoints_mode"] = "mount"
+    children["nvidia_nodes"]["hosts"]["gpu-test"]["checkpoints_mount_what"] = "nfs-01.internal:/export/models"
     inventory = tmp / "inventory.yml"
     inventory.write_text(yaml.safe_dump({"all": {"vars": group_vars, "children": children}}))
     return inventory
@@ -180,7 +183,7 @@ def test_syntax_check_and_example_inventory():
         cwd=ANSIBLE_DIR, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     groups = json.loads(listed.stdout)
-    for group in ("control_plane", "nvidia_nodes", "ascend_nodes", "monitoring"):
+    for group in ("database", "control_plane", "nvidia_nodes", "ascend_nodes", "monitoring"):
         assert groups[group]["hosts"], group
 
 
@@ -207,6 +210,15 @@ def test_every_unit_runs_a_real_command(deployed):
     for unit in units:
         assert "{{" not in unit.read_text() and "{%" not in unit.read_text(), unit
         assert_real_command(exec_start(unit))
+    # systemd's own check of every unit (syntax, absolute executables, a mount unit named after its
+    # path); it needs no running systemd.
+    mounts = sorted(tmp.glob("*/etc/systemd/system/*.mount"))
+    assert [m.parts[-5] for m in mounts] == ["gpu-test"]
+    assert f"Where={tmp}/gpu-test/var/lib/chassis/models" in mounts[0].read_text()
+    verify = subprocess.run(
+        ["systemd-analyze", "verify", *map(str, units + mounts)], capture_output=True, text=True, timeout=120
+    )
+    assert verify.returncode == 0 and verify.stderr.strip() == "", verify.stderr
 
     gpu_agent = exec_start(tmp / "gpu-test/etc/systemd/system/chassis-agent.service")
     assert gpu_agent[1:4] == ["agent", "--node", "gpu-test"]  # its Celery queue is node.gpu-test

@@ -276,6 +276,10 @@ def test_two_hosts_tls_login_replica_and_a_rerun_that_changes_nothing(cluster):
         poll=1,
     )
     assert f"//{NODE}:" in replica["url"]
+    # Its log is a file on the node, served to the control plane by the node's agent.
+    assert list((tmp / "node/var/lib/chassis/replicas").glob("tiny-*.log"))
+    log = api.get(f"/replicas/{replica['id']}/log/").json()
+    assert log["node"] == f"node-{TAG}" and not log["missing"] and "chassis serve" in log["log"], log
 
     # The replica wants its key; the gateway behind nginx wants a client key and forwards the replica's.
     assert httpx.get(f"{replica['url']}/v1/models", timeout=10).status_code == 401
