@@ -70,7 +70,10 @@ class Speculator:
 
     def observe(self, out: SchedulerOutput, accepted: dict[str, list[int]], seconds: float | None) -> None:
         """After a step: its time (None when it overlapped another) and every draft's acceptance."""
-        if seconds is not None:
+        # Only decode steps (with or without drafts) price a draft token: a prefill chunk of
+        # thousands of tokens runs at GEMM efficiency and, far from the decode sizes, would pull
+        # the fitted slope down to its per-token cost and make drafts look cheap.
+        if seconds is not None and all(s.num_tokens - s.num_draft_tokens == 1 for s in out.scheduled):
             self.policy.step_time.observe(out.total_num_tokens, seconds)
         for s in out.scheduled:
             if not s.num_draft_tokens:

@@ -58,3 +58,24 @@ def test_rejections_shorten_a_requests_drafts_and_fixed_scheduling_ignores_them(
     fixed = SpeculationPolicy(3, scheduling="fixed")
     fixed.record("r", 5, 0)
     assert fixed.draft_lengths(draft, 1, 1) == {"r": 3}
+
+
+def test_only_decode_steps_feed_the_step_time_model():
+    from engine.scheduler.output import ScheduledRequest, SchedulerOutput
+    from engine.scheduler.request import Request
+    from engine.spec.speculator import Speculator
+
+    speculator = Speculator(proposer=None, policy=SpeculationPolicy(5), max_batched_tokens=64)
+
+    def step(num_tokens, num_draft):
+        request = Request("r", [1], max_tokens=8)
+        return SchedulerOutput(
+            [ScheduledRequest(request, 0, num_tokens, [], [0] * num_tokens, True, False, num_draft)]
+        )
+
+    speculator.observe(step(2048, 0), {}, 3.0)  # a prefill chunk: not a decode
+    speculator.observe(step(1, 0), {}, 0.1)
+    speculator.observe(step(6, 5), {"r": [1, 2]}, 0.12)
+    assert speculator.policy.step_time.steps == 2
+    assert (speculator.num_drafts, speculator.num_draft_tokens, speculator.num_accepted_tokens) == (1, 5, 2)
+    assert speculator.num_accepted_tokens_per_pos == [1, 1, 0, 0, 0]

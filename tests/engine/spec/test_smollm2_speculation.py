@@ -6,8 +6,8 @@ from engine import LLM, SamplingParams
 from engine.bench.speculative import prompts
 from engine.testing.smollm2 import smollm2_path
 
-GREEDY = SamplingParams(max_tokens=16, temperature=0.0, ignore_eos=True)
-SEEDED = SamplingParams(max_tokens=16, temperature=0.7, top_p=0.9, seed=5, ignore_eos=True)
+GREEDY = SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True)
+SEEDED = SamplingParams(max_tokens=8, temperature=0.7, top_p=0.9, seed=5, ignore_eos=True)
 
 
 def test_ngram_and_draft_model_speculation_keep_smollm2s_tokens():
