@@ -30,6 +30,7 @@ class ToolSpec:
     name: str
     description: str = ""
     parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    strict: bool = False  # its calls' arguments are guaranteed to validate against ``parameters``
 
 
 @dataclass
@@ -37,6 +38,9 @@ class Conversation:
     messages: list[Message] = field(default_factory=list)
     tools: list[ToolSpec] = field(default_factory=list)
     template_kwargs: dict[str, Any] = field(default_factory=dict)  # extra chat template variables
+    tool_choice: str = "auto"  # "auto" | "none" | "required" | "named"
+    forced_tool: str | None = None  # tool_choice "named": the tool to call
+    parallel_tool_calls: bool = True
 
     def encode(self, tokenizer: Any, add_generation_prompt: bool = True) -> list[int]:
         """The prompt's token ids: the chat template with the generation prompt (control-token-safe)."""
@@ -109,6 +113,8 @@ class ChoiceResult:
     stop_reason: str | int | None = None  # the stop string or token id that ended it, if any
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[TokenLogprob] = field(default_factory=list)
+    reasoning: str = ""  # the model's reasoning, apart from ``text``
+    reasoning_tokens: int = 0
 
 
 @dataclass
@@ -116,6 +122,7 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
+    reasoning_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:

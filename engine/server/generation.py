@@ -17,6 +17,7 @@ from typing import Any
 from engine.clients.protocol import EngineClient
 from engine.server.conversation import ChoiceResult, TokenLogprob, Usage
 from engine.server.metrics import ServerMetrics
+from engine.server.reasoning import ReasoningParser
 from engine.server.tool_parsers import ToolCall, ToolParser
 
 
@@ -32,6 +33,8 @@ class ChoiceEvent:
     stop_reason: str | int | None = None
     prompt_tokens: int = 0
     cached_tokens: int = 0
+    reasoning: str = ""
+    reasoning_tokens: int = 0  # of ``token_ids``, those generated inside the reasoning
 
 
 def _logprobs(new_logprobs: Sequence[Any] | None) -> list[TokenLogprob]:
@@ -48,8 +51,10 @@ async def _pump(
     make_parser: Callable[[], ToolParser] | None,
     metrics: ServerMetrics,
     queue: asyncio.Queue,
+    make_reasoning: Callable[[], ReasoningParser] | None = None,
 ) -> None:
     parser = make_parser() if make_parser else None
+    reasoning = make_reasoning() if make_reasoning else None
     finished = False
     last_token_at: float | None = None
     try:
@@ -69,10 +74,20 @@ async def _pump(
                 prompt_tokens=len(out.prompt_token_ids or prompt),
                 cached_tokens=int(out.num_cached_tokens or 0),
             )
+            text = out.new_text or ""
+            if reasoning is not None:
+                if reasoning.in_reasoning:
+                    event.reasoning_tokens = len(new_ids)
+                split = reasoning.feed(text)
+                if out.finished:
+                    rest = reasoning.finish()
+                    split.reasoning += rest.reasoning
+                    split.content += rest.content
+                event.reasoning, text = split.reasoning, split.content
             if parser is None:
-                event.content = out.new_text or ""
+                event.content = text
             else:
-                delta = parser.feed(out.new_text or "")
+                delta = parser.feed(text)
                 if out.finished:
                     delta.extend(parser.finish())
                 event.content, event.tool_calls = delta.content, delta.tool_calls
@@ -112,6 +127,7 @@ async def generate_choices(
     metrics: ServerMetrics,
     make_parser: Callable[[], ToolParser] | None = None,
     cache_salt: str | None = None,
+    make_reasoning: Callable[[], ReasoningParser] | None = None,
 ) -> AsyncIterator[ChoiceEvent]:
     """Admit every choice now, so that a prompt the engine refuses raises (ValueError) before any
     response is sent, streaming or not; then the events of all choices, interleaved as produced."""
@@ -125,7 +141,7 @@ async def generate_choices(
         await asyncio.gather(*(stream.aclose() for stream in streams), return_exceptions=True)
         raise
     max_tokens = getattr(params_list[0], "max_tokens", None) if params_list else None
-    return _merged(streams, prompt, metrics, make_parser, max_tokens)
+    return _merged(streams, prompt, metrics, make_parser, max_tokens, make_reasoning)
 
 
 async def _merged(
@@ -134,11 +150,12 @@ async def _merged(
     metrics: ServerMetrics,
     make_parser: Callable[[], ToolParser] | None,
     max_tokens: int | None = None,
+    make_reasoning: Callable[[], ReasoningParser] | None = None,
 ) -> AsyncIterator[ChoiceEvent]:
     """Events of all choices, interleaved as produced; ends when every choice has finished."""
     queue: asyncio.Queue = asyncio.Queue()
     tasks = [
-        asyncio.create_task(_pump(stream, prompt, i, make_parser, metrics, queue))
+        asyncio.create_task(_pump(stream, prompt, i, make_parser, metrics, queue, make_reasoning))
         for i, stream in enumerate(streams)
     ]
     remaining = len(tasks)
@@ -166,6 +183,7 @@ def count_usage(usage: Usage, event: ChoiceEvent) -> None:
     if event.index == 0:
         usage.cached_tokens = max(usage.cached_tokens, event.cached_tokens)
     usage.completion_tokens += len(event.token_ids)
+    usage.reasoning_tokens += event.reasoning_tokens
 
 
 async def collect(events: AsyncIterator[ChoiceEvent], n: int) -> tuple[list[ChoiceResult], Usage]:
@@ -175,6 +193,8 @@ async def collect(events: AsyncIterator[ChoiceEvent], n: int) -> tuple[list[Choi
     async for event in events:
         choice = choices[event.index]
         choice.text += event.content
+        choice.reasoning += event.reasoning
+        choice.reasoning_tokens += event.reasoning_tokens
         choice.tool_calls.extend(event.tool_calls)
         choice.token_ids.extend(event.token_ids)
         choice.logprobs.extend(event.logprobs)

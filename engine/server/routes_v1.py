@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from fastapi import APIRouter, Depends, Request
 
 from engine.server.api import anthropic_messages
@@ -17,7 +19,10 @@ from engine.server.errors import APIError, as_api_error
 from engine.server.generation import collect, generate_choices
 from engine.server.http import ClientGone, parse_body, require_api_key, server_state, sse, unless_disconnected
 from engine.server.protocol.anthropic import CountTokensRequest
+from engine.server.reasoning import ReasoningParser
+from engine.server.reasoning.parser import START as REASONING_START
 from engine.server.state import ServerState
+from engine.server.tool_parsers.first_call import first_call_only
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_api_key)])
 
@@ -60,11 +65,22 @@ async def _generate(request: Request, kind: type[Exchange]):
     exchange = kind(req, model, state)
     prompt, use_tools = exchange.prompt(engine)
     params = exchange.sampling(len(prompt), engine.max_model_len)
+    spec = exchange.constraint()
+    make_reasoning = None
+    if exchange.thinks:
+        opens = engine.tokenizer.decode(prompt[-4:]).rstrip().endswith(REASONING_START)
+        make_reasoning = partial(ReasoningParser, opens)
+        if spec is not None and state.reasoning_end_token:
+            spec = spec.after_reasoning(state.reasoning.end_marker)
+    for p in params:
+        p.structured = spec
     parser = state.parser_cls if use_tools else None
+    if parser is not None and not exchange.conversation.parallel_tool_calls:
+        parser = first_call_only(parser)
     request_id = new_id(kind.id_prefix)
     try:
         events = await generate_choices(
-            engine, prompt, params, request_id, state.metrics, parser, exchange.cache_salt
+            engine, prompt, params, request_id, state.metrics, parser, exchange.cache_salt, make_reasoning
         )
         if req.stream:
             return sse(exchange.stream(events))

@@ -17,6 +17,7 @@ from engine.server.api.response_store import ResponseStore
 from engine.server.conversation import Conversation
 from engine.server.errors import APIError, bad_request
 from engine.server.metrics import ServerMetrics
+from engine.server.reasoning import ReasoningStyle, detect_style
 from engine.server.tool_parsers import PARSERS, ToolParser, detect_parser
 
 log = logging.getLogger("chassis.server")
@@ -48,6 +49,7 @@ class ServerState:
         self.responses = ResponseStore(settings.response_store_size)
         self.parser_cls: type[ToolParser] | None = None
         self.token_text: TokenText | None = None
+        self.reasoning: ReasoningStyle | None = None  # the checkpoint's reasoning format, if it reasons
         self.on_fatal: Callable[[], None] | None = None  # set by the CLI: stop the process
 
     @property
@@ -79,8 +81,14 @@ class ServerState:
             name = detect_parser(_vocab(tokenizer), _model_type(self.settings.model_dir))
         self.parser_cls = PARSERS[name]
         self.token_text = TokenText(tokenizer)
+        self.reasoning = detect_style(getattr(getattr(tokenizer, "hf", None), "chat_template", None))
+        # A grammar waits for the end of the reasoning only when the end marker is one token.
+        self.reasoning_end_token = self.reasoning is not None and self.reasoning.end_marker in _vocab(
+            tokenizer
+        )
         self.ready = True
-        log.info("engine ready: %s (tool parser %s)", self.model_name, name)
+        reasoning = self.reasoning.name if self.reasoning else "none"
+        log.info("engine ready: %s (tool parser %s, reasoning %s)", self.model_name, name, reasoning)
 
     def admit(self) -> EngineClient:
         """The engine, if a new request may start now; otherwise a 503 saying why."""
@@ -93,6 +101,27 @@ class ServerState:
         if not self.ready:
             raise APIError(503, "The model is still loading; retry shortly.")
         return self.engine
+
+    def apply_thinking(self, conversation: Conversation, wanted: bool | None, param: str) -> bool:
+        """Set the chat template's thinking switch as a request's reasoning control asks (None: left
+        as the template's default) and say whether the request thinks; a 400 naming the control when
+        the template has no switch that could honour it."""
+        style = self.reasoning
+        if wanted is not None:
+            fixed = style is not None and style.switch is None
+            if style is None and wanted:
+                raise bad_request(
+                    f"{param}: this model does not reason (its chat template has no thinking block).",
+                    param=param,
+                )
+            if fixed and not wanted:
+                raise bad_request(
+                    f"{param}: this model always reasons; its chat template has no thinking switch.",
+                    param=param,
+                )
+            if style is not None and style.switch is not None:
+                conversation.template_kwargs[style.switch] = wanted
+        return style is not None and style.thinking_on(conversation.template_kwargs)
 
     def render(self, conversation: Conversation, param: str, add_generation_prompt: bool = True) -> list[int]:
         """Prompt token ids through the checkpoint's chat template (control-token-safe encoding)."""

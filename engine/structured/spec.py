@@ -8,18 +8,22 @@ grammar the compiler refuses is a 400 naming the field, never a failure inside t
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Literal
 
-Kind = Literal["json_schema", "json_object", "regex", "grammar", "choice"]
-KINDS: tuple[str, ...] = ("json_schema", "json_object", "regex", "grammar", "choice")
+Kind = Literal["json_schema", "json_object", "regex", "grammar", "choice", "structural_tag"]
+_SOURCE_PREFIX = re.compile(r"^(\[[^\]]*\]\s*)?\S+\.cc:\d+:\s*")
+KINDS: tuple[str, ...] = ("json_schema", "json_object", "regex", "grammar", "choice", "structural_tag")
 
 
 @dataclass(frozen=True)
 class StructuredSpec:
     kind: Kind
     # json_schema: the schema serialized (property order kept: it is the order generated);
-    # regex and grammar: their source; choice: a JSON list of the allowed strings; json_object: "".
+    # regex and grammar: their source; choice: a JSON list of the allowed strings; json_object: "";
+    # structural_tag: JSON {"tags": [{"begin", "schema", "end"}], "triggers": [...]}: free text
+    # until a trigger, then a tag whose body matches its schema (strict tool calls among text).
     value: str = ""
     # The marker that ends the model's reasoning (e.g. ``</think>``): the grammar applies after it.
     reasoning_end: str | None = None
@@ -60,9 +64,16 @@ def to_grammar(spec: StructuredSpec):
             return xgr.Grammar.from_regex(spec.value)
         if spec.kind == "grammar":
             return xgr.Grammar.from_ebnf(spec.value)
+        if spec.kind == "structural_tag":
+            tag = json.loads(spec.value)
+            items = [
+                xgr.StructuralTagItem(begin=t["begin"], schema=t["schema"], end=t["end"]) for t in tag["tags"]
+            ]
+            return xgr.Grammar.from_structural_tag(items, tag["triggers"])
         return xgr.Grammar.from_regex(_choice_regex(json.loads(spec.value)))
     except (RuntimeError, ValueError, TypeError) as exc:
-        raise ValueError(str(exc).strip() or type(exc).__name__) from exc
+        message = _SOURCE_PREFIX.sub("", str(exc).strip())  # "[02:04:15] /project/cpp/x.cc:94: ..."
+        raise ValueError(message or type(exc).__name__) from exc
 
 
 def check(spec: StructuredSpec) -> None:
@@ -71,6 +82,4 @@ def check(spec: StructuredSpec) -> None:
 
 
 def _choice_regex(options: list[str]) -> str:
-    import re
-
     return "(" + "|".join(re.escape(o) for o in options) + ")"

@@ -57,36 +57,46 @@ _SUCCESSOR_GAIN = 10.0  # lm_head weight of a scripted successor on its predeces
 
 def make_scripted_tool_call_model(out_dir: str | Path) -> Path:
     """Write the checkpoint into ``out_dir`` and return the directory (float32, qwen3, CPU-sized)."""
+    return make_scripted_model(out_dir, REPLY_PIECES)
+
+
+def make_scripted_model(
+    out_dir: str | Path, pieces: tuple[str, ...], chat_template: str | None = None
+) -> Path:
+    """A checkpoint whose greedy reply to any chat prompt is ``pieces`` then end of turn; with
+    ``chat_template`` replacing the tiny qwen3 one (engine.testing.scripted_thinking uses both)."""
     out = make_tiny_model(out_dir, arch="qwen3", seed=0, dtype="float32")
-    tokenizer = _add_reply_tokens(out)
-    chain = scripted_token_ids(tokenizer)
+    tokenizer = _add_reply_tokens(out, pieces, chat_template)
+    chain = scripted_token_ids(tokenizer, pieces)
     hidden = _rewrite_config(out, vocab_size=len(tokenizer))
     _rewrite_weights(out, chain, vocab_size=len(tokenizer), hidden=hidden)
     return out
 
 
-def scripted_token_ids(tokenizer) -> list[int]:
+def scripted_token_ids(tokenizer, pieces: tuple[str, ...] = REPLY_PIECES) -> list[int]:
     """Token ids of the script: the generation prompt's last token, the reply pieces, end of turn."""
     prompt = tokenizer.apply_chat_template(
         [{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False
     )
     last_prompt_token = tokenizer.encode(prompt, add_special_tokens=False)[-1]
-    pieces = [tokenizer.convert_tokens_to_ids(p) for p in (*REPLY_PIECES, END_OF_TURN)]
-    return [last_prompt_token, *pieces]
+    ids = [tokenizer.convert_tokens_to_ids(p) for p in (*pieces, END_OF_TURN)]
+    return [last_prompt_token, *ids]
 
 
-def reply_token_ids(tokenizer) -> list[int]:
+def reply_token_ids(tokenizer, pieces: tuple[str, ...] = REPLY_PIECES) -> list[int]:
     """What greedy decoding generates: the reply pieces and the end-of-turn token."""
-    return scripted_token_ids(tokenizer)[1:]
+    return scripted_token_ids(tokenizer, pieces)[1:]
 
 
-def _add_reply_tokens(out: Path):
+def _add_reply_tokens(out: Path, pieces: tuple[str, ...], chat_template: str | None):
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(out))
     known = set(tokenizer.get_vocab())
-    missing = [p for p in REPLY_PIECES if p not in known]
+    missing = [p for p in pieces if p not in known]
     tokenizer.add_tokens(missing, special_tokens=False)
+    if chat_template is not None:
+        tokenizer.chat_template = chat_template
     tokenizer.save_pretrained(out)
     return tokenizer
 

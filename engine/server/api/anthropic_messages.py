@@ -6,6 +6,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+from engine.server.api import structured
 from engine.server.api.common import new_id, part_text
 from engine.server.api.sampling import build_params, resolve_max_tokens
 from engine.server.conversation import ChoiceResult, Conversation, Message, ToolSpec, Usage
@@ -36,8 +37,6 @@ def _tool_result_text(block: ContentBlock, where: str) -> str:
 
 
 def to_conversation(req: MessagesRequest | CountTokensRequest) -> tuple[Conversation, bool]:
-    if req.thinking is not None and req.thinking.get("type") != "disabled":
-        raise unsupported("thinking")
     for name in ("container", "mcp_servers"):
         if getattr(req, name, None) is not None:
             raise unsupported(name)
@@ -80,16 +79,37 @@ def to_conversation(req: MessagesRequest | CountTokensRequest) -> tuple[Conversa
                 text.append(_block_text(block, where))
         if text or calls:
             messages.append(Message(role=m.role, content="".join(text), tool_calls=calls))
-    choice = (req.tool_choice or {}).get("type", "auto")
-    if choice not in ("auto", "none"):
-        raise unsupported("tool_choice", "only 'auto' and 'none' until structured output lands")
-    use_tools = bool(req.tools) and choice != "none"
     tools = []
     for k, tool in enumerate(req.tools or []):
         if tool.type not in (None, "custom"):
             raise unsupported(f"tools[{k}].type", f"server tool '{tool.type}'")
-        tools.append(ToolSpec(tool.name, tool.description or "", tool.input_schema))
-    return Conversation(messages=messages, tools=tools if use_tools else []), use_tools
+        tools.append(ToolSpec(tool.name, tool.description or "", tool.input_schema, _strict(tool)))
+    choice = req.tool_choice or {}
+    kind = choice.get("type", "auto")
+    modes = {"auto": "auto", "none": "none", "any": "required", "tool": "named"}
+    if kind not in modes:
+        raise bad_request(
+            "tool_choice.type must be 'auto', 'none', 'any' or 'tool'.", param="tool_choice.type"
+        )
+    mode, name = structured.tool_choice(modes[kind], choice.get("name"), tools)
+    use_tools = bool(req.tools) and mode != "none"
+    conversation = Conversation(
+        messages=messages,
+        tools=tools if use_tools else [],
+        tool_choice=mode,
+        forced_tool=name,
+        parallel_tool_calls=not choice.get("disable_parallel_tool_use", False),
+    )
+    return conversation, use_tools
+
+
+def _strict(tool: Any) -> bool:
+    return bool((tool.model_extra or {}).get("strict"))
+
+
+def output_spec(req: MessagesRequest):
+    """Messages has no response format of its own: only vLLM's extras (tools aside)."""
+    return structured.vllm_extras(req)
 
 
 def sampling(req: MessagesRequest, prompt_len: int, max_model_len: int) -> list[Any]:
@@ -134,6 +154,8 @@ def _usage(usage: Usage) -> dict[str, Any]:
 
 def build_response(model: str, choice: ChoiceResult, usage: Usage) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
+    if choice.reasoning:
+        content.append({"type": "thinking", "thinking": choice.reasoning, "signature": ""})
     if choice.text and (choice.text.strip() or not choice.tool_calls):
         content.append({"type": "text", "text": choice.text})
     for call in choice.tool_calls:
@@ -166,6 +188,7 @@ async def stream_response(model: str, events: AsyncIterator[ChoiceEvent]) -> Asy
     usage = Usage()
     block = -1  # index of the last content block opened
     text_open = False
+    thinking_open = False
     pending_space = ""  # whitespace before any text block: dropped if a tool_use block follows
     saw_tool = False
     started = False
@@ -173,6 +196,19 @@ async def stream_response(model: str, events: AsyncIterator[ChoiceEvent]) -> Asy
         async for event in events:
             count_usage(usage, event)
             out: list[str] = []
+            if event.reasoning:
+                if not thinking_open:
+                    block += 1
+                    thinking_open = True
+                    start = {"type": "thinking", "thinking": "", "signature": ""}
+                    out.append(
+                        named_event({"type": "content_block_start", "index": block, "content_block": start})
+                    )
+                delta = {"type": "thinking_delta", "thinking": event.reasoning}
+                out.append(named_event({"type": "content_block_delta", "index": block, "delta": delta}))
+            if thinking_open and (event.content.strip() or event.tool_calls or event.finished):
+                thinking_open = False
+                out.append(named_event({"type": "content_block_stop", "index": block}))
             text = pending_space + event.content
             pending_space = ""
             if text and not text_open and not text.strip():
@@ -230,3 +266,13 @@ def _message_start(model: str, usage: Usage) -> str:
     message = {**build_response(model, ChoiceResult(index=0), usage), "content": [], "stop_reason": None}
     message["usage"]["output_tokens"] = 0
     return named_event({"type": "message_start", "message": message})
+
+
+def thinking_request(req: MessagesRequest) -> tuple[bool | None, str]:
+    """``thinking``: {"type": "enabled", "budget_tokens": ...} or {"type": "disabled"}."""
+    if req.thinking is None:
+        return None, "thinking"
+    kind = req.thinking.get("type")
+    if kind not in ("enabled", "disabled"):
+        raise bad_request("thinking.type must be 'enabled' or 'disabled'.", param="thinking.type")
+    return kind == "enabled", "thinking"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+from engine.server.api import structured
 from engine.server.api.common import OpenAIChunks, TokenText, openai_answer
 from engine.server.api.sampling import openai_params, refuse_unsupported_openai, resolve_max_tokens
 from engine.server.conversation import ChoiceResult, TokenLogprob, Usage
@@ -104,3 +105,12 @@ async def stream_response(
     except Exception as exc:  # headers are gone: report in-band, as OpenAI does
         yield data_event(openai_body(as_api_error(exc)))
     yield DONE
+
+
+def output_spec(req: CompletionRequest):
+    """What the completion must match, from ``response_format`` or vLLM's extras."""
+    spec = structured.response_format(req.response_format, "response_format")
+    extra = structured.vllm_extras(req)
+    if spec is not None and extra is not None:
+        raise bad_request("response_format and a structured_outputs constraint exclude each other.")
+    return spec or extra

@@ -11,13 +11,14 @@ from typing import Any
 from fastapi.responses import JSONResponse
 
 from engine.clients.protocol import EngineClient
-from engine.server.api import anthropic_messages, completions, openai_chat, responses
-from engine.server.conversation import ChoiceResult, Message, Usage
+from engine.server.api import anthropic_messages, completions, openai_chat, responses, structured
+from engine.server.conversation import ChoiceResult, Conversation, Message, Usage
 from engine.server.generation import ChoiceEvent
 from engine.server.protocol.anthropic import MessagesRequest
 from engine.server.protocol.openai import ChatCompletionRequest, CompletionRequest
 from engine.server.protocol.responses import ResponsesRequest
 from engine.server.state import ServerState
+from engine.structured.spec import StructuredSpec
 
 
 class Exchange:
@@ -29,12 +30,26 @@ class Exchange:
 
     def __init__(self, req: Any, model: str, state: ServerState) -> None:
         self.req, self.model, self.state = req, model, state
+        self.conversation: Conversation | None = None  # known once the prompt is made
+        self.thinks = False  # whether the model reasons before its answer (known with the prompt)
 
     def prompt(self, engine: EngineClient) -> tuple[list[int], bool]:
         """The prompt's token ids, and whether tool calls are parsed out of the generated text; by
         default the request's conversation rendered through the chat template."""
-        conversation, use_tools = self.api.to_conversation(self.req)
-        return self.state.render(conversation, "messages"), use_tools
+        self.conversation, use_tools = self.api.to_conversation(self.req)
+        self.thinks = self.state.apply_thinking(self.conversation, *self.api.thinking_request(self.req))
+        return self.state.render(self.conversation, "messages"), use_tools
+
+    def constraint(self) -> StructuredSpec | None:
+        """What the output must match: a forced tool call wins over the API's output format, which
+        wins over strict tools' argument schemas."""
+        spec = self.api.output_spec(self.req)
+        conversation = self.conversation
+        if conversation is not None and conversation.tools:
+            forced = conversation.tool_choice in ("required", "named")
+            if spec is None or forced:
+                spec = structured.for_tools(conversation, self.state.parser_cls.name) or spec
+        return spec
 
     def sampling(self, prompt_len: int, max_model_len: int) -> list[Any]:
         return self.api.sampling(self.req, prompt_len, max_model_len)
@@ -104,8 +119,9 @@ class ResponseExchange(Exchange):
         self.history: list[Message] = []  # the earlier turns, known once the prompt is made
 
     def prompt(self, engine: EngineClient) -> tuple[list[int], bool]:
-        conversation, self.history, use_tools = responses.to_conversation(self.req, self.state.responses)
-        return self.state.render(conversation, "input"), use_tools
+        self.conversation, self.history, use_tools = responses.to_conversation(self.req, self.state.responses)
+        self.thinks = self.state.apply_thinking(self.conversation, *responses.thinking_request(self.req))
+        return self.state.render(self.conversation, "input"), use_tools
 
     def stream(self, events: AsyncIterator[ChoiceEvent]) -> AsyncIterator[str]:
         return self.builder.stream(events, self.state.responses, self.history)

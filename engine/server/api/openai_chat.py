@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+from engine.server.api import structured
 from engine.server.api.common import OpenAIChunks, TokenText, openai_answer
 from engine.server.api.sampling import openai_params, refuse_unsupported_openai, resolve_max_tokens
 from engine.server.conversation import ChoiceResult, Conversation, Message, TokenLogprob, ToolSpec, Usage
@@ -36,7 +37,6 @@ def to_conversation(req: ChatCompletionRequest) -> tuple[Conversation, bool]:
         "web_search_options",
         "functions",
         "function_call",
-        "reasoning_effort",
     ):
         if getattr(req, name) is not None:
             raise unsupported(name)
@@ -55,18 +55,48 @@ def to_conversation(req: ChatCompletionRequest) -> tuple[Conversation, bool]:
                 role=role, content=_text(m, i), tool_calls=calls, tool_call_id=m.tool_call_id, name=m.name
             )
         )
-    choice = req.tool_choice
-    if choice not in (None, "auto", "none"):
-        raise unsupported("tool_choice", "only 'auto' and 'none' until structured output lands")
-    use_tools = bool(req.tools) and choice != "none"
     tools = [
-        ToolSpec(t.function.name, t.function.description or "", t.function.parameters or {"type": "object"})
+        ToolSpec(
+            t.function.name,
+            t.function.description or "",
+            t.function.parameters or {"type": "object"},
+            bool(t.function.strict),
+        )
         for t in (req.tools or [])
     ]
+    mode, name = _tool_choice(req.tool_choice, tools)
+    use_tools = bool(req.tools) and mode != "none"
     conversation = Conversation(
-        messages=messages, tools=tools if use_tools else [], template_kwargs=_template_kwargs(req)
+        messages=messages,
+        tools=tools if use_tools else [],
+        template_kwargs=_template_kwargs(req),
+        tool_choice=mode,
+        forced_tool=name,
+        parallel_tool_calls=req.parallel_tool_calls is not False,
     )
     return conversation, use_tools
+
+
+def _tool_choice(choice: str | dict[str, Any] | None, tools: list[ToolSpec]) -> tuple[str, str | None]:
+    if choice is None or choice in ("auto", "none", "required"):
+        return structured.tool_choice(choice or "auto", None, tools)
+    if isinstance(choice, dict) and choice.get("type") == "function":
+        name = (choice.get("function") or {}).get("name")
+        if isinstance(name, str):
+            return structured.tool_choice("named", name, tools)
+    raise bad_request(
+        "tool_choice must be 'auto', 'none', 'required' or {'type': 'function', 'function': {'name': ...}}.",
+        param="tool_choice",
+    )
+
+
+def output_spec(req: ChatCompletionRequest):
+    """What the reply must match, from ``response_format`` or vLLM's extras (tools aside)."""
+    spec = structured.response_format(req.response_format, "response_format")
+    extra = structured.vllm_extras(req)
+    if spec is not None and extra is not None:
+        raise bad_request("response_format and a structured_outputs constraint exclude each other.")
+    return spec or extra
 
 
 # Arguments of the template render itself, or variables the server sets: not the client's to set.
@@ -146,6 +176,8 @@ def build_response(
         if choice.tool_calls and not choice.text.strip():
             content = None
         message: dict[str, Any] = {"role": "assistant", "content": content}
+        if choice.reasoning:
+            message["reasoning_content"] = choice.reasoning
         if choice.tool_calls:
             message["tool_calls"] = [tool_call_json(c) for c in choice.tool_calls]
         logprobs = None
@@ -178,6 +210,8 @@ async def stream_response(
         async for event in events:
             count_usage(usage, event)
             delta: dict[str, Any] = {}
+            if event.reasoning:
+                delta["reasoning_content"] = event.reasoning
             if event.content:
                 delta["content"] = event.content
             if event.tool_calls:
@@ -204,3 +238,9 @@ async def stream_response(
     except Exception as exc:  # headers are gone: report in-band, as OpenAI does
         yield data_event(openai_body(as_api_error(exc)))
     yield DONE
+
+
+def thinking_request(req: ChatCompletionRequest) -> tuple[bool | None, str]:
+    """``reasoning_effort``: "none" turns thinking off, any other effort on; unset: the default."""
+    effort = req.reasoning_effort
+    return (None if effort is None else effort != "none"), "reasoning_effort"

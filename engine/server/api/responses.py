@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+from engine.server.api import structured
 from engine.server.api.common import new_id, now, part_text
 from engine.server.api.response_store import ResponseStore, StoredResponse
 from engine.server.api.sampling import build_params, resolve_max_tokens
@@ -24,13 +25,11 @@ def _refuse_unsupported(req: ResponsesRequest) -> None:
             raise unsupported(name)
     if req.background:
         raise unsupported("background")
-    if req.reasoning and any(v is not None for v in req.reasoning.values()):
-        raise unsupported("reasoning")
+    for key in req.reasoning or {}:
+        if key not in ("effort", "summary", "generate_summary") and req.reasoning[key] is not None:
+            raise unsupported(f"reasoning.{key}")
     if req.truncation not in (None, "disabled"):
         raise unsupported("truncation", "only 'disabled'")
-    fmt = (req.text or {}).get("format") or {"type": "text"}
-    if not isinstance(fmt, dict) or fmt.get("type") != "text":
-        raise unsupported("text.format", "only {'type': 'text'} until structured output lands")
 
 
 def _content_text(content: str | list[dict[str, Any]] | None, where: str) -> str:
@@ -94,12 +93,42 @@ def to_conversation(req: ResponsesRequest, store: ResponseStore) -> tuple[Conver
     for k, tool in enumerate(req.tools or []):
         if tool.type != "function" or not tool.name:
             raise unsupported(f"tools[{k}].type", f"tool of type '{tool.type}' (only named functions)")
-        tools.append(ToolSpec(tool.name, tool.description or "", tool.parameters or {"type": "object"}))
-    if req.tool_choice not in (None, "auto", "none"):
-        raise unsupported("tool_choice", "only 'auto' and 'none' until structured output lands")
-    use_tools = bool(tools) and req.tool_choice != "none"
+        tools.append(
+            ToolSpec(
+                tool.name, tool.description or "", tool.parameters or {"type": "object"}, bool(tool.strict)
+            )
+        )
+    mode, name = _tool_choice(req.tool_choice, tools)
+    use_tools = bool(tools) and mode != "none"
     messages = ([Message(role="system", content=req.instructions)] if req.instructions else []) + history
-    return Conversation(messages=messages, tools=tools if use_tools else []), history, use_tools
+    conversation = Conversation(
+        messages=messages,
+        tools=tools if use_tools else [],
+        tool_choice=mode,
+        forced_tool=name,
+        parallel_tool_calls=req.parallel_tool_calls is not False,
+    )
+    return conversation, history, use_tools
+
+
+def _tool_choice(choice: str | dict[str, Any] | None, tools: list[ToolSpec]) -> tuple[str, str | None]:
+    if choice is None or choice in ("auto", "none", "required"):
+        return structured.tool_choice(choice or "auto", None, tools)
+    if isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("name"), str):
+        return structured.tool_choice("named", choice["name"], tools)
+    raise bad_request(
+        "tool_choice must be 'auto', 'none', 'required' or {'type': 'function', 'name': ...}.",
+        param="tool_choice",
+    )
+
+
+def output_spec(req: ResponsesRequest):
+    """What the reply must match, from ``text.format`` or vLLM's extras (tools aside)."""
+    spec = structured.response_format((req.text or {}).get("format"), "text.format", nested=False)
+    extra = structured.vllm_extras(req)
+    if spec is not None and extra is not None:
+        raise bad_request("text.format and a structured_outputs constraint exclude each other.")
+    return spec or extra
 
 
 def sampling(req: ResponsesRequest, prompt_len: int, max_model_len: int) -> list[Any]:
@@ -112,7 +141,7 @@ def _usage(usage: Usage) -> dict[str, Any]:
         "input_tokens": usage.prompt_tokens,
         "input_tokens_details": {"cached_tokens": usage.cached_tokens},
         "output_tokens": usage.completion_tokens,
-        "output_tokens_details": {"reasoning_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
         "total_tokens": usage.total_tokens,
     }
 
@@ -124,6 +153,11 @@ def _message_item(item_id: str, text: str, status: str) -> dict[str, Any]:
         else []
     )
     return {"id": item_id, "type": "message", "status": status, "role": "assistant", "content": content}
+
+
+def _reasoning_item(item_id: str, text: str, status: str) -> dict[str, Any]:
+    content = [{"type": "reasoning_text", "text": text}] if status == "completed" else []
+    return {"id": item_id, "type": "reasoning", "status": status, "summary": [], "content": content}
 
 
 def _call_item(call: ToolCall, status: str = "completed", arguments: str | None = None) -> dict[str, Any]:
@@ -176,6 +210,8 @@ class ResponseBuilder:
 
     def final(self, choice: ChoiceResult, usage: Usage) -> dict[str, Any]:
         output = []
+        if choice.reasoning:
+            output.append(_reasoning_item(new_id("rs_"), choice.reasoning, "completed"))
         if choice.text.strip() or not choice.tool_calls:
             output.append(_message_item(new_id("msg_"), choice.text, "completed"))
         output.extend(_call_item(call) for call in choice.tool_calls)
@@ -203,6 +239,8 @@ class ResponseBuilder:
         output: list[dict[str, Any]] = []
         text_item: dict[str, Any] | None = None
         item_text = ""  # text of the open message item
+        reasoning_item: dict[str, Any] | None = None
+        reasoning_text = ""
         pending_space = ""  # whitespace not yet sent: dropped if a tool call follows it
 
         def event(payload: dict[str, Any]) -> str:
@@ -225,6 +263,20 @@ class ResponseBuilder:
             text_item, item_text = None, ""
             return out
 
+        def close_reasoning() -> list[str]:
+            nonlocal reasoning_item, reasoning_text
+            if reasoning_item is None:
+                return []
+            done = _reasoning_item(reasoning_item["id"], reasoning_text, "completed")
+            where = {"item_id": done["id"], "output_index": len(output), "content_index": 0}
+            out = [
+                event({"type": "response.reasoning_text.done", **where, "text": reasoning_text}),
+                event({"type": "response.output_item.done", "output_index": len(output), "item": done}),
+            ]
+            output.append(done)
+            reasoning_item, reasoning_text = None, ""
+            return out
+
         # Numbered first, sent with the first content.
         head = [
             event({"type": "response.created", "response": self.body("in_progress", [], None)}),
@@ -241,7 +293,27 @@ class ResponseBuilder:
             async for ev in events:
                 count_usage(usage, ev)
                 choice.text += ev.content
+                choice.reasoning += ev.reasoning
                 out: list[str] = []
+                if ev.reasoning:
+                    if reasoning_item is None:
+                        reasoning_item = _reasoning_item(new_id("rs_"), "", "in_progress")
+                        out.append(
+                            event(
+                                {
+                                    "type": "response.output_item.added",
+                                    "output_index": len(output),
+                                    "item": reasoning_item,
+                                }
+                            )
+                        )
+                    reasoning_text += ev.reasoning
+                    where = {"item_id": reasoning_item["id"], "output_index": len(output), "content_index": 0}
+                    out.append(
+                        event({"type": "response.reasoning_text.delta", **where, "delta": ev.reasoning})
+                    )
+                if reasoning_item is not None and (ev.content.strip() or ev.tool_calls or ev.finished):
+                    out.extend(close_reasoning())
                 text = pending_space + ev.content
                 pending_space = ""
                 if text and text_item is None and not text.strip():
@@ -339,3 +411,9 @@ class ResponseBuilder:
                     )
                 ]
             )
+
+
+def thinking_request(req: ResponsesRequest) -> tuple[bool | None, str]:
+    """``reasoning.effort``: "none" turns thinking off, any other effort on; unset: the default."""
+    effort = (req.reasoning or {}).get("effort")
+    return (None if effort is None else effort != "none"), "reasoning.effort"

@@ -41,9 +41,6 @@ def refuse_unsupported_openai(req: Any) -> None:
     """Parameters the OpenAI APIs define and this server does not implement yet: refused by name."""
     if req.logit_bias:
         raise unsupported("logit_bias")
-    fmt = req.response_format
-    if fmt is not None and fmt.get("type") != "text":
-        raise unsupported("response_format", "only {'type': 'text'} until structured output lands")
     if req.stream_options is not None and not req.stream:
         raise bad_request("stream_options is only allowed when stream is true.", param="stream_options")
 

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from engine.server.protocol.common import Loose, Strict
+from engine.server.protocol.common import Loose, Strict, StructuredExtras
 
 
 class ContentBlock(Loose):
@@ -34,7 +34,7 @@ class AnthropicTool(Loose):
     type: str | None = None
 
 
-class MessagesRequest(Strict):
+class MessagesRequest(StructuredExtras):
     model: str
     messages: list[AnthropicMessage] = Field(min_length=1)
     max_tokens: int = Field(ge=1)

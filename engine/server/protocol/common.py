@@ -22,6 +22,16 @@ class Loose(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+class StructuredExtras(Strict):
+    """vLLM's structured-output extras, in every API (engine/server/api/structured.py)."""
+
+    structured_outputs: dict[str, Any] | None = None
+    guided_json: dict[str, Any] | str | None = None
+    guided_regex: str | None = None
+    guided_grammar: str | None = None
+    guided_choice: list[str] | None = None
+
+
 class FunctionDef(Strict):
     name: str
     description: str | None = None

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from engine.server.protocol.common import FunctionDef, Loose, Seed, Strict
+from engine.server.protocol.common import FunctionDef, Loose, Seed, Strict, StructuredExtras
 
 
 class ContentPart(Loose):
@@ -44,7 +44,7 @@ class StreamOptions(Strict):
     continuous_usage_stats: bool | None = None
 
 
-class SamplingFields(Strict):
+class SamplingFields(StructuredExtras):
     """Sampling controls shared by Chat and Completions; vLLM's extras included."""
 
     model: str
@@ -69,7 +69,6 @@ class SamplingFields(Strict):
     logit_bias: dict[str, float] | None = None
     user: str | None = None
     cache_salt: str | None = None
-    # Accepted so the refusal can name them (see api/sampling.py).
     response_format: dict[str, Any] | None = None
 
 

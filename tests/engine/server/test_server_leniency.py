@@ -156,9 +156,7 @@ def test_unknown_top_level_fields_are_ignored_logged_and_counted(replica, path, 
 @pytest.mark.parametrize(
     ("path", "body", "field"),
     [
-        ("/v1/chat/completions", {"messages": HELLO, "guided_json": {"type": "object"}}, "guided_json"),
         ("/v1/chat/completions", {"messages": HELLO, "use_beam_search": True}, "use_beam_search"),
-        ("/v1/completions", {"prompt": "Once", "structured_outputs": {"regex": "a+"}}, "structured_outputs"),
         ("/v1/responses", {"input": "hi", "seed": 3}, "seed"),
         ("/v1/responses", {"input": "hi", "stop": ["x"]}, "stop"),
         ("/v1/messages", {"messages": HELLO, "max_tokens": 2, "frequency_penalty": 1.0}, "frequency_penalty"),

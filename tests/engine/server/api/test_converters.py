@@ -86,7 +86,6 @@ def test_openai_unsupported_input_is_refused_by_name(fields, param):
     ("fields", "param"),
     [
         ({"logit_bias": {"1": 5}}, "logit_bias"),
-        ({"response_format": {"type": "json_object"}}, "response_format"),
     ],
 )
 def test_openai_unimplemented_sampling_is_refused(fields, param):
@@ -232,12 +231,16 @@ def test_responses_unknown_previous_id_is_404_and_store_is_bounded():
     assert info.value.status == 404 and info.value.param == "previous_response_id"
 
 
-def test_responses_reasoning_and_json_format_are_refused():
-    for fields, param in (
-        ({"reasoning": {"effort": "high"}}, "reasoning"),
-        ({"text": {"format": {"type": "json_object"}}}, "text.format"),
+def test_responses_unknown_reasoning_keys_and_bad_formats_are_refused_by_name():
+    req = ResponsesRequest.model_validate({"model": "m", "input": "x", "reasoning": {"frobnicate": 1}})
+    with pytest.raises(APIError) as info:
+        responses.to_conversation(req, ResponseStore())
+    assert info.value.param == "reasoning.frobnicate"
+    for fmt, param in (
+        ({"type": "xml"}, "text.format"),
+        ({"type": "json_schema", "name": "x", "schema": {"type": "frob"}}, "text.format.schema"),
     ):
-        req = ResponsesRequest.model_validate({"model": "m", "input": "x", **fields})
+        req = ResponsesRequest.model_validate({"model": "m", "input": "x", "text": {"format": fmt}})
         with pytest.raises(APIError) as info:
-            responses.to_conversation(req, ResponseStore())
-        assert info.value.param == param
+            responses.output_spec(req)
+        assert info.value.status == 400 and info.value.param == param
