@@ -68,7 +68,7 @@ async def _generate(request: Request, kind: type[Exchange]):
     spec = exchange.constraint()
     make_reasoning = None
     if exchange.thinks:
-        opens = engine.tokenizer.decode(prompt[-4:]).rstrip().endswith(REASONING_START)
+        opens = engine.tokenizer.decode(prompt[-16:]).rstrip().endswith(REASONING_START)
         make_reasoning = partial(ReasoningParser, opens)
         if spec is not None and state.reasoning_end_token:
             spec = spec.after_reasoning(state.reasoning.end_marker)
