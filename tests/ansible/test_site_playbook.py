@@ -54,10 +54,11 @@ def playbook(inventory: Path, tmp: Path, *extra: str) -> subprocess.CompletedPro
         "ANSIBLE_BECOME": "false",  # already root or the owner of every path; no sudo here
         "ANSIBLE_GATHERING": "explicit",  # the roles need no facts when addresses are given
         "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_PIPELINING": "true",  # modules over stdin: fewer temporary files, a faster run
         "PATH": f"{BIN}:{os.environ['PATH']}",
     }
     cmd = [str(BIN / "ansible-playbook"), "-i", str(inventory), "site.yml", *extra]
-    return subprocess.run(cmd, cwd=ANSIBLE_DIR, env=env, capture_output=True, text=True, timeout=240)
+    return subprocess.run(cmd, cwd=ANSIBLE_DIR, env=env, capture_output=True, text=True, timeout=420)
 
 
 def recap(output: str) -> dict[str, dict[str, int]]:
