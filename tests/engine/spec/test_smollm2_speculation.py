@@ -2,10 +2,15 @@
 speculation (the model drafting for itself: same tokenizer, every draft token right) equal the
 tokens without speculation, in one batch with a seeded sampled request (whose tokens match too)."""
 
+import pytest
+
 from engine import LLM, SamplingParams
-from engine.bench.speculative import prompts
 from engine.testing.smollm2 import smollm2_path
 
+# Four engines load the real model (the draft-model run loads it twice); on 2 shared cores that
+# alone can take minutes.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+QUOTE = "Repeat exactly, replacing fox with cat: 'The quick brown fox jumps over the lazy dog.'"
 GREEDY = SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True)
 SEEDED = SamplingParams(max_tokens=8, temperature=0.7, top_p=0.9, seed=5, ignore_eos=True)
 
@@ -22,7 +27,7 @@ def test_ngram_and_draft_model_speculation_keep_smollm2s_tokens():
         ),
     ):
         llm = LLM(model, device="cpu", dtype="float32", **extra)
-        edit = prompts(llm.tokenizer, 3)[2]  # a quoted rewrite
+        edit = llm.tokenizer.encode_chat([{"role": "user", "content": QUOTE}])
         outs = llm.generate([edit, edit], [GREEDY, SEEDED])
         runs[mode] = [o.token_ids for o in outs]
         stats[mode] = llm.stats()
