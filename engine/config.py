@@ -31,6 +31,7 @@ SPECULATIVE_SCHEDULING = ("confidence", "fixed")
 # Without a memory probe on CPU we size the pool for every sequence at full length, capped so a
 # careless max_model_len cannot allocate gigabytes of host memory.
 CPU_MAX_DEFAULT_BLOCKS = 4096
+WEEK_S = 7 * 86_400.0
 
 
 def setting(
@@ -79,6 +80,29 @@ class EngineConfig:
         1, "ranks (accelerators) one replica spans; one process per rank", aliases=("--tp",)
     )
     kv_event_capacity: int = setting(10_000, "KV events kept for /kv/events")
+    # KV tiers below the device pool (engine/kv/tiers/): cached blocks the pool evicts go to each
+    # tier set here, and prefix hits continue from them.
+    kv_host_cache_mib: int = setting(
+        0, "host memory (MiB, pinned on CUDA) for KV blocks evicted from the device pool; 0: no host tier"
+    )
+    kv_host_cache_ttl_s: float = setting(86_400.0, "seconds a host-tier KV block stays unused before it goes")
+    kv_disk_cache_dir: str | None = setting(
+        None, "directory of this replica's KV block files, kept across restarts; unset: no disk tier"
+    )
+    kv_disk_cache_mib: int = setting(10_240, "MiB of KV block files in kv_disk_cache_dir")
+    kv_disk_cache_ttl_s: float = setting(WEEK_S, "seconds a disk-tier KV block stays unused before it goes")
+    kv_shared_cache_dir: str | None = setting(
+        None, "directory of KV block files shared by the replicas of a deployment; unset: no shared tier"
+    )
+    kv_shared_cache_mib: int = setting(
+        10_240, "MiB of KV block files in kv_shared_cache_dir, all replicas together"
+    )
+    kv_shared_cache_ttl_s: float = setting(
+        WEEK_S, "seconds a shared-tier KV block stays unused before it goes"
+    )
+    kv_tenant_quota_mib: int | None = setting(
+        None, "most MiB of KV blocks one tenant (cache_salt) holds in each tier; unset: only the tier's size"
+    )
     load_format: str = setting(
         "auto", "dummy: random weights (benchmarks of a config-only directory)", choices=LOAD_FORMATS
     )
@@ -151,6 +175,7 @@ class EngineConfig:
             _require_positive("max_model_len", self.max_model_len)
         if self.num_gpu_blocks is not None:
             _require_positive("num_gpu_blocks", self.num_gpu_blocks)
+        self._check_kv_tiers()
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
         # Whether the model splits this many ways (heads, MLP rows) is checked when it loads.
@@ -162,6 +187,24 @@ class EngineConfig:
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.async_scheduling is not None and not isinstance(self.async_scheduling, bool):
             raise ValueError(f"async_scheduling must be true, false or None, got {self.async_scheduling!r}")
+
+    def _check_kv_tiers(self) -> None:
+        if not isinstance(self.kv_host_cache_mib, int) or self.kv_host_cache_mib < 0:
+            raise ValueError(f"kv_host_cache_mib must be 0 or more, got {self.kv_host_cache_mib!r}")
+        for name in ("kv_disk_cache_mib", "kv_shared_cache_mib"):
+            _require_positive(name, getattr(self, name))
+        if self.kv_tenant_quota_mib is not None:
+            _require_positive("kv_tenant_quota_mib", self.kv_tenant_quota_mib)
+        for name in ("kv_host_cache_ttl_s", "kv_disk_cache_ttl_s", "kv_shared_cache_ttl_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+        if self.kv_tiers_enabled and self.tensor_parallel_size != 1:
+            raise ValueError("KV tiers below the device pool work with tensor_parallel_size 1 only (for now)")
+
+    @property
+    def kv_tiers_enabled(self) -> bool:
+        return bool(self.kv_host_cache_mib or self.kv_disk_cache_dir or self.kv_shared_cache_dir)
 
     @classmethod
     def choices(cls) -> dict[str, tuple[str, ...]]:

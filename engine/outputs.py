@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from engine.sampling.sampler import Logprob
 
-__all__ = ["EngineStats", "Logprob", "RequestMetrics", "RequestOutput"]
+__all__ = ["EngineStats", "KVTierStats", "Logprob", "RequestMetrics", "RequestOutput"]
 
 
 @dataclass
@@ -35,6 +35,17 @@ class RequestOutput:
     metrics: RequestMetrics
 
 
+@dataclass(frozen=True)
+class KVTierStats:
+    """One KV tier below the device pool (engine/kv/tiers/): cumulative counts, current holdings."""
+
+    hit_tokens: int  # prompt tokens onloaded from it instead of recomputed
+    offloads: int  # blocks written to it
+    onloads: int  # blocks read from it into the device pool
+    entries: int
+    bytes_held: int
+
+
 @dataclass
 class EngineStats:
     num_running: int
@@ -56,6 +67,7 @@ class EngineStats:
     spec_decode_num_draft_tokens: int = 0
     spec_decode_num_accepted_tokens: int = 0
     spec_decode_num_accepted_tokens_per_pos: list[int] = field(default_factory=list)
+    kv_tiers: dict[str, KVTierStats] = field(default_factory=dict)  # by tier name: host, disk, shared
 
     @property
     def spec_decode_acceptance_rate(self) -> float | None:

@@ -28,7 +28,8 @@ from engine.core.prompt_validation import validated_prompt_ids
 from engine.executor.factory import make_executor
 from engine.kv.events import KVEventLog
 from engine.kv.kv_manager import KVCacheManager
-from engine.outputs import EngineStats, RequestMetrics, RequestOutput
+from engine.kv.tiers.build import build_tiered_kv
+from engine.outputs import EngineStats, KVTierStats, RequestMetrics, RequestOutput
 from engine.runner.kv_sizing import num_kv_blocks
 from engine.runner.model_runner import TORCH_DTYPES, LaunchedStep, StepResult
 from engine.sampling.params import SamplingParams
@@ -86,7 +87,13 @@ class EngineCore:
         if self.device.type == "cuda" and not config.enforce_eager and kernels_mode() != "torch":
             self.runner.capture_decode_graphs(config.max_num_seqs)
         self.kv_events = kv_events if kv_events is not None else KVEventLog(config.kv_event_capacity)
-        self.kv = KVCacheManager(num_blocks, config.block_size, config.enable_prefix_caching, self.kv_events)
+        self.kv_tiers = None  # host memory, disk, shared store below the device pool (engine/kv/tiers/)
+        if config.kv_tiers_enabled:
+            specs = self.runner.kv_cache_specs()
+            self.kv_tiers = build_tiered_kv(config, self.device, self.runner.kv_caches, specs)
+        self.kv = KVCacheManager(
+            num_blocks, config.block_size, config.enable_prefix_caching, self.kv_events, self.kv_tiers
+        )
         self.scheduler = Scheduler(self.kv, config.max_num_batched_tokens, config.max_num_seqs)
         self.async_scheduling = config.resolved_async_scheduling(self.device.type)
         self.speculator = make_speculator(config, self._build_proposer)
@@ -370,8 +377,17 @@ class EngineCore:
             prompt_tokens=self.prompt_tokens,
             generation_tokens=self.generation_tokens,
             expert_tokens=self._routing_snapshot(),
+            kv_tiers=self._tier_stats(),
             **self._spec_stats(),
         )
+
+    def _tier_stats(self) -> dict[str, KVTierStats]:
+        if self.kv_tiers is None:
+            return {}
+        return {
+            name: KVTierStats(c.hit_tokens, c.offloads, c.onloads, s.entries, s.bytes_held)
+            for name, (s, c) in self.kv_tiers.stats().items()
+        }
 
     def _spec_stats(self) -> dict:
         spec = self.speculator

@@ -9,7 +9,7 @@ its hash (and a "removed" event is logged). Pure Python: no torch.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from engine.kv.block_hash import BlockHash
@@ -23,6 +23,7 @@ class Block:
     block_hash: BlockHash | None = None
     parent_hash: BlockHash | None = None
     token_ids: tuple[int, ...] = field(default_factory=tuple)  # kept to verify a hash hit
+    cache_salt: str | None = None  # the tenant whose chain the hash belongs to (tier quotas)
 
 
 class NoFreeBlocksError(RuntimeError):
@@ -41,6 +42,9 @@ class BlockPool:
         self.blocks = [Block(i) for i in range(num_blocks)]
         self._free: OrderedDict[int, Block] = OrderedDict((b.block_id, b) for b in self.blocks)
         self._cached: dict[BlockHash, Block] = {}
+        # Called with each cached block as it is handed out for reuse, while its pages still hold
+        # its KV: the lower tiers' offload (engine/kv/tiers/connector.py).
+        self.on_evict: Callable[[Block], None] | None = None
 
     @property
     def num_free_blocks(self) -> int:
@@ -66,6 +70,8 @@ class BlockPool:
             _, block = self._free.popitem(last=False)
             if block.block_hash is not None:
                 evicted.append(block.block_hash)
+                if self.on_evict is not None:
+                    self.on_evict(block)
                 self._uncache(block)
             block.ref_cnt = 1
             out.append(block)
@@ -100,7 +106,12 @@ class BlockPool:
         return block
 
     def cache(
-        self, block: Block, block_hash: BlockHash, parent_hash: BlockHash | None, token_ids: Sequence[int]
+        self,
+        block: Block,
+        block_hash: BlockHash,
+        parent_hash: BlockHash | None,
+        token_ids: Sequence[int],
+        cache_salt: str | None = None,
     ) -> bool:
         """Register a full block under its hash; False when another block already holds that hash."""
         if not self.enable_caching or block.block_hash is not None:
@@ -110,6 +121,7 @@ class BlockPool:
         block.block_hash = block_hash
         block.parent_hash = parent_hash
         block.token_ids = tuple(token_ids)
+        block.cache_salt = cache_salt
         self._cached[block_hash] = block
         self.events.stored([block_hash])
         return True
@@ -128,3 +140,4 @@ class BlockPool:
         block.block_hash = None
         block.parent_hash = None
         block.token_ids = ()
+        block.cache_salt = None

@@ -7,11 +7,14 @@ The scheduler asks two questions: "which leading blocks of this request are alre
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from engine.kv.block_hash import BlockHash, hash_block, salt_bytes
 from engine.kv.block_pool import Block, BlockPool
 from engine.kv.events import KVEventLog
+
+if TYPE_CHECKING:
+    from engine.kv.tiers.connector import TieredKV
 
 
 class KVRequest(Protocol):
@@ -35,7 +38,9 @@ class KVCacheManager:
         block_size: int,
         enable_caching: bool = True,
         events: KVEventLog | None = None,
+        lower_tiers: TieredKV | None = None,
     ) -> None:
+        """``lower_tiers``: where evicted cached blocks go and prefix hits beyond the pool come from."""
         if block_size <= 0:
             raise ValueError(f"block_size must be positive, got {block_size}")
         self.block_size = block_size
@@ -47,6 +52,9 @@ class KVCacheManager:
         self._num_cached_blocks: dict[str, int] = {}
         self.prefix_cache_queries = 0  # tokens looked up
         self.prefix_cache_hits = 0  # tokens found
+        self.lower_tiers = lower_tiers if enable_caching else None
+        if self.lower_tiers is not None:
+            self.pool.on_evict = self.lower_tiers.offload
 
     @property
     def events(self) -> KVEventLog:
@@ -77,6 +85,8 @@ class KVCacheManager:
                 break
             hit.append(block)
             parent = block_hash
+        if self.lower_tiers is not None and len(hit) < max_blocks:
+            hit += self._onload(request, hashes[:max_blocks], hit)
         num_tokens = len(hit) * self.block_size
         self.prefix_cache_queries += len(tokens)
         self.prefix_cache_hits += num_tokens
@@ -140,6 +150,43 @@ class KVCacheManager:
     def reset_prefix_cache(self) -> bool:
         return self.pool.reset_prefix_cache()
 
+    def _onload(self, request: KVRequest, hashes: list[BlockHash], hit: list[Block]) -> list[Block]:
+        """Continue a device hit with blocks from the lower tiers, copied into fresh pool blocks that
+        join the prefix cache. They are left free (revived by ``allocate_slots``, like any cached
+        hit); the device hit is held meanwhile so the allocation cannot hand its blocks out."""
+        start = len(hit)
+        want = self.lower_tiers.count_prefix(hashes[start:])
+        self.pool.touch(hit)
+        try:
+            want = min(want, self.pool.num_free_blocks)
+            if want == 0:
+                return []
+            fresh = self.pool.allocate(want)
+            tokens = request.all_token_ids
+            size = self.block_size
+            idx = range(start, start + want)
+            loaded = self.lower_tiers.onload(
+                [hashes[i] for i in idx],
+                [hashes[i - 1] if i else None for i in idx],
+                [tokens[i * size : (i + 1) * size] for i in idx],
+                [b.block_id for b in fresh],
+                request.cache_salt,
+            )
+            for i, block in zip(idx[:loaded], fresh, strict=False):
+                # A hash the pool already holds (a later block outlived an earlier one) stays
+                # uncached here: the copy is still this request's correct KV.
+                self.pool.cache(
+                    block,
+                    hashes[i],
+                    hashes[i - 1] if i else None,
+                    tokens[i * size : (i + 1) * size],
+                    request.cache_salt,
+                )
+            self.pool.free(reversed(fresh))
+            return fresh[:loaded]
+        finally:
+            self.pool.free(hit)
+
     def _cache_full_blocks(self, request: KVRequest, num_tokens: int) -> None:
         if not self.enable_caching:
             return
@@ -154,7 +201,11 @@ class KVCacheManager:
         for i in range(start, end):
             parent = hashes[i - 1] if i else None
             self.pool.cache(
-                blocks[i], hashes[i], parent, tokens[i * self.block_size : (i + 1) * self.block_size]
+                blocks[i],
+                hashes[i],
+                parent,
+                tokens[i * self.block_size : (i + 1) * self.block_size],
+                request.cache_salt,
             )
         self._num_cached_blocks[rid] = max(start, end)
 

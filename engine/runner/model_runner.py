@@ -121,11 +121,14 @@ class ModelRunner:
             raise ValueError(f"{len(specs)} KV cache specs for {len(layers)} attention layers")
         if shared_block_size(specs) != self.block_size:  # every layer is indexed by one block table
             raise ValueError(f"KV specs use blocks of {specs[0].block_size} tokens, not {self.block_size}")
+        caches: list[torch.Tensor] = []
         for i, (attn, spec) in enumerate(zip(layers, specs, strict=True)):
             if getattr(spec, "window", None) != attn.sliding_window:
                 raise ValueError(f"layer {i}: KV spec {spec} does not match its window {attn.sliding_window}")
             cache = torch.zeros(spec.cache_shape(num_blocks), dtype=self.dtype, device=self.device)
             attn.bind_kv_cache(cache)
+            caches.append(cache)
+        self.kv_caches = caches  # in spec order: what the KV tiers copy blocks out of and into
         self.num_blocks = num_blocks
 
     def kv_cache_specs(self) -> list[KVCacheSpec]:

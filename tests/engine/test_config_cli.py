@@ -55,6 +55,8 @@ def _other_value(f: dataclasses.Field):
         return "/tables/h200.json"
     if f.name == "speculative_model":
         return "/models/draft"
+    if f.name in ("kv_disk_cache_dir", "kv_shared_cache_dir"):
+        return "/var/cache/kv"
     if isinstance(f.default, bool):
         return not f.default
     if isinstance(f.default, float):

@@ -1,0 +1,112 @@
+"""The KV manager's view of the tiers: offload an evicted block, find and onload a prefix's blocks.
+
+Offload is write-through: an evicted block goes to every tier that lacks it (host memory for speed,
+disk and the shared store so it survives a restart and serves the other replicas). Onload looks in
+each tier from the fastest, checks the record's parent and tokens, copies it into the device block
+and copies a lower tier's hit into the tiers above it. A block is written to a tier before that
+tier can return it, and read into the device before the step that attends over it is scheduled.
+Pure Python: the device side is a ``BlockCopier`` (``block_io.BlockIO`` on torch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from engine.kv.block_hash import BlockHash
+from engine.kv.tiers.protocol import KVTier, TierStats, tenant_of
+from engine.kv.tiers.record import decode_record, encode_record
+
+
+class BlockCopier(Protocol):
+    def read_block(self, block_id: int) -> bytearray: ...
+
+    def write_block(self, block_id: int, kv) -> bool: ...
+
+
+class EvictedBlock(Protocol):
+    block_id: int
+    block_hash: BlockHash | None
+    parent_hash: BlockHash | None
+    token_ids: tuple[int, ...]
+    cache_salt: str | None
+
+
+@dataclass
+class TierCounters:
+    hit_tokens: int = 0  # prompt tokens onloaded from this tier
+    offloads: int = 0  # blocks written
+    onloads: int = 0  # blocks read into the device
+
+
+class TieredKV:
+    def __init__(self, tiers: Sequence[KVTier], copier: BlockCopier, block_size: int) -> None:
+        if not tiers:
+            raise ValueError("TieredKV needs at least one tier")
+        self.tiers = list(tiers)
+        self.copier = copier
+        self.block_size = block_size
+        self.counters = {tier.name: TierCounters() for tier in self.tiers}
+
+    def offload(self, block: EvictedBlock) -> None:
+        """Called as the pool hands a cached block out for reuse, while its pages still hold its KV."""
+        if block.block_hash is None:
+            return
+        targets = [tier for tier in self.tiers if not tier.contains(block.block_hash)]
+        if not targets:
+            return
+        record = encode_record(block.parent_hash, block.token_ids, self.copier.read_block(block.block_id))
+        for tier in targets:
+            if tier.put(block.block_hash, record, tenant_of(block.cache_salt)):
+                self.counters[tier.name].offloads += 1
+
+    def count_prefix(self, hashes: Sequence[BlockHash]) -> int:
+        """How many leading ``hashes`` some tier holds (a cheap look, no payload read)."""
+        for n, block_hash in enumerate(hashes):
+            if not any(tier.contains(block_hash) for tier in self.tiers):
+                return n
+        return len(hashes)
+
+    def onload(
+        self,
+        hashes: Sequence[BlockHash],
+        parents: Sequence[BlockHash | None],
+        token_chunks: Sequence[Sequence[int]],
+        block_ids: Sequence[int],
+        cache_salt: str | None = None,
+    ) -> int:
+        """Copy the blocks named by ``hashes`` into ``block_ids``, in order, stopping at the first one
+        no tier can supply intact; returns how many were written."""
+        for n, (block_hash, parent, tokens, block_id) in enumerate(
+            zip(hashes, parents, token_chunks, block_ids, strict=True)
+        ):
+            if not self._onload_one(block_hash, parent, tuple(tokens), block_id, tenant_of(cache_salt)):
+                return n
+        return len(hashes)
+
+    def _onload_one(
+        self, block_hash: BlockHash, parent, tokens: tuple[int, ...], block_id: int, tenant: str
+    ) -> bool:
+        for depth, tier in enumerate(self.tiers):
+            payload = tier.get(block_hash)
+            if payload is None:
+                continue
+            record = decode_record(payload)
+            if record is None or record.parent_hash != parent or record.token_ids != tokens:
+                continue  # a colliding hash or a foreign record: not this block
+            if not self.copier.write_block(block_id, record.kv):
+                continue
+            counters = self.counters[tier.name]
+            counters.onloads += 1
+            counters.hit_tokens += len(tokens)
+            for upper in self.tiers[:depth]:  # promote: the next hit comes from the fastest tier
+                upper.put(block_hash, payload, tenant)
+            return True
+        return False
+
+    def expire(self) -> int:
+        return sum(tier.expire() for tier in self.tiers)
+
+    def stats(self) -> dict[str, tuple[TierStats, TierCounters]]:
+        return {tier.name: (tier.stats(), self.counters[tier.name]) for tier in self.tiers}

@@ -1,0 +1,105 @@
+"""A block offloaded to a tier and onloaded into another block id is the same bits in every layer."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine.kv.block_hash import hash_chain
+from engine.kv.block_pool import Block
+from engine.kv.specs import FullAttentionSpec, MLASpec
+from engine.kv.tiers.block_io import BlockIO
+from engine.kv.tiers.connector import TieredKV
+from engine.kv.tiers.disk import DiskTier
+from engine.kv.tiers.host import HostMemoryTier
+from engine.kv.tiers.protocol import Retention
+from engine.kv.tiers.record import encode_record
+
+SPECS = [
+    FullAttentionSpec(block_size=4, dtype="bfloat16", num_kv_heads=2, head_dim=8),
+    MLASpec(block_size=4, dtype="bfloat16", kv_lora_rank=16, rope_head_dim=4),
+    FullAttentionSpec(block_size=4, dtype="float32", num_kv_heads=1, head_dim=4),
+]
+RETENTION = Retention(budget_bytes=1 << 20, ttl_s=3600)
+
+
+def random_caches(num_blocks: int = 6) -> list[torch.Tensor]:
+    """Caches filled with arbitrary bit patterns (NaNs and all), so only a bitwise copy matches."""
+    gen = torch.Generator().manual_seed(0)
+    out = []
+    for spec in SPECS:
+        dtype = getattr(torch, spec.dtype)
+        shape = spec.cache_shape(num_blocks)
+        bits = torch.randint(
+            0, 256, (torch.Size(shape).numel() * spec.itemsize,), generator=gen, dtype=torch.uint8
+        )
+        out.append(bits.view(dtype).view(shape))
+    return out
+
+
+def block_bits(caches: list[torch.Tensor], block_id: int) -> list[torch.Tensor]:
+    return [
+        (c[:, block_id] if c.dim() == 5 else c[block_id]).contiguous().view(-1).view(torch.uint8)
+        for c in caches
+    ]
+
+
+def cached_block(block_id: int, tokens: list[int], salt: str | None = None) -> Block:
+    (h,) = hash_chain(tokens, 4)
+    return Block(block_id, block_hash=h, token_ids=tuple(tokens), cache_salt=salt)
+
+
+@pytest.fixture(params=["host", "disk"])
+def tier(request, tmp_path):
+    return HostMemoryTier(RETENTION) if request.param == "host" else DiskTier(tmp_path, RETENTION)
+
+
+def test_offload_then_onload_into_another_block_is_bitwise(tier):
+    caches = random_caches()
+    io = BlockIO(caches, SPECS)
+    tiered = TieredKV([tier], io, block_size=4)
+    block = cached_block(2, [5, 6, 7, 8], salt="t")
+    before = block_bits(caches, 2)
+    tiered.offload(block)
+    assert tier.stats().bytes_by_tenant.keys() == {"t"}
+    assert tiered.onload([block.block_hash], [None], [[5, 6, 7, 8]], [5], "t") == 1
+    assert all(torch.equal(a, b) for a, b in zip(before, block_bits(caches, 5), strict=True))
+    assert not torch.equal(block_bits(caches, 2)[0], block_bits(caches, 4)[0])  # the others untouched
+    counters = tiered.counters[tier.name]
+    assert (counters.offloads, counters.onloads, counters.hit_tokens) == (1, 1, 4)
+
+
+def test_a_record_whose_tokens_differ_is_a_miss(tier):
+    caches = random_caches()
+    tiered = TieredKV([tier], BlockIO(caches, SPECS), block_size=4)
+    block = cached_block(1, [1, 2, 3, 4])
+    tiered.offload(block)
+    target = block_bits(caches, 3)
+    assert tiered.onload([block.block_hash], [None], [[1, 2, 3, 9]], [3]) == 0  # a colliding hash
+    assert all(torch.equal(a, b) for a, b in zip(target, block_bits(caches, 3), strict=True))
+
+
+def test_a_lower_tier_hit_is_promoted_to_the_tier_above(tmp_path):
+    caches = random_caches()
+    host, disk = HostMemoryTier(RETENTION), DiskTier(tmp_path, RETENTION)
+    tiered = TieredKV([host, disk], BlockIO(caches, SPECS), block_size=4)
+    block = cached_block(0, [9, 9, 9, 9])
+    disk.put(block.block_hash, encode_record(None, block.token_ids, BlockIO(caches, SPECS).read_block(0)))
+    assert not host.contains(block.block_hash)
+    assert tiered.onload([block.block_hash], [None], [[9, 9, 9, 9]], [4]) == 1
+    assert host.contains(block.block_hash)
+    assert tiered.counters["disk"].hit_tokens == 4 and tiered.counters["host"].hit_tokens == 0
+
+
+def test_a_damaged_disk_block_stops_the_onload_there(tmp_path):
+    caches = random_caches()
+    disk = DiskTier(tmp_path, RETENTION)
+    tiered = TieredKV([disk], BlockIO(caches, SPECS), block_size=4)
+    tokens = list(range(8))
+    first, second = hash_chain(tokens, 4)
+    tiered.offload(Block(0, block_hash=first, token_ids=(0, 1, 2, 3)))
+    tiered.offload(Block(1, block_hash=second, parent_hash=first, token_ids=(4, 5, 6, 7)))
+    (path,) = tmp_path.glob(f"*/{second.hex()}.kvb")
+    path.write_bytes(path.read_bytes()[:-3])
+    assert tiered.count_prefix([first, second]) == 2  # the header still reads: a cheap look cannot tell
+    assert tiered.onload([first, second], [None, first], [tokens[:4], tokens[4:]], [4, 5]) == 1
