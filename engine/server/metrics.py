@@ -53,6 +53,31 @@ class _Observers:
             child.observe(value)
 
 
+# Per KV tier (engine/kv/tiers/): metric name, help, EngineStats.kv_tiers field, family type.
+KV_TIER_METRICS = (
+    (
+        "chassis_kv_tier_hit_tokens",
+        "Prompt tokens onloaded from a KV tier instead of recomputed.",
+        "hit_tokens",
+        CounterMetricFamily,
+    ),
+    (
+        "chassis_kv_tier_offloads",
+        "KV blocks written to a tier (evicted from the device pool).",
+        "offloads",
+        CounterMetricFamily,
+    ),
+    (
+        "chassis_kv_tier_onloads",
+        "KV blocks read from a tier into the device pool.",
+        "onloads",
+        CounterMetricFamily,
+    ),
+    ("chassis_kv_tier_bytes", "Bytes a KV tier holds.", "bytes_held", GaugeMetricFamily),
+    ("chassis_kv_tier_blocks", "KV blocks a tier holds.", "entries", GaugeMetricFamily),
+)
+
+
 class _EngineStatsCollector(Collector):
     def __init__(self, model_name: str, stats: Callable[[], Any | None]):
         self._model_name = model_name
@@ -125,6 +150,15 @@ class _EngineStatsCollector(Collector):
                 for expert, count in enumerate(counts):
                     experts.add_metric([self._model_name, layer, str(expert)], count)
             yield experts
+        if stats.kv_tiers:  # KV tiers below the device pool (engine/kv/tiers/)
+            yield from self._kv_tier_families(stats.kv_tiers)
+
+    def _kv_tier_families(self, tiers):
+        for name, doc, attr, kind in KV_TIER_METRICS:
+            family = kind(name, doc, labels=["model_name", "tier"])
+            for tier, values in tiers.items():
+                family.add_metric([self._model_name, tier], getattr(values, attr))
+            yield family
 
 
 class ServerMetrics:
