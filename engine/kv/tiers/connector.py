@@ -10,6 +10,7 @@ Pure Python: the device side is a ``BlockCopier`` (``block_io.BlockIO`` on torch
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -17,6 +18,8 @@ from typing import Protocol
 from engine.kv.block_hash import BlockHash
 from engine.kv.tiers.protocol import KVTier, TierStats, tenant_of
 from engine.kv.tiers.record import decode_record, encode_record
+
+SWEEP_EVERY_S = 300.0  # expired entries also go when touched; the sweep frees what nobody asks for
 
 
 class BlockCopier(Protocol):
@@ -48,11 +51,15 @@ class TieredKV:
         self.copier = copier
         self.block_size = block_size
         self.counters = {tier.name: TierCounters() for tier in self.tiers}
+        self._next_sweep = 0.0  # the first offload sweeps what a restart found expired
 
     def offload(self, block: EvictedBlock) -> None:
         """Called as the pool hands a cached block out for reuse, while its pages still hold its KV."""
         if block.block_hash is None:
             return
+        if time.monotonic() >= self._next_sweep:
+            self.expire()
+            self._next_sweep = time.monotonic() + SWEEP_EVERY_S
         targets = [tier for tier in self.tiers if not tier.contains(block.block_hash)]
         if not targets:
             return
