@@ -268,3 +268,37 @@ def test_check_mode_shows_the_diff_and_writes_nothing(deployed):
     assert re.search(r"^\+ExecStart=.*--port 8001", result.stdout, re.MULTILINE)
     assert re.search(r"^-ExecStart=.*--port 8000", result.stdout, re.MULTILINE)
     assert web.read_text() == before
+
+
+def test_postgresql_and_redis_install_path_in_check_mode(tmp_path):
+    """The database play as on a fresh host (packages and services aside): its edits of
+    postgresql.conf, pg_hba.conf and redis.conf show in --check --diff, and nothing is written."""
+    configs = {
+        tmp_path / "pg/postgresql.conf": "#listen_addresses = 'localhost'\nport = 5432\n",
+        tmp_path / "pg/pg_hba.conf": "local all postgres peer\n",
+        tmp_path / "redis/redis.conf": "bind 127.0.0.1 -::1\nport 6379\n",
+    }
+    for path, text in configs.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    host = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": sys.executable,
+        "chassis_manage_packages": False,
+        "chassis_manage_services": False,
+        "postgresql_install": True,
+        "postgresql_create_database": False,
+        "postgresql_conf_dir": str(tmp_path / "pg"),
+        "postgresql_client_networks": ["10.0.0.0/16"],
+        "redis_conf": str(tmp_path / "redis/redis.conf"),
+        "redis_password": "redis-pw",
+    }
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"database": {"hosts": {"db-test": host}}}}}))
+    result = playbook(inventory, tmp_path, "--check", "--diff")
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    for line in ("+listen_addresses = '*'", "+host chassis chassis 10.0.0.0/16 scram-sha-256",
+                 "+bind 0.0.0.0", "+requirepass redis-pw", f"+include {tmp_path}/redis/chassis.conf"):  # fmt: skip
+        assert line in result.stdout, (line, result.stdout[-4000:])
+    assert all(path.read_text() == text for path, text in configs.items())
+    assert not (tmp_path / "redis/chassis.conf").exists()
