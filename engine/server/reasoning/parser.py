@@ -27,6 +27,7 @@ class ReasoningParser:
     def __init__(self, starts_in_reasoning: bool) -> None:
         # "head": undecided whether the reply opens a block; "reasoning"; "answer".
         self.state = "reasoning" if starts_in_reasoning else "head"
+        self._may_reopen = starts_in_reasoning  # a reply may repeat the prompt's <think>
         self._buffer = ""
         self._at_answer_start = False  # the newlines after </think> are not part of the answer
 
@@ -47,8 +48,13 @@ class ReasoningParser:
             else:
                 self.state = "answer"
         if self.state == "reasoning":
-            if self._buffer.lstrip().startswith(START):  # a reply that reopens the prompt's block
-                self._buffer = self._buffer.lstrip()[len(START) :]
+            if self._may_reopen:
+                head = self._buffer.lstrip()
+                if not head or (START.startswith(head) and head != START):
+                    return out  # cannot tell yet
+                self._may_reopen = False
+                if head.startswith(START):
+                    self._buffer = head[len(START) :]
             pos = self._buffer.find(END)
             if pos < 0:
                 keep = partial_marker_suffix(self._buffer, END)
