@@ -75,3 +75,15 @@ def test_tiers_never_serve_another_tenant(tiny_qwen3):
         cached[rid] = outs[-1].num_cached_tokens
     assert cached == {"a": 0, "f": 0, "b": 0, "c": 64}  # only tenant-a's own prefix comes back
     assert core.stats().kv_tiers["host"].hit_tokens == 64
+
+
+def test_a_replica_hits_the_prefix_another_replica_left_in_the_shared_tier(tiny_qwen3, tmp_path):
+    first, filler, second = _prompts()
+    one = LLM(tiny_qwen3, kv_shared_cache_dir=str(tmp_path), **SMALL_POOL)
+    one.generate([first], GREEDY)
+    one.generate([filler], GREEDY)  # evicts the prefix into the shared directory
+    two = LLM(tiny_qwen3, kv_shared_cache_dir=str(tmp_path), **SMALL_POOL)
+    (out,) = two.generate([second], GREEDY)
+    assert out.num_cached_tokens == 64
+    assert two.stats().kv_tiers["shared"].hit_tokens == 64
+    assert out.token_ids == _reference(tiny_qwen3, second)
