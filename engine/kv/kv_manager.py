@@ -156,6 +156,8 @@ class KVCacheManager:
         hit); the device hit is held meanwhile so the allocation cannot hand its blocks out."""
         start = len(hit)
         want = self.lower_tiers.count_prefix(hashes[start:])
+        if want == 0:
+            return []
         self.pool.touch(hit)
         try:
             want = min(want, self.pool.num_free_blocks)
@@ -185,7 +187,7 @@ class KVCacheManager:
             self.pool.free(reversed(fresh))
             return fresh[:loaded]
         finally:
-            self.pool.free(hit)
+            self.pool.free(reversed(hit))  # tail first, as requests free: the chain's root goes last
 
     def _cache_full_blocks(self, request: KVRequest, num_tokens: int) -> None:
         if not self.enable_caching:
