@@ -184,12 +184,16 @@ class DiskTier:
                 raw = f.read(HEADER.size)
                 magic, version, stored_hash, tenant_len, payload_len, crc = HEADER.unpack(raw)
                 tenant = f.read(tenant_len)
-                payload = bytearray(payload_len)
-                complete = f.readinto(payload) == payload_len and not f.read(1)
+                # The length is checked against the file before it sizes a buffer: a damaged
+                # header must not ask for exabytes.
+                complete = os.fstat(f.fileno()).st_size == HEADER.size + tenant_len + payload_len
+                if complete:
+                    payload = bytearray(payload_len)
+                    complete = f.readinto(payload) == payload_len
         except FileNotFoundError:
             self._ledger.remove(block_hash)
             return None
-        except (OSError, struct.error, MemoryError):
+        except (OSError, struct.error):
             complete = False
         if (
             not complete

@@ -45,6 +45,16 @@ def test_truncated_or_extended_file_is_a_miss(tmp_path):
     assert tier.stats().corrupt == 3
 
 
+def test_a_damaged_length_field_is_a_miss(tmp_path):
+    tier = DiskTier(tmp_path, RETENTION)
+    tier.put(block(0), os.urandom(4096))
+    path = file_of(tier, block(0))
+    raw = bytearray(path.read_bytes())
+    raw[4 + 1 + 16 + 2 + 7] = 0xFF  # the payload length's top byte: an absurd size
+    path.write_bytes(raw)
+    assert tier.get(block(0)) is None and not path.exists()
+
+
 def test_a_file_under_another_hashs_name_is_a_miss(tmp_path):
     tier = DiskTier(tmp_path, RETENTION)
     tier.put(block(0), os.urandom(256))
