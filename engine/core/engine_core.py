@@ -203,15 +203,22 @@ class EngineCore:
     def step(self) -> list[RequestOutput]:
         if step_gate.holds(state.request for state in self._states.values()):  # only when a test gates
             return []
+        failed = self._abort_failed_grammars() if self._grammar_pool is not None else []
         if self.async_scheduling:
-            return self._step_overlapped()
+            return failed + self._step_overlapped()
         if self.speculator is not None:
             self.speculator.propose(self.scheduler.running)
         out = self.scheduler.schedule()
         if out.is_empty:
             self._check_progress()
-            return []
-        return self._execute(out)
+            return failed
+        return failed + self._execute(out)
+
+    def _abort_failed_grammars(self) -> list[RequestOutput]:
+        """Requests whose grammar failed to compile end as aborted rather than run unconstrained
+        (specs are checked before admission, so this is a compiler fault, not bad input)."""
+        failed = [r for r in self.scheduler.waiting if r.grammar is not None and r.grammar.error is not None]
+        return [out for out in map(self.abort, (r.request_id for r in failed)) if out is not None]
 
     def _execute(self, out: SchedulerOutput) -> list[RequestOutput]:
         """Run a step to its samples and process them (timed for the speculation policy)."""

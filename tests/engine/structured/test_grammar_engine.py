@@ -78,3 +78,25 @@ def test_invalid_specs_raise_the_compilers_message():
                           (StructuredSpec.json_schema({"type": "frob"}), "Unsupported type")):  # fmt: skip
         with pytest.raises(ValueError, match=message):
             check(spec)
+
+
+def test_a_grammar_that_fails_to_compile_aborts_its_request(llm):
+    engine = llm.engine
+    pool = engine.grammar_pool()
+    original = pool._compile
+
+    def broken(spec):
+        raise RuntimeError("compiler fault")
+
+    pool._compile = broken
+    try:
+        rid = engine.add_request(
+            "Once", SamplingParams(max_tokens=4, structured=StructuredSpec("regex", "q{3}"))
+        )
+        outputs = []
+        while engine.has_unfinished():
+            outputs += engine.step()
+    finally:
+        pool._compile = original
+    [out] = [o for o in outputs if o.request_id == rid]
+    assert out.finished and out.finish_reason == "abort" and out.token_ids == []
