@@ -21,7 +21,9 @@ urlpatterns = [
     path("deployments/<int:pk>/scale/", serving.deployment_scale, name="deployment-scale"),
     path("deployments/<int:pk>/revise/", serving.deployment_revise, name="deployment-revise"),
     path("deployments/<int:pk>/restart/", serving.deployment_restart, name="deployment-restart"),
-    path("deployments/<int:pk>/rollback/<int:number>/", serving.deployment_rollback, name="deployment-rollback"),
+    path(
+        "deployments/<int:pk>/rollback/<int:number>/", serving.deployment_rollback, name="deployment-rollback"
+    ),
     path(
         "deployments/<int:pk>/replicas/<int:replica_pk>/<str:verb>/",
         serving.replica_action,

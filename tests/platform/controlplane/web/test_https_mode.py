@@ -13,7 +13,9 @@ def log_in(client: Client, **https) -> tuple:
     page = client.get("/login/", **https)
     token = page.cookies["csrftoken"]
     response = client.post(
-        "/login/", {"username": "ola", "password": "right-pw-123", "csrfmiddlewaretoken": token.value}, **https
+        "/login/",
+        {"username": "ola", "password": "right-pw-123", "csrfmiddlewaretoken": token.value},
+        **https,
     )
     return page, token, response
 
@@ -29,7 +31,11 @@ def test_behind_an_https_proxy_cookies_are_secure_and_hsts_is_sent(settings):
     settings.SESSION_COOKIE_SECURE = settings.CSRF_COOKIE_SECURE = True
     settings.SECURE_HSTS_SECONDS = 31536000
     settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-    https = {"HTTP_X_FORWARDED_PROTO": "https", "HTTP_HOST": "testserver", "HTTP_REFERER": "https://testserver/login/"}
+    https = {
+        "HTTP_X_FORWARDED_PROTO": "https",
+        "HTTP_HOST": "testserver",
+        "HTTP_REFERER": "https://testserver/login/",
+    }
     page, token, response = log_in(Client(enforce_csrf_checks=True), **https)
     assert response.status_code == 302 and response["Location"] == "/"
     assert token["secure"] and response.cookies["sessionid"]["secure"]

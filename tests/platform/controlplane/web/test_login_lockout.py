@@ -55,5 +55,7 @@ def test_the_lock_ends_after_the_cool_off(client, lock_out):
 
     lock_out()
     assert log_in(client).status_code == 429
-    AccessAttempt.objects.update(attempt_time=AccessAttempt.objects.get().attempt_time - timedelta(minutes=16))
+    AccessAttempt.objects.update(
+        attempt_time=AccessAttempt.objects.get().attempt_time - timedelta(minutes=16)
+    )
     assert log_in(client).status_code == 302
