@@ -16,12 +16,10 @@ from engine.checkpoint.model_config import load_model_config
 from engine.config import CPU_MAX_DEFAULT_BLOCKS, EngineConfig
 from engine.kv.kv_manager import KVCacheManager
 from engine.runner.model_runner import TORCH_DTYPES, ModelRunner
-from engine.sampling.params import SamplingParams
 from engine.scheduler.output import ScheduledRequest, SchedulerOutput
 from engine.scheduler.request import Request
 from engine.spec.proposer import Draft
-
-GREEDY = SamplingParams(max_tokens=None, temperature=0.0)
+from engine.spec.shadow import caught_up_shadow, scheduled_shadow
 
 
 class DraftModelProposer:
@@ -98,23 +96,7 @@ class DraftModelProposer:
 
     def _shadow(self, request: Request) -> Request:
         """The draft side's copy of the request, caught up with its verified tokens."""
-        shadow = self._shadows.get(request.request_id)
-        history = request.all_token_ids
-        if shadow is None:
-            shadow = Request(
-                request.request_id, list(history), max_tokens=self.max_model_len, sampling_params=GREEDY
-            )
-            self._shadows[request.request_id] = shadow
-        for token in history[shadow.num_tokens :]:
-            shadow.append_output_token(token)
-        return shadow
+        return caught_up_shadow(self._shadows, request, self.max_model_len)
 
     def _scheduled(self, shadow: Request, start: int, token_ids: list[int]) -> ScheduledRequest:
-        return ScheduledRequest(
-            request=shadow,
-            start=start,
-            num_tokens=len(token_ids),
-            block_ids=self.kv.block_ids(shadow.request_id),
-            token_ids=list(token_ids),
-            samples=True,
-        )
+        return scheduled_shadow(self.kv, shadow, start, token_ids)

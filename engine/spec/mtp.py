@@ -24,12 +24,11 @@ from engine.layers.norm import RMSNorm
 from engine.models.decoder import CausalLM
 from engine.models.registry import kv_cache_specs
 from engine.runner.inputs import build_inputs
-from engine.sampling.params import SamplingParams
 from engine.scheduler.output import ScheduledRequest, SchedulerOutput
 from engine.scheduler.request import Request
 from engine.spec.proposer import Draft
+from engine.spec.shadow import caught_up_shadow, scheduled_shadow
 
-GREEDY = SamplingParams(max_tokens=None, temperature=0.0)
 _OWN = ("enorm.", "hnorm.", "eh_proj.", "shared_head.", "embed_tokens.")
 
 
@@ -176,23 +175,7 @@ class MTPProposer:
 
     def _shadow(self, request: Request) -> Request:
         """The MTP side's sequence: the request's verified tokens from the second on."""
-        shadow = self._shadows.get(request.request_id)
-        history = request.all_token_ids
-        if shadow is None:
-            shadow = Request(
-                request.request_id, list(history[1:]), max_tokens=self.max_model_len, sampling_params=GREEDY
-            )
-            self._shadows[request.request_id] = shadow
-        for token in history[shadow.num_tokens + 1 :]:
-            shadow.append_output_token(token)
-        return shadow
+        return caught_up_shadow(self._shadows, request, self.max_model_len, skip=1)
 
     def _scheduled(self, shadow: Request, start: int, token_ids: list[int]) -> ScheduledRequest:
-        return ScheduledRequest(
-            request=shadow,
-            start=start,
-            num_tokens=len(token_ids),
-            block_ids=self.kv.block_ids(shadow.request_id),
-            token_ids=list(token_ids),
-            samples=True,
-        )
+        return scheduled_shadow(self.kv, shadow, start, token_ids)

@@ -66,10 +66,7 @@ class HostMemoryTier:
         return len(expired)
 
     def stats(self) -> TierStats:
-        s = self._stats
-        s.entries, s.bytes_held = len(self._ledger.entries), self._ledger.bytes_held
-        s.bytes_by_tenant = dict(self._ledger.bytes_by_tenant)
-        return s
+        return self._ledger.fill(self._stats)
 
     def _live(self, block_hash: BlockHash) -> bool:
         if block_hash not in self._ledger:

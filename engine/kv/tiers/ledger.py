@@ -10,7 +10,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from engine.kv.block_hash import BlockHash
-from engine.kv.tiers.protocol import Retention
+from engine.kv.tiers.protocol import Retention, TierStats
 
 
 @dataclass
@@ -26,6 +26,12 @@ class Ledger:
         self.entries: OrderedDict[BlockHash, Entry] = OrderedDict()
         self.bytes_held = 0
         self.bytes_by_tenant: dict[str, int] = {}
+
+    def fill(self, stats: TierStats) -> TierStats:
+        """``stats`` with what the ledger holds now (entries, bytes, bytes per tenant)."""
+        stats.entries, stats.bytes_held = len(self.entries), self.bytes_held
+        stats.bytes_by_tenant = dict(self.bytes_by_tenant)
+        return stats
 
     def __contains__(self, block_hash: BlockHash) -> bool:
         return block_hash in self.entries
