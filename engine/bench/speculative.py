@@ -6,6 +6,9 @@ run with speculation off and on (the outputs must match token for token), and th
 output tokens per second, the draft acceptance rate, the mean accepted length (tokens emitted per
 verified draft) and the speedup over speculation off. The default model is the demo's
 SmolLM2-135M-Instruct GGUF (``engine.testing.smollm2``) on the CPU.
+
+``--grid`` measures instead tokens per second against a draft source of known acceptance rate and
+the batch size, for fixed draft lengths and the confidence scheduler (``engine/bench/speculative_grid.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import json
 import sys
 import time
 from dataclasses import asdict, dataclass
+
+from engine.bench.speculative_grid import add_grid_arguments
 
 CODE = '''def moving_average(values, window):
     """Average of each run of `window` consecutive values."""
@@ -61,8 +66,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model", default=None, help="checkpoint (default: the demo SmolLM2-135M-Instruct GGUF)"
     )
-    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 16], help="default: %(default)s")
-    parser.add_argument("--max-tokens", type=int, default=128, help="tokens generated per request")
+    parser.add_argument(
+        "--batch-sizes", type=int, nargs="+", default=None, help="default: 1 16 (--grid: 1 16 64 128 256)"
+    )
+    parser.add_argument(
+        "--max-tokens", type=int, default=None, help="tokens generated per request (default: 128; --grid: 64)"
+    )
     parser.add_argument(
         "--speculative-method", default="ngram", choices=("ngram", "draft_model"), help="default: %(default)s"
     )
@@ -75,9 +84,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="default: %(default)s",
     )
     parser.add_argument("--max-model-len", type=int, default=1024, help="default: %(default)s")
-    parser.add_argument("--dtype", default="float32", help="default: %(default)s")
+    parser.add_argument(
+        "--dtype", default=None, help="default: float32 (--grid: auto, the checkpoint's, bf16 for the large shapes)"
+    )
     parser.add_argument("--device", default="cpu", help="default: %(default)s")
     parser.add_argument("--json", metavar="OUT", default=None, help="also write the rows as JSON to OUT")
+    add_grid_arguments(parser)
 
 
 def prompts(tokenizer, n: int) -> list[list[int]]:
@@ -178,6 +190,13 @@ def format_rows(rows: list[Row]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.grid:
+        from engine.bench import speculative_grid
+
+        return speculative_grid.run(args)
+    args.batch_sizes = args.batch_sizes or [1, 16]
+    args.max_tokens = args.max_tokens or 128
+    args.dtype = args.dtype or "float32"
     rows = run_bench(args)
     print(format_rows(rows))
     if args.json:

@@ -1,0 +1,383 @@
+"""``chassis bench speculative --grid``: output tokens per second against the draft acceptance rate
+and the batch size, for no speculation, each fixed draft length and the confidence scheduler.
+
+One engine serves the whole grid: its speculator is swapped per mode (none; fixed length k; the
+confidence scheduler with the longest k as its maximum). Drafts come from the oracle proposer
+(``engine/spec/oracle.py``): each batch runs once without speculation, which is both the "off"
+figure and the recording of every request's greedy output, and the oracle then drafts the recorded
+tokens, each wrong with probability 1 - p. Prompts are random token ids of 32-128 tokens, already in
+the prefix cache when timed, and every request generates the same number of tokens, so decoding
+dominates. The speculating modes share one step-time model, as the engine's one speculator would
+over a server's lifetime; the scheduler runs after the fixed lengths at each point.
+
+The three goals of issue 18 are checked at the end: the scheduler within 5 % of the best fixed
+length at every point, at least 1.8x no speculation at batch 1 and acceptance 0.8, and at most 3 %
+slower than no speculation at batch 128 and above. ``--time-budget`` runs those anchor points first
+and skips any point that would not finish inside the budget (counted from the start, model build
+included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+PROMPT_LENS = (32, 128)
+ANCHOR_ACCEPTANCE = 0.8
+LARGE_BATCH = 128
+# The goals: scheduler / best fixed, scheduler / off at batch 1 and acceptance 0.8, at large batches.
+MIN_VS_BEST_FIXED = 0.95
+MIN_SPEEDUP_BATCH_1 = 1.8
+MIN_VS_OFF_LARGE_BATCH = 0.97
+WARM_UP_TOKENS = 8
+SCHEDULER = "scheduler"
+
+
+@dataclass
+class ModeResult:
+    tokens_per_s: float
+    seconds: float
+    acceptance_rate: float | None = None  # accepted / drafted tokens
+    mean_draft_len: float | None = None  # verified draft tokens per draft
+    mismatches: int = 0  # requests whose tokens differ from the recorded greedy output
+    diverged: int = 0  # of those, requests the oracle stopped drafting for
+
+
+@dataclass
+class Point:
+    acceptance: float
+    batch_size: int
+    modes: dict[str, ModeResult]
+    best_fixed: str = ""
+    scheduler_vs_best_fixed: float = 0.0
+    scheduler_vs_off: float = 0.0
+
+    def __post_init__(self) -> None:
+        fixed = {m: r for m, r in self.modes.items() if m.startswith("k")}
+        self.best_fixed = max(fixed, key=lambda m: fixed[m].tokens_per_s)
+        scheduler = self.modes[SCHEDULER].tokens_per_s
+        self.scheduler_vs_best_fixed = scheduler / fixed[self.best_fixed].tokens_per_s
+        self.scheduler_vs_off = scheduler / self.modes["off"].tokens_per_s
+
+
+@dataclass
+class Goal:
+    name: str
+    passed: bool | None  # None: none of its points ran
+    detail: str
+
+
+@dataclass
+class GridReport:
+    model: str
+    device: str
+    dtype: str
+    max_tokens: int
+    draft_lengths: list[int]
+    oracle_confidence: str
+    points: list[Point] = field(default_factory=list)
+    skipped: list[tuple[float, int]] = field(default_factory=list)  # (acceptance, batch) over budget
+    goals: list[Goal] = field(default_factory=list)
+    build_s: float = 0.0
+    elapsed_s: float = 0.0
+
+
+def add_grid_arguments(parser: argparse.ArgumentParser) -> None:
+    from engine.spec.oracle import CONFIDENCE  # light: no torch
+    parser.add_argument(
+        "--grid",
+        action="store_true",
+        help="tok/s vs acceptance rate and batch size for off, fixed draft lengths and the scheduler, "
+        "with an oracle draft source of known acceptance (the arguments below)",
+    )
+    parser.add_argument(
+        "--random-arch", default=None, help="--grid: a published architecture with random weights, e.g. llama-3.1-8b"
+    )
+    parser.add_argument(
+        "--acceptance",
+        type=float,
+        nargs="+",
+        default=[0.2, 0.5, 0.8, 0.9],
+        help="--grid: the oracle's per-token acceptance rates (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--draft-lengths",
+        type=int,
+        nargs="+",
+        default=[1, 2, 3, 4, 5],
+        help="--grid: fixed draft lengths; the scheduler's maximum is the longest (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--time-budget",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="--grid: skip points that would end past this many seconds from the start (model build "
+        "included); the goals' anchor points run first (default: no limit)",
+    )
+    parser.add_argument(
+        "--oracle-confidence",
+        default=CONFIDENCE[0],
+        choices=CONFIDENCE,
+        help="--grid: the confidence the oracle reports: calibrated (p ** (i + 1), as a draft model's "
+        "probabilities) or none (1.0, as n-gram lookup) (default: %(default)s)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="--grid: prompts and oracle seed (default: %(default)s)")
+
+
+def ordered_points(acceptances: list[float], batch_sizes: list[int]) -> list[tuple[float, int]]:
+    """Every (acceptance, batch size); the goals' anchors first: acceptance 0.8 at the smallest
+    batch, then batches of 128 and more, then the rest in grid order."""
+    grid = [(a, b) for a in acceptances for b in sorted(batch_sizes)]
+    anchor = min(grid, key=lambda p: (abs(p[0] - ANCHOR_ACCEPTANCE), p[1]))
+    large = sorted((p for p in grid if p[1] >= LARGE_BATCH and p != anchor), key=lambda p: (p[1], p[0]))
+    rest = [p for p in grid if p != anchor and p not in large]
+    return [anchor, *large, *rest]
+
+
+def estimate_s(durations: dict[int, float], batch_size: int) -> float:
+    """A point's expected seconds: the last one at this batch size, else the nearest larger batch's,
+    else the largest smaller one's scaled up linearly; 0 before any point ran."""
+    if batch_size in durations:
+        return durations[batch_size]
+    larger = [b for b in durations if b > batch_size]
+    if larger:
+        return durations[min(larger)]
+    if durations:
+        b = max(durations)
+        return durations[b] * batch_size / b
+    return 0.0
+
+
+def random_prompts(n: int, vocab_size: int, seed: int) -> list[list[int]]:
+    rng = random.Random(seed)
+    return [[rng.randrange(3, vocab_size) for _ in range(rng.randint(*PROMPT_LENS))] for _ in range(n)]
+
+
+class GridRunner:
+    """One engine; runs a batch in one mode and says how fast and how faithfully."""
+
+    def __init__(self, llm, args: argparse.Namespace) -> None:
+        from engine.sampling.params import SamplingParams
+        from engine.spec.policy import StepTimeModel
+
+        self.llm = llm
+        self.args = args
+        self.vocab_size = llm.engine.model_config.vocab_size
+        self.step_time = StepTimeModel()  # shared by the speculating modes, as one engine's would be
+        self.params = SamplingParams(max_tokens=args.max_tokens, temperature=0.0, ignore_eos=True)
+
+    def _attach(self, mode: str, acceptance: float, recorded: dict, step_time) -> None:
+        from engine.spec.oracle import OracleProposer
+        from engine.spec.policy import SpeculationPolicy
+        from engine.spec.speculator import Speculator
+
+        core = self.llm.engine
+        if mode == "off":
+            core.speculator = None
+            return
+        if mode == SCHEDULER:
+            policy = SpeculationPolicy(max(self.args.draft_lengths), "confidence", step_time)
+        else:
+            policy = SpeculationPolicy(int(mode[1:]), "fixed", step_time)
+        proposer = OracleProposer(
+            recorded, acceptance, self.vocab_size, self.args.seed, self.args.oracle_confidence
+        )
+        core.speculator = Speculator(proposer, policy, self.llm.config.max_num_batched_tokens)
+
+    def run(self, mode: str, prompts, acceptance: float, recorded: dict, params=None, step_time=None):
+        """(result, tokens per request)."""
+        from engine.bench.speculative import _measure
+
+        self._attach(mode, acceptance, recorded, step_time or self.step_time)
+        tokens, seconds, counts = _measure(self.llm, prompts, params or self.params)
+        spec = self.llm.engine.speculator
+        self.llm.engine.speculator = None
+        result = ModeResult(sum(map(len, tokens)) / seconds, seconds)
+        if spec is not None:
+            drafted, drafts = counts["spec_decode_num_draft_tokens"], counts["spec_decode_num_drafts"]
+            result.acceptance_rate = counts["spec_decode_num_accepted_tokens"] / drafted if drafted else None
+            result.mean_draft_len = drafted / drafts if drafts else None
+            result.diverged = len(spec.proposer.diverged)
+        if recorded:
+            result.mismatches = sum(t != recorded.get(tuple(p)) for p, t in zip(prompts, tokens, strict=True))
+        return result, tokens
+
+    def warm_up(self, prompts: list[list[int]]) -> None:
+        """Untimed: puts every prompt in the prefix cache and compiles the verification steps' kernels
+        (their own step-time model, so compile time never reaches the measured one)."""
+        from engine.sampling.params import SamplingParams
+        from engine.spec.policy import StepTimeModel
+
+        short = SamplingParams(max_tokens=WARM_UP_TOKENS, temperature=0.0, ignore_eos=True)
+        _, tokens = self.run("off", prompts, 1.0, {}, short)
+        recorded = {tuple(p): t for p, t in zip(prompts, tokens, strict=True)}
+        if self.llm.engine.device.type != "cuda":
+            return  # nothing is compiled per step shape elsewhere
+        longest = max(self.args.draft_lengths)
+        for k in sorted(self.args.draft_lengths):
+            self.run(f"k{k}", prompts, 0.5, recorded, short, StepTimeModel())
+        self.run(f"k{longest}", prompts[:1], 0.5, recorded, short, StepTimeModel())
+
+
+def build_engine(args: argparse.Namespace, tmp: Path):
+    from engine import LLM
+
+    if args.random_arch:
+        from engine.bench.random_arch import write_config_dir
+
+        model_dir, load_format = write_config_dir(args.random_arch, tmp / args.random_arch), "dummy"
+    else:
+        from engine.testing.smollm2 import smollm2_path
+
+        model_dir, load_format = (args.model or str(smollm2_path())), "auto"
+    # Long enough for the engine's CUDA warm-up prompts (engine/core/warm_up.py) and every request.
+    max_model_len = max(512, PROMPT_LENS[1] + args.max_tokens + max(args.draft_lengths) + 16)
+    return LLM(
+        model_dir,
+        device=args.device,
+        dtype=args.dtype or "auto",
+        load_format=load_format,
+        max_num_seqs=max(args.batch_sizes),
+        max_model_len=max_model_len,
+    )
+
+
+def run_grid(args: argparse.Namespace, say=print) -> GridReport:
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        llm = build_engine(args, Path(tmp))
+    try:
+        runner = GridRunner(llm, args)
+        prompts = random_prompts(max(args.batch_sizes), runner.vocab_size, args.seed)
+        runner.warm_up(prompts)
+        report = GridReport(
+            model=args.random_arch or str(args.model or "SmolLM2-135M-Instruct"),
+            device=args.device,
+            dtype=str(llm.engine.dtype).removeprefix("torch."),
+            max_tokens=args.max_tokens,
+            draft_lengths=sorted(args.draft_lengths),
+            oracle_confidence=args.oracle_confidence,
+            build_s=time.perf_counter() - started,
+        )
+        say(f"[grid] engine built and warmed up in {report.build_s:.1f} s")
+        off: dict[int, tuple[ModeResult, dict]] = {}
+        durations: dict[int, float] = {}
+        for acceptance, batch in ordered_points(args.acceptance, args.batch_sizes):
+            elapsed = time.perf_counter() - started
+            if args.time_budget is not None and elapsed + estimate_s(durations, batch) > args.time_budget:
+                report.skipped.append((acceptance, batch))
+                continue
+            point_started = time.perf_counter()
+            batch_prompts = prompts[:batch]
+            if batch not in off:
+                result, tokens = runner.run("off", batch_prompts, acceptance, {})
+                off[batch] = (result, {tuple(p): t for p, t in zip(batch_prompts, tokens, strict=True)})
+            modes = {"off": off[batch][0]}
+            recorded = off[batch][1]
+            for k in sorted(args.draft_lengths):
+                modes[f"k{k}"] = runner.run(f"k{k}", batch_prompts, acceptance, recorded)[0]
+            modes[SCHEDULER] = runner.run(SCHEDULER, batch_prompts, acceptance, recorded)[0]
+            point = Point(acceptance, batch, modes)
+            report.points.append(point)
+            durations[batch] = time.perf_counter() - point_started
+            say(f"{format_point(point)}  ({durations[batch]:.1f} s)")
+        report.points.sort(key=lambda p: (p.acceptance, p.batch_size))
+        report.goals = check_goals(report.points)
+        report.elapsed_s = time.perf_counter() - started
+        return report
+    finally:
+        llm.shutdown()
+
+
+def check_goals(points: list[Point]) -> list[Goal]:
+    goals = []
+    worst = min(points, key=lambda p: p.scheduler_vs_best_fixed, default=None)
+    goals.append(
+        Goal(
+            f"scheduler >= {MIN_VS_BEST_FIXED:.2f} x best fixed length at every point",
+            None if worst is None else worst.scheduler_vs_best_fixed >= MIN_VS_BEST_FIXED,
+            "no points" if worst is None else f"worst {worst.scheduler_vs_best_fixed:.3f} at "
+            f"acceptance {worst.acceptance}, batch {worst.batch_size} (best {worst.best_fixed})",
+        )
+    )
+    anchor = next((p for p in points if p.batch_size == 1 and p.acceptance == ANCHOR_ACCEPTANCE), None)
+    goals.append(
+        Goal(
+            f"scheduler >= {MIN_SPEEDUP_BATCH_1:.1f} x off at batch 1, acceptance {ANCHOR_ACCEPTANCE}",
+            None if anchor is None else anchor.scheduler_vs_off >= MIN_SPEEDUP_BATCH_1,
+            "not measured" if anchor is None else f"{anchor.scheduler_vs_off:.3f} x",
+        )
+    )
+    large = [p for p in points if p.batch_size >= LARGE_BATCH]
+    slowest = min(large, key=lambda p: p.scheduler_vs_off, default=None)
+    goals.append(
+        Goal(
+            f"scheduler >= {MIN_VS_OFF_LARGE_BATCH:.2f} x off at batch >= {LARGE_BATCH}",
+            None if slowest is None else slowest.scheduler_vs_off >= MIN_VS_OFF_LARGE_BATCH,
+            "not measured" if slowest is None else f"worst {slowest.scheduler_vs_off:.3f} x at "
+            f"acceptance {slowest.acceptance}, batch {slowest.batch_size}",
+        )
+    )
+    return goals
+
+
+def format_point(p: Point) -> str:
+    fixed = "".join(f"{r.tokens_per_s:>9.1f}" for m, r in p.modes.items() if m.startswith("k"))
+    s = p.modes[SCHEDULER]
+    mismatches = sum(r.mismatches for r in p.modes.values())
+    accept = "-" if s.acceptance_rate is None else f"{s.acceptance_rate:.2f}"
+    draft = "-" if s.mean_draft_len is None else f"{s.mean_draft_len:.2f}"
+    return (
+        f"{p.acceptance:>5.2f}{p.batch_size:>6}{p.modes['off'].tokens_per_s:>9.1f}{fixed}"
+        f"{s.tokens_per_s:>9.1f}{p.best_fixed:>6}{p.scheduler_vs_best_fixed:>9.3f}{p.scheduler_vs_off:>9.3f}"
+        f"{accept:>7}{draft:>7}{mismatches:>6}"
+    )
+
+
+def format_report(report: GridReport) -> str:
+    fixed = "".join(f"{'k=' + str(k):>9}" for k in report.draft_lengths)
+    lines = [
+        f"speculative grid: {report.model} on {report.device} ({report.dtype}), {report.max_tokens} output "
+        f"tokens per request, oracle drafts (confidence {report.oracle_confidence}); tok/s of output tokens",
+        f"{'acc':>5}{'batch':>6}{'off':>9}{fixed}{'sched':>9}{'best':>6}{'s/best':>9}{'s/off':>9}"
+        f"{'s.acc':>7}{'s.len':>7}{'mism':>6}",
+    ]
+    lines += [format_point(p) for p in report.points]
+    if report.skipped:
+        skipped = ", ".join(f"({a}, {b})" for a, b in report.skipped)
+        lines.append(f"skipped over the time budget (acceptance, batch): {skipped}")
+    mismatched = sum(r.mismatches for p in report.points for m, r in p.modes.items() if m != "off")
+    lines.append(
+        f"requests whose speculative output differs from the recorded greedy one: {mismatched} "
+        "(bf16 near-ties between the verification and the decode path; 0 expected in float32)"
+    )
+    for goal in report.goals:
+        verdict = {True: "PASS", False: "FAIL", None: "NOT RUN"}[goal.passed]
+        lines.append(f"{verdict:<8}{goal.name}: {goal.detail}")
+    lines.append(f"build + warm-up {report.build_s:.1f} s, total {report.elapsed_s:.1f} s")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    args.batch_sizes = args.batch_sizes or [1, 16, 64, 128, 256]
+    args.max_tokens = args.max_tokens or 64
+    print(
+        f"{'acc':>5}{'batch':>6}{'off':>9}"
+        + "".join(f"{'k=' + str(k):>9}" for k in sorted(args.draft_lengths))
+        + f"{'sched':>9}{'best':>6}{'s/best':>9}{'s/off':>9}{'s.acc':>7}{'s.len':>7}{'mism':>6}  (as measured)",
+        flush=True,
+    )
+    report = run_grid(args, say=lambda line: print(line, flush=True))
+    print(format_report(report))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(asdict(report), f, indent=2)
+        print(f"wrote {args.json}", file=sys.stderr)
+    return 1 if any(goal.passed is False for goal in report.goals) else 0
