@@ -10,7 +10,8 @@ from engine.config_cli import add_engine_arguments
 
 HELP = (
     "Run benchmarks: 'routing' (gateway policies over real replicas), 'engine' (engine workloads), "
-    "'kv-capacity' (KV cache tokens per GiB), 'speculative' (speculative decoding vs none)."
+    "'kv-capacity' (KV cache tokens per GiB), 'speculative' (speculative decoding vs none), "
+    "'kv-tiers' (TTFT of a long prompt from host memory and disk vs recomputed)."
 )
 
 
@@ -125,6 +126,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         description=speculative.__doc__,
     )
     speculative.add_arguments(spec)
+    from engine.bench import kv_tiers  # light: torch is imported only when it runs
+
+    tiers = subparsers.add_parser(
+        "kv-tiers",
+        help="TTFT of a long prompt served from the host and disk KV tiers vs recomputed, with the "
+        "pinned host-to-device and direct disk-read bandwidths",
+        description=kv_tiers.__doc__,
+    )
+    kv_tiers.add_arguments(tiers)
 
 
 def _write_json(path: str, data: dict) -> None:
@@ -187,5 +197,9 @@ def run(args: argparse.Namespace) -> int:
         from engine.bench import speculative
 
         return speculative.run(args)
+    if args.bench == "kv-tiers":
+        from engine.bench import kv_tiers
+
+        return kv_tiers.run(args)
     print(f"unknown benchmark {args.bench!r}", file=sys.stderr)
     return 2

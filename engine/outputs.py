@@ -44,6 +44,8 @@ class KVTierStats:
     onloads: int  # blocks read from it into the device pool
     entries: int
     bytes_held: int
+    onload_bytes: int = 0  # KV bytes read from it into the device pool
+    onload_seconds: float = 0.0  # the time those onloads took (onload_bytes / onload_seconds: bandwidth)
 
 
 @dataclass

@@ -392,7 +392,9 @@ class EngineCore:
         if self.kv_tiers is None:
             return {}
         return {
-            name: KVTierStats(c.hit_tokens, c.offloads, c.onloads, s.entries, s.bytes_held)
+            name: KVTierStats(
+                c.hit_tokens, c.offloads, c.onloads, s.entries, s.bytes_held, c.onload_bytes, c.onload_s
+            )
             for name, (s, c) in self.kv_tiers.stats().items()
         }
 

@@ -73,6 +73,18 @@ KV_TIER_METRICS = (
         "onloads",
         CounterMetricFamily,
     ),
+    (
+        "chassis_kv_tier_onload_bytes",
+        "KV bytes read from a tier into the device pool.",
+        "onload_bytes",
+        CounterMetricFamily,
+    ),
+    (
+        "chassis_kv_tier_onload_seconds",
+        "Seconds spent onloading KV blocks from a tier (onload bytes over this: its bandwidth).",
+        "onload_seconds",
+        CounterMetricFamily,
+    ),
     ("chassis_kv_tier_bytes", "Bytes a KV tier holds.", "bytes_held", GaugeMetricFamily),
     ("chassis_kv_tier_blocks", "KV blocks a tier holds.", "entries", GaugeMetricFamily),
 )

@@ -2,9 +2,15 @@
 
 A block's buffer is every layer's pages for that block id, layer after layer (keys then values
 for attention, the latent for MLA), in the cache dtype's raw bytes: onloading it into any free
-block id restores the KV bit for bit. The copies are synchronous here; on a GPU they would run on
-a side stream into pinned buffers, with an event per block that the step reading the block waits
-on (the seam is ``read_block``/``write_block``: callers only see whole, finished copies).
+block id restores the KV bit for bit.
+
+Onloading is staged: ``write_block`` queues one whole-block host-to-device copy into a device
+staging buffer (asynchronous from the host tier's pinned buffers, so the next block's lookup
+overlaps the transfer), and each full staging buffer is scattered into the layers' pages on the
+device, one indexed copy per cache part. ``finish`` scatters the rest and waits for the device:
+callers see only whole, finished copies. Per-layer copies from the host instead (64 small
+synchronous copies per Llama-8B block) reach a few percent of the link's bandwidth. On the CPU
+the pages are written directly: a staging buffer there is only one more copy (and fresh pages).
 """
 
 from __future__ import annotations
@@ -13,32 +19,76 @@ import torch
 
 from engine.kv.specs import FullAttentionSpec, KVCacheSpec
 
+STAGING_BYTES = 256 << 20  # device memory the staging buffer may take while an onload runs
+
 
 class BlockIO:
-    def __init__(self, caches: list[torch.Tensor], specs: list[KVCacheSpec]) -> None:
+    def __init__(
+        self, caches: list[torch.Tensor], specs: list[KVCacheSpec], staged: bool | None = None
+    ) -> None:
+        """``staged``: onload through a device staging buffer (default: on an accelerator)."""
         # One view per cache part, each indexed by block id on its first dimension.
         self._parts: list[torch.Tensor] = []
         for cache, spec in zip(caches, specs, strict=True):
             self._parts += [cache[0], cache[1]] if isinstance(spec, FullAttentionSpec) else [cache]
-        self._sizes = [p[0].numel() * p.element_size() for p in self._parts]
+        # The same memory as bytes, one row per block id (a view: a part that is not contiguous
+        # per block fails here rather than onloading into a copy).
+        self._rows = [p.view(torch.uint8).view(p.shape[0], -1) for p in self._parts]
+        self._sizes = [r.shape[1] for r in self._rows]
         self.block_bytes = sum(self._sizes)
+        self.device = self._parts[0].device
+        self.staged = self.device.type != "cpu" if staged is None else staged
+        self._slots = max(1, STAGING_BYTES // self.block_bytes)
+        self._staging: torch.Tensor | None = None
+        self._queued: list[int] = []  # block ids, one per filled staging row
+        self._sources: list[torch.Tensor] = []  # host buffers of copies that may still be running
 
     def read_block(self, block_id: int) -> bytearray:
-        pages = torch.cat([p[block_id].contiguous().view(-1).view(torch.uint8) for p in self._parts])
+        pages = torch.cat([r[block_id] for r in self._rows])
         return bytearray(pages.cpu().numpy().tobytes())
 
     def write_block(self, block_id: int, kv) -> bool:
-        """False (and nothing written) for a buffer that is not one block of this layout."""
+        """Queue ``kv`` for ``block_id``; False (and nothing queued) for a buffer that is not one
+        block of this layout. The pages hold it once ``finish`` returns."""
         kv = memoryview(kv).cast("B")
         if kv.nbytes != self.block_bytes:
             return False
         if kv.readonly:
             kv = memoryview(bytearray(kv))
-        data = torch.frombuffer(kv, dtype=torch.uint8)
-        offset = 0
-        for part, size in zip(self._parts, self._sizes, strict=True):
-            page = part[block_id]
-            src = data[offset : offset + size].view(page.dtype).view(page.shape)
-            page.copy_(src, non_blocking=False)
-            offset += size
+        source = torch.frombuffer(kv, dtype=torch.uint8)
+        if not self.staged:
+            offset = 0
+            for rows, size in zip(self._rows, self._sizes, strict=True):
+                rows[block_id].copy_(source[offset : offset + size])
+                offset += size
+            return True
+        if self._staging is None:
+            self._staging = torch.empty(
+                (self._slots, self.block_bytes), dtype=torch.uint8, device=self.device
+            )
+        self._staging[len(self._queued)].copy_(source, non_blocking=True)
+        self._queued.append(block_id)
+        self._sources.append(source)
+        if len(self._queued) == self._slots:
+            self._scatter()
         return True
+
+    def finish(self) -> None:
+        """Every queued block in its pages, and the device done reading the host buffers."""
+        if self._queued:
+            self._scatter()
+        if self.device.type != "cpu":
+            torch.accelerator.synchronize(self.device)
+        self._sources.clear()
+        self._staging = None  # back to the allocator's cache between onloads
+
+    def _scatter(self) -> None:
+        n = len(self._queued)
+        # Pinned on CUDA: a copy from pageable memory would first wait for the queued copies.
+        ids = torch.tensor(self._queued, dtype=torch.long, pin_memory=self.device.type == "cuda")
+        ids = ids.to(self.device, non_blocking=True)
+        offset = 0
+        for rows, size in zip(self._rows, self._sizes, strict=True):
+            rows.index_copy_(0, ids, self._staging[:n, offset : offset + size])
+            offset += size
+        self._queued.clear()

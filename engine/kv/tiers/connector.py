@@ -25,7 +25,11 @@ SWEEP_EVERY_S = 300.0  # expired entries also go when touched; the sweep frees w
 class BlockCopier(Protocol):
     def read_block(self, block_id: int) -> bytearray: ...
 
-    def write_block(self, block_id: int, kv) -> bool: ...
+    def write_block(self, block_id: int, kv) -> bool:
+        """May only queue the copy: the pages hold ``kv`` once ``finish`` has returned."""
+        ...
+
+    def finish(self) -> None: ...
 
 
 class EvictedBlock(Protocol):
@@ -41,6 +45,10 @@ class TierCounters:
     hit_tokens: int = 0  # prompt tokens onloaded from this tier
     offloads: int = 0  # blocks written
     onloads: int = 0  # blocks read into the device
+    onload_bytes: int = 0  # KV bytes of those blocks
+    # Wall time of the onloads (tier reads, checks, copies, the wait for the device), each call's
+    # time split over its tiers by their bytes: onload_bytes / onload_s is a tier's onload bandwidth.
+    onload_s: float = 0.0
 
 
 class TieredKV:
@@ -84,16 +92,34 @@ class TieredKV:
         cache_salt: str | None = None,
     ) -> int:
         """Copy the blocks named by ``hashes`` into ``block_ids``, in order, stopping at the first one
-        no tier can supply intact; returns how many were written."""
-        for n, (block_hash, parent, tokens, block_id) in enumerate(
-            zip(hashes, parents, token_chunks, block_ids, strict=True)
-        ):
-            if not self._onload_one(block_hash, parent, tuple(tokens), block_id, tenant_of(cache_salt)):
-                return n
-        return len(hashes)
+        no tier can supply intact; returns how many were written (all of them finished)."""
+        started = time.perf_counter()
+        moved: dict[str, int] = {}
+        loaded, tenant = len(hashes), tenant_of(cache_salt)
+        try:
+            for n, (block_hash, parent, tokens, block_id) in enumerate(
+                zip(hashes, parents, token_chunks, block_ids, strict=True)
+            ):
+                if not self._onload_one(block_hash, parent, tuple(tokens), block_id, tenant, moved):
+                    loaded = n
+                    break
+        finally:
+            self.copier.finish()
+        seconds = time.perf_counter() - started
+        total = sum(moved.values())
+        for name, nbytes in moved.items():
+            self.counters[name].onload_bytes += nbytes
+            self.counters[name].onload_s += seconds * nbytes / total
+        return loaded
 
     def _onload_one(
-        self, block_hash: BlockHash, parent, tokens: tuple[int, ...], block_id: int, tenant: str
+        self,
+        block_hash: BlockHash,
+        parent,
+        tokens: tuple[int, ...],
+        block_id: int,
+        tenant: str,
+        moved: dict[str, int],
     ) -> bool:
         for depth, tier in enumerate(self.tiers):
             payload = tier.get(block_hash)
@@ -107,6 +133,7 @@ class TieredKV:
             counters = self.counters[tier.name]
             counters.onloads += 1
             counters.hit_tokens += len(tokens)
+            moved[tier.name] = moved.get(tier.name, 0) + record.kv.nbytes
             for upper in self.tiers[:depth]:  # promote: the next hit comes from the fastest tier
                 upper.put(block_hash, payload, tenant)
             return True

@@ -68,6 +68,11 @@ class HostMemoryTier:
     def stats(self) -> TierStats:
         return self._ledger.fill(self._stats)
 
+    def clear(self) -> None:
+        """Drop every entry (a benchmark's "not in host memory" case; evictions are not counted)."""
+        for block_hash in list(self._buffers):
+            self._drop(block_hash)
+
     def _live(self, block_hash: BlockHash) -> bool:
         if block_hash not in self._ledger:
             return False

@@ -103,3 +103,21 @@ def test_a_damaged_disk_block_stops_the_onload_there(tmp_path):
     path.write_bytes(path.read_bytes()[:-3])
     assert tiered.count_prefix([first, second]) == 2  # the header still reads: a cheap look cannot tell
     assert tiered.onload([first, second], [None, first], [tokens[:4], tokens[4:]], [4, 5]) == 1
+
+
+def test_a_staged_onload_of_more_blocks_than_the_staging_buffer_holds_is_bitwise(monkeypatch):
+    """The accelerator's path (one copy per block into a staging buffer, scattered per part), on
+    the CPU: three blocks through a two-block staging buffer land in their own block ids."""
+    import engine.kv.tiers.block_io as block_io
+
+    caches = random_caches()
+    probe = BlockIO(caches, SPECS)
+    monkeypatch.setattr(block_io, "STAGING_BYTES", 2 * probe.block_bytes)
+    io = BlockIO(caches, SPECS, staged=True)
+    payloads = [io.read_block(b) for b in (0, 1, 2)]
+    expected = [block_bits(caches, b) for b in (0, 1, 2)]
+    for block_id, kv in zip((5, 3, 4), payloads, strict=True):
+        assert io.write_block(block_id, kv)
+    io.finish()
+    for block_id, bits in zip((5, 3, 4), expected, strict=True):
+        assert all(torch.equal(a, b) for a, b in zip(bits, block_bits(caches, block_id), strict=True))

@@ -32,6 +32,9 @@ class FakeDevice:
         self.pages[block_id] = bytes(kv)
         return True
 
+    def finish(self) -> None:
+        pass
+
 
 def make(num_blocks: int):
     device = FakeDevice()
