@@ -11,7 +11,8 @@ from engine.config_cli import add_engine_arguments
 HELP = (
     "Run benchmarks: 'routing' (gateway policies over real replicas), 'engine' (engine workloads), "
     "'kv-capacity' (KV cache tokens per GiB), 'speculative' (speculative decoding vs none), "
-    "'kv-tiers' (TTFT of a long prompt from host memory and disk vs recomputed)."
+    "'kv-tiers' (TTFT of a long prompt from host memory and disk vs recomputed), "
+    "'structured' (grammar-constrained decoding's overhead)."
 )
 
 
@@ -135,6 +136,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         description=kv_tiers.__doc__,
     )
     kv_tiers.add_arguments(tiers)
+    from engine.bench import structured_overhead  # light: torch is imported only when it runs
+
+    structured = subparsers.add_parser(
+        "structured",
+        help="structured decoding's cost: step time at a batch all constrained, TTFT of new and cached schemas",
+        description=structured_overhead.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    structured_overhead.add_arguments(structured)
 
 
 def _write_json(path: str, data: dict) -> None:
@@ -201,5 +211,9 @@ def run(args: argparse.Namespace) -> int:
         from engine.bench import kv_tiers
 
         return kv_tiers.run(args)
+    if args.bench == "structured":
+        from engine.bench import structured_overhead
+
+        return structured_overhead.run(args)
     print(f"unknown benchmark {args.bench!r}", file=sys.stderr)
     return 2
