@@ -85,7 +85,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--max-model-len", type=int, default=1024, help="default: %(default)s")
     parser.add_argument(
-        "--dtype", default=None, help="default: float32 (--grid: auto, the checkpoint's, bf16 for the large shapes)"
+        "--dtype",
+        default=None,
+        help="default: float32 (--grid: auto, the checkpoint's, bf16 for the large shapes)",
     )
     parser.add_argument("--device", default="cpu", help="default: %(default)s")
     parser.add_argument("--json", metavar="OUT", default=None, help="also write the rows as JSON to OUT")
@@ -104,7 +106,7 @@ def prompts(tokenizer, n: int) -> list[list[int]]:
     return out
 
 
-def _measure(llm, batch: list[list[int]], params) -> tuple[list[list[int]], float, dict]:
+def measure(llm, batch: list[list[int]], params) -> tuple[list[list[int]], float, dict]:
     before = llm.stats()
     started = time.perf_counter()
     outs = llm.generate(batch, params)
@@ -153,7 +155,7 @@ def run_bench(args: argparse.Namespace) -> list[Row]:
         batch_prompts = prompts(llm.tokenizer, max(args.batch_sizes))
         llm.generate(batch_prompts[:1], SamplingParams(max_tokens=4, temperature=0.0))  # warm up
         for batch_size in args.batch_sizes:
-            tokens, seconds, counts = _measure(llm, batch_prompts[:batch_size], params)
+            tokens, seconds, counts = measure(llm, batch_prompts[:batch_size], params)
             produced = sum(len(t) for t in tokens)
             row = Row(batch_size, mode, produced, seconds, produced / seconds)
             if mode == "off":

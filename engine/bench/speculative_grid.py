@@ -28,6 +28,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from engine.spec.speculator import Speculator  # light: no torch (the parser imports this module)
+
 PROMPT_LENS = (32, 128)
 ANCHOR_ACCEPTANCE = 0.8
 LARGE_BATCH = 128
@@ -47,6 +49,10 @@ class ModeResult:
     mean_draft_len: float | None = None  # verified draft tokens per draft
     mismatches: int = 0  # requests whose tokens differ from the recorded greedy output
     diverged: int = 0  # of those, requests the oracle stopped drafting for
+    # Steps the speculator was asked to draft for (synchronous steps under async scheduling), and
+    # of those the ones where no request got a draft: host work the overlap would have hidden.
+    drafting_steps: int = 0
+    steps_without_drafts: int = 0
 
 
 @dataclass
@@ -90,6 +96,7 @@ class GridReport:
 
 def add_grid_arguments(parser: argparse.ArgumentParser) -> None:
     from engine.spec.oracle import CONFIDENCE  # light: no torch
+
     parser.add_argument(
         "--grid",
         action="store_true",
@@ -97,7 +104,9 @@ def add_grid_arguments(parser: argparse.ArgumentParser) -> None:
         "with an oracle draft source of known acceptance (the arguments below)",
     )
     parser.add_argument(
-        "--random-arch", default=None, help="--grid: a published architecture with random weights, e.g. llama-3.1-8b"
+        "--random-arch",
+        default=None,
+        help="--grid: a published architecture with random weights, e.g. llama-3.1-8b",
     )
     parser.add_argument(
         "--acceptance",
@@ -128,7 +137,9 @@ def add_grid_arguments(parser: argparse.ArgumentParser) -> None:
         help="--grid: the confidence the oracle reports: calibrated (p ** (i + 1), as a draft model's "
         "probabilities) or none (1.0, as n-gram lookup) (default: %(default)s)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="--grid: prompts and oracle seed (default: %(default)s)")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="--grid: prompts and oracle seed (default: %(default)s)"
+    )
 
 
 def ordered_points(acceptances: list[float], batch_sizes: list[int]) -> list[tuple[float, int]]:
@@ -160,6 +171,17 @@ def random_prompts(n: int, vocab_size: int, seed: int) -> list[list[int]]:
     return [[rng.randrange(3, vocab_size) for _ in range(rng.randint(*PROMPT_LENS))] for _ in range(n)]
 
 
+class CountingSpeculator(Speculator):
+    """Counts the steps it drafts for, and those where no request got a draft."""
+
+    steps = steps_without_drafts = 0
+
+    def propose(self, running) -> None:
+        super().propose(running)
+        self.steps += 1
+        self.steps_without_drafts += not any(r.draft_token_ids for r in running)
+
+
 class GridRunner:
     """One engine; runs a batch in one mode and says how fast and how faithfully."""
 
@@ -176,7 +198,6 @@ class GridRunner:
     def _attach(self, mode: str, acceptance: float, recorded: dict, step_time) -> None:
         from engine.spec.oracle import OracleProposer
         from engine.spec.policy import SpeculationPolicy
-        from engine.spec.speculator import Speculator
 
         core = self.llm.engine
         if mode == "off":
@@ -189,14 +210,14 @@ class GridRunner:
         proposer = OracleProposer(
             recorded, acceptance, self.vocab_size, self.args.seed, self.args.oracle_confidence
         )
-        core.speculator = Speculator(proposer, policy, self.llm.config.max_num_batched_tokens)
+        core.speculator = CountingSpeculator(proposer, policy, self.llm.config.max_num_batched_tokens)
 
     def run(self, mode: str, prompts, acceptance: float, recorded: dict, params=None, step_time=None):
         """(result, tokens per request)."""
-        from engine.bench.speculative import _measure
+        from engine.bench.speculative import measure
 
         self._attach(mode, acceptance, recorded, step_time or self.step_time)
-        tokens, seconds, counts = _measure(self.llm, prompts, params or self.params)
+        tokens, seconds, counts = measure(self.llm, prompts, params or self.params)
         spec = self.llm.engine.speculator
         self.llm.engine.speculator = None
         result = ModeResult(sum(map(len, tokens)) / seconds, seconds)
@@ -205,6 +226,7 @@ class GridRunner:
             result.acceptance_rate = counts["spec_decode_num_accepted_tokens"] / drafted if drafted else None
             result.mean_draft_len = drafted / drafts if drafts else None
             result.diverged = len(spec.proposer.diverged)
+            result.drafting_steps, result.steps_without_drafts = spec.steps, spec.steps_without_drafts
         if recorded:
             result.mismatches = sum(t != recorded.get(tuple(p)) for p, t in zip(prompts, tokens, strict=True))
         return result, tokens
@@ -253,58 +275,67 @@ def run_grid(args: argparse.Namespace, say=print) -> GridReport:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         llm = build_engine(args, Path(tmp))
-    try:
-        runner = GridRunner(llm, args)
-        prompts = random_prompts(max(args.batch_sizes), runner.vocab_size, args.seed)
-        runner.warm_up(prompts)
-        report = GridReport(
-            model=args.random_arch or str(args.model or "SmolLM2-135M-Instruct"),
-            device=args.device,
-            dtype=str(llm.engine.dtype).removeprefix("torch."),
-            max_tokens=args.max_tokens,
-            draft_lengths=sorted(args.draft_lengths),
-            oracle_confidence=args.oracle_confidence,
-            build_s=time.perf_counter() - started,
-        )
-        say(f"[grid] engine built and warmed up in {report.build_s:.1f} s")
-        off: dict[int, tuple[ModeResult, dict]] = {}
-        durations: dict[int, float] = {}
-        for acceptance, batch in ordered_points(args.acceptance, args.batch_sizes):
-            elapsed = time.perf_counter() - started
-            if args.time_budget is not None and elapsed + estimate_s(durations, batch) > args.time_budget:
-                report.skipped.append((acceptance, batch))
-                continue
-            point_started = time.perf_counter()
-            batch_prompts = prompts[:batch]
-            if batch not in off:
-                result, tokens = runner.run("off", batch_prompts, acceptance, {})
-                off[batch] = (result, {tuple(p): t for p, t in zip(batch_prompts, tokens, strict=True)})
-            modes = {"off": off[batch][0]}
-            recorded = off[batch][1]
-            for k in sorted(args.draft_lengths):
-                modes[f"k{k}"] = runner.run(f"k{k}", batch_prompts, acceptance, recorded)[0]
-            modes[SCHEDULER] = runner.run(SCHEDULER, batch_prompts, acceptance, recorded)[0]
-            point = Point(acceptance, batch, modes)
-            report.points.append(point)
-            durations[batch] = time.perf_counter() - point_started
-            say(f"{format_point(point)}  ({durations[batch]:.1f} s)")
-        report.points.sort(key=lambda p: (p.acceptance, p.batch_size))
-        report.goals = check_goals(report.points)
-        report.elapsed_s = time.perf_counter() - started
-        return report
-    finally:
-        llm.shutdown()
+        try:
+            report = _run_points(llm, args, started, say)
+        finally:
+            llm.shutdown()
+    report.elapsed_s = time.perf_counter() - started
+    return report
+
+
+def _run_points(llm, args: argparse.Namespace, started: float, say) -> GridReport:
+    runner = GridRunner(llm, args)
+    prompts = random_prompts(max(args.batch_sizes), runner.vocab_size, args.seed)
+    runner.warm_up(prompts)
+    report = GridReport(
+        model=args.random_arch or str(args.model or "SmolLM2-135M-Instruct"),
+        device=args.device,
+        dtype=str(llm.engine.dtype).removeprefix("torch."),
+        max_tokens=args.max_tokens,
+        draft_lengths=sorted(args.draft_lengths),
+        oracle_confidence=args.oracle_confidence,
+        build_s=time.perf_counter() - started,
+    )
+    say(f"[grid] engine built and warmed up in {report.build_s:.1f} s")
+    off: dict[int, tuple[ModeResult, dict]] = {}  # batch size -> (its figures, its greedy outputs)
+    durations: dict[int, float] = {}
+    for acceptance, batch in ordered_points(args.acceptance, args.batch_sizes):
+        elapsed = time.perf_counter() - started
+        if args.time_budget is not None and elapsed + estimate_s(durations, batch) > args.time_budget:
+            report.skipped.append((acceptance, batch))
+            continue
+        point_started = time.perf_counter()
+        batch_prompts = prompts[:batch]
+        if batch not in off:
+            result, tokens = runner.run("off", batch_prompts, acceptance, {})
+            off[batch] = (result, {tuple(p): t for p, t in zip(batch_prompts, tokens, strict=True)})
+        modes = {"off": off[batch][0]}
+        recorded = off[batch][1]
+        for k in sorted(args.draft_lengths):
+            modes[f"k{k}"] = runner.run(f"k{k}", batch_prompts, acceptance, recorded)[0]
+        modes[SCHEDULER] = runner.run(SCHEDULER, batch_prompts, acceptance, recorded)[0]
+        point = Point(acceptance, batch, modes)
+        report.points.append(point)
+        durations[batch] = time.perf_counter() - point_started
+        say(f"{format_point(point)}  ({durations[batch]:.1f} s)")
+    report.points.sort(key=lambda p: (p.acceptance, p.batch_size))
+    report.goals = check_goals(report.points)
+    return report
 
 
 def check_goals(points: list[Point]) -> list[Goal]:
+    def where(p: Point) -> str:
+        return f"acceptance {p.acceptance}, batch {p.batch_size}"
+
     goals = []
     worst = min(points, key=lambda p: p.scheduler_vs_best_fixed, default=None)
     goals.append(
         Goal(
             f"scheduler >= {MIN_VS_BEST_FIXED:.2f} x best fixed length at every point",
             None if worst is None else worst.scheduler_vs_best_fixed >= MIN_VS_BEST_FIXED,
-            "no points" if worst is None else f"worst {worst.scheduler_vs_best_fixed:.3f} at "
-            f"acceptance {worst.acceptance}, batch {worst.batch_size} (best {worst.best_fixed})",
+            "not measured"
+            if worst is None
+            else f"worst {worst.scheduler_vs_best_fixed:.3f} x at {where(worst)} (best {worst.best_fixed})",
         )
     )
     anchor = next((p for p in points if p.batch_size == 1 and p.acceptance == ANCHOR_ACCEPTANCE), None)
@@ -315,14 +346,16 @@ def check_goals(points: list[Point]) -> list[Goal]:
             "not measured" if anchor is None else f"{anchor.scheduler_vs_off:.3f} x",
         )
     )
-    large = [p for p in points if p.batch_size >= LARGE_BATCH]
-    slowest = min(large, key=lambda p: p.scheduler_vs_off, default=None)
+    slowest = min(
+        (p for p in points if p.batch_size >= LARGE_BATCH), key=lambda p: p.scheduler_vs_off, default=None
+    )
     goals.append(
         Goal(
             f"scheduler >= {MIN_VS_OFF_LARGE_BATCH:.2f} x off at batch >= {LARGE_BATCH}",
             None if slowest is None else slowest.scheduler_vs_off >= MIN_VS_OFF_LARGE_BATCH,
-            "not measured" if slowest is None else f"worst {slowest.scheduler_vs_off:.3f} x at "
-            f"acceptance {slowest.acceptance}, batch {slowest.batch_size}",
+            "not measured"
+            if slowest is None
+            else f"worst {slowest.scheduler_vs_off:.3f} x at {where(slowest)}",
         )
     )
     return goals

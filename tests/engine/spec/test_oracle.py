@@ -7,7 +7,9 @@ VOCAB = 1000
 
 
 def _request(prompt: list[int], output: list[int]) -> Request:
-    return Request(request_id=f"r{prompt[0]}", prompt_token_ids=prompt, max_tokens=10_000, output_token_ids=output)
+    return Request(
+        request_id=f"r{prompt[0]}", prompt_token_ids=prompt, max_tokens=10_000, output_token_ids=output
+    )
 
 
 def test_per_token_acceptance_is_p_and_confidence_is_calibrated():
