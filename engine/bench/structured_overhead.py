@@ -8,7 +8,9 @@ One process, one random-weight model (``engine.bench.random_arch``, default Llam
   the next document of the same schema at once, so every row is constrained at every timed step;
   every complete document is checked against its schema. Where the structured time goes is timed
   around the engine's own ``apply_grammars``: the host filling the masks, the rest of the call on the
-  host, and (CUDA) the device time between the logits being ready and the masked logits.
+  host, and (CUDA) the device time between the logits being ready and the masked logits. A step
+  whose rows are constrained cannot overlap with the next one's scheduling, so the unconstrained
+  batch also runs with async scheduling off: the difference is what losing the overlap costs.
 * TTFT: one request at a time on an idle engine, unconstrained, with a schema never seen before
   (compiled on the critical path) and with that schema again (a cache hit), p50 of each.
 
@@ -48,6 +50,9 @@ class Report:
     step_ms_unconstrained: float
     step_ms_structured: float
     step_overhead_ratio: float
+    # Unconstrained with async scheduling off (None when it was off anyway): structured steps cannot
+    # overlap the next step's scheduling with the device, so this much of the overhead is that.
+    step_ms_unconstrained_sync: float | None
     constrained_rows_per_step: float
     grammar_host_ms_per_step: float  # the whole apply_grammars call on the host
     mask_fill_host_ms_per_step: float  # of which: the matchers filling the bitmask
@@ -59,6 +64,8 @@ class Report:
     ttft_p50_ms_cache_hit: float
     ttft_added_ms_new_schema: float
     ttft_added_ms_cache_hit: float
+    # Of the admission: the spec checked (converted to a grammar) on every request, cache hit or not.
+    schema_check_ms_p50: float
     goals: dict = field(default_factory=dict)  # name -> passed
 
     def check_goals(self) -> None:
@@ -355,7 +362,7 @@ def _measure(core, args: argparse.Namespace, tokenizer_vocab: int, max_tokens: i
 
     from engine import SamplingParams
     from engine.bench.workloads import random_prompts
-    from engine.structured.spec import StructuredSpec
+    from engine.structured.spec import StructuredSpec, check
 
     # Distinct prompts throughout, so that no request reuses another's prefix-cached KV.
     prompts = random_prompts(
@@ -390,10 +397,17 @@ def _measure(core, args: argparse.Namespace, tokenizer_vocab: int, max_tokens: i
     _say(f"warm-up: batch {args.batch_size}, both modes")
     _decode_run(core, batch_prompts, params(None, 3), steps=1, warmup=0)
     _decode_run(core, batch_prompts, params(batch_specs, 3), steps=1, warmup=0, grammars=grammars())
-    _say(f"decode: {args.steps} timed steps unconstrained, then structured")
+    _say(f"decode: {args.steps} timed steps unconstrained (async scheduling on, then off), then structured")
     step_free, _, _ = _decode_run(
         core, batch_prompts, params(None, max_tokens), args.steps, args.warmup_steps
     )
+    step_sync = None
+    if core.async_scheduling:
+        core.async_scheduling = False  # safe between runs: no step in flight
+        step_sync, _, _ = _decode_run(
+            core, batch_prompts, params(None, max_tokens), args.steps, args.warmup_steps
+        )
+        core.async_scheduling = True
     timer = GrammarTimer(core.device)
     step_structured, rows, outputs = _decode_run(
         core, batch_prompts, params(batch_specs, max_tokens), args.steps, args.warmup_steps, grammars(), timer
@@ -409,6 +423,11 @@ def _measure(core, args: argparse.Namespace, tokenizer_vocab: int, max_tokens: i
     measure_ttft(core, ttft_prompts[:3], ttft_specs[-1:], params_of)  # warm-up
     ttft = measure_ttft(core, ttft_prompts[3:], ttft_specs[: args.requests], params_of)
     p50 = {kind: Summary.of(values).p50 for kind, values in ttft.items()}
+    checks = []
+    for spec in ttft_specs:
+        started = time.perf_counter()
+        check(spec)
+        checks.append((time.perf_counter() - started) * 1e3)
     calls = max(timer.calls, 1)
     return Report(
         random_arch=args.random_arch,
@@ -421,6 +440,7 @@ def _measure(core, args: argparse.Namespace, tokenizer_vocab: int, max_tokens: i
         step_ms_unconstrained=step_free * 1e3,
         step_ms_structured=step_structured * 1e3,
         step_overhead_ratio=step_structured / step_free,
+        step_ms_unconstrained_sync=None if step_sync is None else step_sync * 1e3,
         constrained_rows_per_step=rows,
         grammar_host_ms_per_step=timer.host_s / calls * 1e3,
         mask_fill_host_ms_per_step=timer.fill_s / calls * 1e3,
@@ -432,6 +452,7 @@ def _measure(core, args: argparse.Namespace, tokenizer_vocab: int, max_tokens: i
         ttft_p50_ms_cache_hit=p50["cache_hit"],
         ttft_added_ms_new_schema=p50["new_schema"] - p50["unconstrained"],
         ttft_added_ms_cache_hit=p50["cache_hit"] - p50["unconstrained"],
+        schema_check_ms_p50=Summary.of(checks).p50,
     )
 
 
@@ -439,6 +460,7 @@ def format_report(r: Report) -> str:
     def verdict(name: str) -> str:
         return "pass" if r.goals.get(name) else "FAIL"
 
+    sync_ms = "-" if r.step_ms_unconstrained_sync is None else f"{r.step_ms_unconstrained_sync:.3f}"
     device_ms = "-" if r.grammar_device_ms_per_step is None else f"{r.grammar_device_ms_per_step:.3f}"
     lines = [
         f"structured decoding overhead: {r.random_arch}, {r.device}, batch {r.batch_size}, "
@@ -450,6 +472,7 @@ def format_report(r: Report) -> str:
         f"{'step ms, every row constrained':<44}{r.step_ms_structured:>12.3f}",
         f"{'overhead (structured / unconstrained)':<44}{r.step_overhead_ratio:>12.3f}  "
         f"{'<= ' + str(STEP_OVERHEAD_GOAL):<10}{verdict('step_overhead_ratio'):>5}",
+        f"{'  unconstrained, async scheduling off, ms':<44}{sync_ms:>12}",
         f"{'  constrained rows per step':<44}{r.constrained_rows_per_step:>12.1f}",
         f"{'  apply_grammars on the host, ms/step':<44}{r.grammar_host_ms_per_step:>12.3f}",
         f"{'    of which mask fill, ms/step':<44}{r.mask_fill_host_ms_per_step:>12.3f}",
@@ -462,6 +485,7 @@ def format_report(r: Report) -> str:
         f"{'<= ' + str(NEW_SCHEMA_GOAL_MS):<10}{verdict('ttft_added_ms_new_schema'):>5}",
         f"{'  added by a cached schema, ms':<44}{r.ttft_added_ms_cache_hit:>12.3f}  "
         f"{'<= ' + str(CACHE_HIT_GOAL_MS):<10}{verdict('ttft_added_ms_cache_hit'):>5}",
+        f"{'    the schema check (every request), p50 ms':<44}{r.schema_check_ms_p50:>12.3f}",
     ]
     return "\n".join(lines)
 
