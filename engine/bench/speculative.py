@@ -207,3 +207,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {args.json}", file=sys.stderr)
     # Greedy speculation is lossless: any difference in the tokens is a failure.
     return 0 if all(r.identical_to_off is not False for r in rows) else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="chassis bench speculative", description=__doc__)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

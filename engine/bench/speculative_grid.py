@@ -370,7 +370,7 @@ def format_point(p: Point) -> str:
     return (
         f"{p.acceptance:>5.2f}{p.batch_size:>6}{p.modes['off'].tokens_per_s:>9.1f}{fixed}"
         f"{s.tokens_per_s:>9.1f}{p.best_fixed:>6}{p.scheduler_vs_best_fixed:>9.3f}{p.scheduler_vs_off:>9.3f}"
-        f"{accept:>7}{draft:>7}{mismatches:>6}"
+        f"{accept:>7}{draft:>7}{f'{s.steps_without_drafts}/{s.drafting_steps}':>10}{mismatches:>6}"
     )
 
 
@@ -380,7 +380,7 @@ def format_report(report: GridReport) -> str:
         f"speculative grid: {report.model} on {report.device} ({report.dtype}), {report.max_tokens} output "
         f"tokens per request, oracle drafts (confidence {report.oracle_confidence}); tok/s of output tokens",
         f"{'acc':>5}{'batch':>6}{'off':>9}{fixed}{'sched':>9}{'best':>6}{'s/best':>9}{'s/off':>9}"
-        f"{'s.acc':>7}{'s.len':>7}{'mism':>6}",
+        f"{'s.acc':>7}{'s.len':>7}{'s.nodraft':>10}{'mism':>6}",
     ]
     lines += [format_point(p) for p in report.points]
     if report.skipped:
@@ -390,6 +390,11 @@ def format_report(report: GridReport) -> str:
     lines.append(
         f"requests whose speculative output differs from the recorded greedy one: {mismatched} "
         "(bf16 near-ties between the verification and the decode path; 0 expected in float32)"
+    )
+    lines.append(
+        "s.acc: the scheduler's accepted / drafted tokens; s.len: its verified draft tokens per draft; "
+        "s.nodraft: its synchronous steps that drafted nothing / all its drafting steps; mism: requests "
+        "off their recorded greedy output, all modes"
     )
     for goal in report.goals:
         verdict = {True: "PASS", False: "FAIL", None: "NOT RUN"}[goal.passed]
@@ -404,7 +409,8 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"{'acc':>5}{'batch':>6}{'off':>9}"
         + "".join(f"{'k=' + str(k):>9}" for k in sorted(args.draft_lengths))
-        + f"{'sched':>9}{'best':>6}{'s/best':>9}{'s/off':>9}{'s.acc':>7}{'s.len':>7}{'mism':>6}  (as measured)",
+        + f"{'sched':>9}{'best':>6}{'s/best':>9}{'s/off':>9}{'s.acc':>7}{'s.len':>7}{'s.nodraft':>10}{'mism':>6}"
+        + "  (as measured)",
         flush=True,
     )
     report = run_grid(args, say=lambda line: print(line, flush=True))

@@ -4,6 +4,7 @@ checked, and speculative outputs equal to the recorded greedy ones (float32: no 
 import json
 
 from chassis.main import main
+from engine.bench.speculative_grid import estimate_s, ordered_points
 
 FIELDS = {
     "tokens_per_s", "seconds", "acceptance_rate", "mean_draft_len", "mismatches", "diverged",
@@ -32,3 +33,12 @@ def test_the_grid_reports_every_mode_and_goal_with_the_recorded_greedy_outputs(t
             assert (result["acceptance_rate"] is None) == (mode == "off") or mode == "scheduler"
     assert [g["passed"] is None for g in report["goals"]] == [False, False, True]  # no batch >= 128
     assert report["skipped"] == [] and report["elapsed_s"] > report["build_s"] > 0
+
+
+def test_the_goals_anchor_points_run_first_and_estimates_err_long():
+    points = ordered_points([0.2, 0.5, 0.8, 0.9], [1, 16, 64, 128, 256])
+    assert points[:3] == [(0.8, 1), (0.2, 128), (0.5, 128)] and len(set(points)) == 20
+    assert points[8] == (0.9, 256) and points[9] == (0.2, 1)
+    assert estimate_s({}, 64) == 0.0
+    assert estimate_s({1: 2.0, 128: 6.0}, 64) == 6.0  # the nearest larger batch's
+    assert estimate_s({1: 2.0, 128: 6.0}, 256) == 12.0  # the largest smaller one's, scaled
