@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from engine.kv.block_hash import BlockHash
-from engine.kv.tiers.protocol import KVTier, TierStats, tenant_of
+from engine.kv.tiers.protocol import KVTier, ReadsAhead, TierStats, tenant_of
 from engine.kv.tiers.record import decode_record, encode_record
 
 SWEEP_EVERY_S = 300.0  # expired entries also go when touched; the sweep frees what nobody asks for
@@ -96,6 +96,7 @@ class TieredKV:
         started = time.perf_counter()
         moved: dict[str, int] = {}
         loaded, tenant = len(hashes), tenant_of(cache_salt)
+        self._announce(hashes)
         try:
             for n, (block_hash, parent, tokens, block_id) in enumerate(
                 zip(hashes, parents, token_chunks, block_ids, strict=True)
@@ -105,12 +106,21 @@ class TieredKV:
                     break
         finally:
             self.copier.finish()
+            self._announce(())  # what this onload did not take is not read for nothing
         seconds = time.perf_counter() - started
         total = sum(moved.values())
         for name, nbytes in moved.items():
             self.counters[name].onload_bytes += nbytes
             self.counters[name].onload_s += seconds * nbytes / total
         return loaded
+
+    def _announce(self, hashes: Sequence[BlockHash]) -> None:
+        """Tell each tier that reads ahead which of ``hashes`` it will be asked for: those no
+        faster tier holds."""
+        for depth, tier in enumerate(self.tiers):
+            if isinstance(tier, ReadsAhead):
+                upper = self.tiers[:depth]
+                tier.prefetch([h for h in hashes if not any(u.contains(h) for u in upper)])
 
     def _onload_one(
         self,

@@ -9,7 +9,7 @@ entries are misses.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -70,3 +70,11 @@ class KVTier(Protocol):
 
 def tenant_of(cache_salt: str | None) -> str:
     return cache_salt or ""
+
+
+@runtime_checkable
+class ReadsAhead(Protocol):
+    """A tier whose reads are slow enough to start early (files): an onload lists the blocks it
+    will ``get`` from it, in order, and then an empty list when it is done."""
+
+    def prefetch(self, hashes: Sequence[BlockHash]) -> None: ...

@@ -120,3 +120,18 @@ def test_concurrent_writers_of_one_block_leave_a_whole_file(tmp_path):
     assert all(r is None or r in payloads for r in reads)
     assert bytes(tiers[0].get(block(0))) in payloads
     assert not list(tmp_path.glob("*/.*.tmp"))
+
+
+def test_announced_blocks_are_read_ahead_and_a_damaged_one_is_still_a_miss(tmp_path):
+    tier = DiskTier(tmp_path, RETENTION)
+    payloads = [os.urandom(1024) for _ in range(20)]  # more than the read-ahead window
+    for i, payload in enumerate(payloads):
+        tier.put(block(i), payload)
+    path = file_of(tier, block(3))
+    path.write_bytes(path.read_bytes()[:-1])
+    tier.prefetch([block(i) for i in range(20)])
+    got = [tier.get(block(i)) for i in range(20)]
+    assert got[3] is None and not path.exists() and tier.stats().corrupt == 1
+    assert all(bytes(g) == p for i, (g, p) in enumerate(zip(got, payloads, strict=True)) if i != 3)
+    tier.prefetch([])
+    assert tier.get(block(5)) is not None  # without an announcement: read on the spot
