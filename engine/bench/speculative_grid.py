@@ -154,7 +154,9 @@ def ordered_points(acceptances: list[float], batch_sizes: list[int]) -> list[tup
 
 def estimate_s(durations: dict[int, float], batch_size: int) -> float:
     """A point's expected seconds: the last one at this batch size, else the nearest larger batch's,
-    else the largest smaller one's scaled up linearly; 0 before any point ran."""
+    else the largest smaller one's times the square root of the batch ratio (a decode step costs
+    far less than linearly more with the batch: linear scaling from batch 1 would skip batch 128);
+    0 before any point ran."""
     if batch_size in durations:
         return durations[batch_size]
     larger = [b for b in durations if b > batch_size]
@@ -162,7 +164,7 @@ def estimate_s(durations: dict[int, float], batch_size: int) -> float:
         return durations[min(larger)]
     if durations:
         b = max(durations)
-        return durations[b] * batch_size / b
+        return durations[b] * (batch_size / b) ** 0.5
     return 0.0
 
 

@@ -41,4 +41,5 @@ def test_the_goals_anchor_points_run_first_and_estimates_err_long():
     assert points[8] == (0.9, 256) and points[9] == (0.2, 1)
     assert estimate_s({}, 64) == 0.0
     assert estimate_s({1: 2.0, 128: 6.0}, 64) == 6.0  # the nearest larger batch's
-    assert estimate_s({1: 2.0, 128: 6.0}, 256) == 12.0  # the largest smaller one's, scaled
+    assert estimate_s({1: 2.0, 128: 6.0}, 512) == 12.0  # the largest smaller one's, scaled
+    assert estimate_s({1: 2.0}, 128) < 30.0
