@@ -318,3 +318,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _say(message: str) -> None:
     print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="chassis bench kv-tiers", description=__doc__)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
