@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import time
 from pathlib import Path
@@ -57,3 +58,8 @@ class Prometheus:
             self._process.kill()
             self._process.wait()
         self._log.close()
+
+
+def has_data(series: list[dict]) -> bool:
+    """Whether a query_range result holds at least one number (NaN is what an empty rate gives)."""
+    return any(not math.isnan(float(value)) for one in series for _, value in one["values"])
