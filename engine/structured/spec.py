@@ -7,6 +7,7 @@ grammar the compiler refuses is a 400 naming the field, never a failure inside t
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from typing import Literal
 
 Kind = Literal["json_schema", "json_object", "regex", "grammar", "choice", "structural_tag"]
 _SOURCE_PREFIX = re.compile(r"^(\[[^\]]*\]\s*)?\S+\.cc:\d+:\s*")
+CHECK_CACHE_SIZE = 1024  # verdicts kept, as many as the compiled-grammar cache
 KINDS: tuple[str, ...] = ("json_schema", "json_object", "regex", "grammar", "choice", "structural_tag")
 
 
@@ -77,8 +79,20 @@ def to_grammar(spec: StructuredSpec):
 
 
 def check(spec: StructuredSpec) -> None:
-    """Raise ValueError (the compiler's message) when the spec cannot be compiled."""
-    to_grammar(spec)
+    """Raise ValueError (the compiler's message) when the spec cannot be compiled. The verdict is
+    cached: a schema clients send again (the common case) costs a dict lookup, not a parse."""
+    error = _check_error(StructuredSpec(spec.kind, spec.value))
+    if error is not None:
+        raise ValueError(error)
+
+
+@functools.lru_cache(maxsize=CHECK_CACHE_SIZE)
+def _check_error(spec: StructuredSpec) -> str | None:
+    try:
+        to_grammar(spec)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def _choice_regex(options: list[str]) -> str:
