@@ -7,6 +7,7 @@ Llama-3.1-8B measures what the real one would.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 ARCHITECTURES: dict[str, dict] = {
@@ -209,7 +210,13 @@ def write_config_dir(name: str, out_dir: Path) -> Path:
     return out_dir
 
 
-def write_id_tokenizer(out_dir: Path, vocab_size: int, eos_token_id: int) -> None:
+# Every message's content, space-separated: prompts of ``t<id>`` words become those ids.
+PLAIN_CHAT_TEMPLATE = "{% for message in messages %}{{ message['content'] }} {% endfor %}"
+
+
+def write_id_tokenizer(
+    out_dir: Path, vocab_size: int, eos_token_id: int, chat_template: str | None = None
+) -> None:
     """One word per token id (``t0`` … ``tN``): random token ids decode to readable text."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
@@ -221,4 +228,73 @@ def write_id_tokenizer(out_dir: Path, vocab_size: int, eos_token_id: int) -> Non
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=backend, unk_token="t0", eos_token=f"t{eos_token_id}"
     )
+    if chat_template is not None:
+        tokenizer.chat_template = chat_template
     tokenizer.save_pretrained(str(out_dir))
+
+
+def llama_weight_shapes(config: dict) -> dict[str, tuple[int, ...]]:
+    """Hugging Face tensor names and shapes of a dense Llama-family ``config``."""
+    if config["model_type"] != "llama":
+        raise ValueError(f"random weights are written for llama configs only, not {config['model_type']!r}")
+    hidden, inter, vocab = config["hidden_size"], config["intermediate_size"], config["vocab_size"]
+    head_dim = config.get("head_dim") or hidden // config["num_attention_heads"]
+    q, kv = config["num_attention_heads"] * head_dim, config["num_key_value_heads"] * head_dim
+    shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (vocab, hidden)}
+    for i in range(config["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        shapes.update({
+            p + "input_layernorm.weight": (hidden,), p + "post_attention_layernorm.weight": (hidden,),
+            p + "self_attn.q_proj.weight": (q, hidden), p + "self_attn.k_proj.weight": (kv, hidden),
+            p + "self_attn.v_proj.weight": (kv, hidden), p + "self_attn.o_proj.weight": (hidden, q),
+            p + "mlp.gate_proj.weight": (inter, hidden), p + "mlp.up_proj.weight": (inter, hidden),
+            p + "mlp.down_proj.weight": (hidden, inter),
+        })  # fmt: skip
+    shapes["model.norm.weight"] = (hidden,)
+    if not config.get("tie_word_embeddings"):
+        shapes["lm_head.weight"] = (vocab, hidden)
+    return shapes
+
+
+def write_random_checkpoint(
+    name: str, out_dir: Path, device: str = "cpu", seed: int = 0, shard_bytes: int = 4 << 30
+) -> Path:
+    """A loadable checkpoint directory of architecture ``name`` (Llama family): config, the id
+    tokenizer with a plain chat template, and seeded random weights (std 0.02, norms one, as
+    ``load_format="dummy"`` draws them) as safetensors shards of about ``shard_bytes``, drawn on
+    ``device`` (a GPU draws 8 B parameters in seconds)."""
+    import torch
+    from safetensors.torch import save_file
+
+    config = hf_config(name)
+    shapes = llama_weight_shapes(config)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "config.json").write_text(json.dumps(config, indent=2))
+    write_id_tokenizer(out_dir, config["vocab_size"], config["eos_token_id"], PLAIN_CHAT_TEMPLATE)
+    dtype = getattr(torch, config["torch_dtype"])
+    planned: list[list[str]] = [[]]  # tensor names per shard, planned first so files are named N-of-M
+    size = 0
+    for tensor_name, shape in shapes.items():
+        nbytes = math.prod(shape) * dtype.itemsize
+        if size and size + nbytes > shard_bytes:
+            planned.append([])
+            size = 0
+        planned[-1].append(tensor_name)
+        size += nbytes
+    generator = torch.Generator(device=device).manual_seed(seed)
+    weight_map, total = {}, 0
+    for k, names in enumerate(planned):
+        shard = {}
+        for tensor_name in names:
+            if "norm" in tensor_name:
+                shard[tensor_name] = torch.ones(shapes[tensor_name], dtype=dtype)
+                continue
+            drawn = torch.empty(shapes[tensor_name], device=device).normal_(0.0, 0.02, generator=generator)
+            shard[tensor_name] = drawn.to(dtype).cpu()
+        file_name = f"model-{k + 1:05d}-of-{len(planned):05d}.safetensors"
+        save_file(shard, str(out_dir / file_name), metadata={"format": "pt"})
+        weight_map.update(dict.fromkeys(shard, file_name))
+        total += sum(t.nbytes for t in shard.values())
+    index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+    (out_dir / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n")
+    return out_dir
