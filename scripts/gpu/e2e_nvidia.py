@@ -159,6 +159,21 @@ def gib(n: int | None) -> str:
     return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
 
+def replica_transitions(api: httpx.Client, replica_id: int) -> str:
+    """``pending -> scheduled +0.4s -> launching +0.1s -> ready +61.2s``, from the replica's events."""
+    from datetime import datetime
+
+    events = api.get("/replica-events/", params={"replica": replica_id, "limit": 100}).json()["results"]
+    events.sort(key=lambda e: (e["at"], e["id"]))
+    parts, previous = [], None
+    for event in events:
+        at = datetime.fromisoformat(event["at"].replace("Z", "+00:00"))
+        step = "" if previous is None else f" +{(at - previous).total_seconds():.1f}s"
+        parts.append(f"{event['to_state']}{step}")
+        previous = at
+    return " -> ".join(parts)
+
+
 def run(args: argparse.Namespace, result: dict) -> None:
     vendor = "nvidia" if args.device == "cuda" else "cpu"
     arch = "tiny-llama" if args.tiny else "llama-3.1-8b"
@@ -287,6 +302,7 @@ def run(args: argparse.Namespace, result: dict) -> None:
         say(f"replica ready: {replica['url']} on {replica['node_name']} holding {', '.join(held)}, "
             f"pid {replica['pid']} ({done('replica_ready', started):.1f}s from the deployment's creation)")  # fmt: skip
 
+        say(f"replica states: {replica_transitions(api, replica['id'])}")
         started = time.monotonic()
 
         def routed():
