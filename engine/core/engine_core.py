@@ -230,11 +230,16 @@ class EngineCore:
 
     def _step_speculating(self) -> list[RequestOutput]:
         """Async scheduling with speculation paying off: drafts need every token on the host, so
-        the step in flight is read first and the speculating step runs to its samples."""
+        the step in flight is read first and the speculating step runs to its samples. A step that
+        ends up with no drafts (the proposer's confidence said no) is launched as a plain one, so
+        the next step overlaps it."""
         outputs = self._process_pending() if self._pending is not None else []
         self.speculator.propose(self.scheduler.running)
         out = self.scheduler.schedule()
         if out.is_empty:
+            return outputs
+        if not out.num_draft_tokens:
+            self._pending = (out, self.runner.launch(out))
             return outputs
         return outputs + self._execute(out)
 

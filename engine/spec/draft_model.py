@@ -73,7 +73,7 @@ class DraftModelProposer:
                 rid = s.request.request_id
                 token = result.sampled[rid]
                 confidence = float(result.logits[rid].softmax(dim=-1)[token])
-                draft = drafts.setdefault(rid, Draft([], []))
+                draft = drafts.setdefault(rid, Draft([], [], calibrated=True))
                 cumulative = (draft.confidence[-1] if draft.confidence else 1.0) * confidence
                 draft.token_ids.append(token)
                 draft.confidence.append(cumulative)

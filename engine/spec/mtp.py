@@ -146,7 +146,7 @@ class MTPProposer:
             following, prev = [], []
             for i, s in enumerate(step):
                 rid = s.request.request_id
-                draft = drafts.setdefault(rid, Draft([], []))
+                draft = drafts.setdefault(rid, Draft([], [], calibrated=True))
                 draft.token_ids.append(int(tokens[i]))
                 draft.confidence.append(
                     (draft.confidence[-1] if draft.confidence else 1.0) * float(confidence[i])

@@ -66,7 +66,9 @@ class OracleProposer:
                 token if ok else (token + 1) % self.vocab_size
                 for token, ok in zip(recorded[start : start + len(right)], right, strict=True)
             ]
-            drafts[request.request_id] = Draft(tokens, self._confidence(len(tokens)))
+            drafts[request.request_id] = Draft(
+                tokens, self._confidence(len(tokens)), calibrated=self.confidence == "calibrated"
+            )
         return drafts
 
     def _confidence(self, n: int) -> list[float]:

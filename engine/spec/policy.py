@@ -1,11 +1,20 @@
 """Confidence-scheduled verification: how many draft tokens each request verifies this step.
 
-Per request, draft position i is worth its expected acceptance: the proposer's cumulative confidence
-to i times the request's running per-token acceptance to the power i. Per batch, a step of T tokens
-costs t(T) = a + b*T, fitted to the measured step times. Positions are added best first while they
-raise the expected emitted tokens per second, (E + g) / t(T + 1) > E / t(T): in the latency-bound
-regime (b*T << a) a token costs almost nothing and whole drafts go; when the batch is compute-bound
-every extra token costs its share of the step and speculation switches itself off.
+Per request, draft position i is worth its expected acceptance, the probability that the first
+i + 1 draft tokens are all kept, counted once (``expected_gain``): a calibrated proposer's (draft
+model, MTP) cumulative confidence is that probability already; an uncalibrated one (n-gram lookup,
+confidence 1.0) gets the request's running per-token acceptance to the power i + 1. Per batch, a
+step of T tokens costs t(T) = a + b*T, fitted to the measured step times. Positions are added best
+first while they raise the expected emitted tokens per second, (E + g) / t(T + 1) > E / t(T): in
+the latency-bound regime (b*T << a) a token costs almost nothing and whole drafts go; when the
+batch is compute-bound every extra token costs its share of the step and speculation switches
+itself off.
+
+``pays_at`` decides before the drafts exist (async scheduling must know whether to wait for the
+step in flight), with the same gain for each request's first position: the first-token confidence
+of its last calibrated draft, else its running acceptance. So that a request once judged not worth
+drafting is not shut out for good, every decision relaxes that evidence toward the prior
+(``RELAX`` per decision): after some tens of steps without drafts it is asked again.
 Pure Python: no torch.
 """
 
@@ -19,6 +28,10 @@ from engine.spec.proposer import Draft
 PRIOR_ACCEPTED = 2.0
 PRIOR_REJECTED = 1.0
 ACCEPTANCE_DECAY = 0.9
+PRIOR_RATE = PRIOR_ACCEPTED / (PRIOR_ACCEPTED + PRIOR_REJECTED)
+# Per pays_at decision, a request's evidence keeps this share of its distance from the prior: from
+# an acceptance of 0.2 back to a batch-256 H200 break-even of ~0.48 takes ~45 decisions.
+RELAX = 0.98
 # Never verify a position less likely than this to be kept, however cheap the token.
 MIN_GAIN = 0.05
 # Step times: forget older steps by this factor per step, and fit only once the batch sizes differ.
@@ -56,13 +69,28 @@ class StepTimeModel:
 
 
 @dataclass
-class _Acceptance:
+class _Estimate:
+    """A request's evidence: its drafts' kept and rejected tokens (as pseudo-counts) and the
+    first-token confidence of its last calibrated draft, as of the policy's decision ``clock``."""
+
     accepted: float = PRIOR_ACCEPTED
     rejected: float = PRIOR_REJECTED
+    first: float | None = None
+    clock: int = 0
 
     @property
     def rate(self) -> float:
         return self.accepted / (self.accepted + self.rejected)
+
+    def relax(self, clock: int) -> _Estimate:
+        """Fade the evidence toward the prior by ``RELAX`` per decision since the last update."""
+        f = RELAX ** max(clock - self.clock, 0)
+        self.accepted = PRIOR_ACCEPTED + (self.accepted - PRIOR_ACCEPTED) * f
+        self.rejected = PRIOR_REJECTED + (self.rejected - PRIOR_REJECTED) * f
+        if self.first is not None:
+            self.first = PRIOR_RATE + (self.first - PRIOR_RATE) * f
+        self.clock = clock
+        return self
 
 
 class SpeculationPolicy:
@@ -72,30 +100,50 @@ class SpeculationPolicy:
         self.max_draft_len = max_draft_len
         self.scheduling = scheduling
         self.step_time = step_time or StepTimeModel()
-        self._acceptance: dict[str, _Acceptance] = {}
+        self._estimates: dict[str, _Estimate] = {}
+        self._clock = 0  # pays_at decisions so far
+
+    def _estimate(self, request_id: str, create: bool = False) -> _Estimate:
+        estimate = self._estimates.get(request_id)
+        if estimate is None:
+            estimate = _Estimate(clock=self._clock)
+            if create:
+                self._estimates[request_id] = estimate
+        return estimate.relax(self._clock)
 
     def acceptance(self, request_id: str) -> float:
-        return self._acceptance.get(request_id, _Acceptance()).rate
+        """The request's running per-token acceptance."""
+        return self._estimate(request_id).rate
+
+    def expected_gain(self, request_id: str, position: int, confidence: float | None) -> float:
+        """The probability that draft tokens 0..``position`` of the request are all kept: a
+        calibrated ``confidence`` as it is, None (uncalibrated) from the running acceptance."""
+        if confidence is not None:
+            return confidence
+        return self.acceptance(request_id) ** (position + 1)
 
     def record(self, request_id: str, num_drafted: int, num_accepted: int) -> None:
         """A verified draft: ``num_accepted`` of its ``num_drafted`` tokens were kept."""
         if num_drafted <= 0:
             return
-        a = self._acceptance.setdefault(request_id, _Acceptance())
+        a = self._estimate(request_id, create=True)
         d = ACCEPTANCE_DECAY**num_drafted
         a.accepted = a.accepted * d + num_accepted
         a.rejected = a.rejected * d + (1.0 if num_accepted < num_drafted else 0.0)
 
     def forget(self, request_id: str) -> None:
-        self._acceptance.pop(request_id, None)
+        self._estimates.pop(request_id, None)
 
     def pays_at(self, batch_tokens: int, num_decodes: int, request_ids) -> bool:
         """Whether the first draft token of the likeliest request would raise throughput at this
-        batch; when not, speculation is off for the step."""
+        batch, by the gain ``draft_lengths`` would give it; when not, speculation is off for the step."""
         if self.scheduling == "fixed":
             return True
-        best = max((self.acceptance(rid) for rid in request_ids), default=0.0)
-        return self._worth(best, float(max(num_decodes, 1)), batch_tokens)
+        self._clock += 1
+        best = max(
+            (self.expected_gain(rid, 0, self._estimate(rid).first) for rid in request_ids), default=0.0
+        )
+        return best >= MIN_GAIN and self._worth(best, float(max(num_decodes, 1)), batch_tokens)
 
     def draft_lengths(self, drafts: dict[str, Draft], batch_tokens: int, num_decodes: int) -> dict[str, int]:
         """How many tokens of each draft to verify, given the step's other ``batch_tokens`` tokens
@@ -104,9 +152,10 @@ class SpeculationPolicy:
             return {rid: min(len(d.token_ids), self.max_draft_len) for rid, d in drafts.items()}
         candidates = []
         for rid, draft in drafts.items():
-            rate = self.acceptance(rid)
+            if draft.calibrated and draft.confidence:
+                self._estimate(rid, create=True).first = draft.confidence[0]
             for i, confidence in enumerate(draft.confidence[: self.max_draft_len]):
-                gain = confidence * rate ** (i + 1)
+                gain = self.expected_gain(rid, i, confidence if draft.calibrated else None)
                 if gain < MIN_GAIN:
                     break
                 candidates.append((gain, i, rid))

@@ -19,6 +19,9 @@ class Draft:
     # confidence[i]: the proposer's probability that token_ids[: i + 1] are all right (non-increasing);
     # a proposer without probabilities (n-gram lookup) says 1.0 and leaves it to the running acceptance.
     confidence: list[float] = field(default_factory=list)
+    # Whether confidence is a calibrated probability (draft model, MTP): the policy then takes it as
+    # the acceptance estimate as it is; otherwise it uses the request's running acceptance instead.
+    calibrated: bool = False
 
     def __post_init__(self) -> None:
         if not self.confidence:

@@ -141,3 +141,20 @@ def test_a_stop_string_inside_an_accepted_draft_ends_the_output_where_it_would_w
     assert on == off
     assert any(reason == "stop" for _, _, reason in off)
     assert stats.spec_decode_num_accepted_tokens > 0
+
+
+def test_a_speculating_step_left_without_drafts_runs_overlapped(tiny_llama):
+    """Async scheduling: when the policy asks the proposer but no draft comes back, the step is
+    launched like a plain one (the next overlaps it) instead of being run to its samples."""
+    prompts = _prompts(4)
+    params = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
+    off, _ = _generate(tiny_llama, prompts, params, async_scheduling=True)
+    llm = LLM(tiny_llama, device="cpu", dtype="float32", async_scheduling=True, speculative_method="ngram")
+    core = llm.engine
+    proposals, run_to_samples = [], []
+    core.speculator.proposer.propose = lambda requests, max_len: proposals.append(len(requests)) or {}
+    execute = core._execute
+    core._execute = lambda out: run_to_samples.append(out) or execute(out)
+    outs = llm.generate(prompts, params)
+    assert [(o.token_ids, o.text, o.finish_reason) for o in outs] == off
+    assert proposals and not run_to_samples

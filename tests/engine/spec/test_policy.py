@@ -39,8 +39,8 @@ def test_compute_bound_batches_switch_speculation_off():
 
 def test_in_between_the_budget_goes_to_the_likeliest_tokens():
     policy = SpeculationPolicy(5, step_time=_model(0.01, 0.0005))
-    confident = Draft([1, 2, 3, 4, 5], [0.99, 0.98, 0.97, 0.96, 0.95])
-    doubtful = Draft([1, 2, 3, 4, 5], [0.3, 0.1, 0.03, 0.01, 0.001])
+    confident = Draft([1, 2, 3, 4, 5], [0.99, 0.98, 0.97, 0.96, 0.95], calibrated=True)
+    doubtful = Draft([1, 2, 3, 4, 5], [0.3, 0.1, 0.03, 0.01, 0.001], calibrated=True)
     lengths = policy.draft_lengths({"sure": confident, "unsure": doubtful}, batch_tokens=16, num_decodes=16)
     assert lengths.get("sure", 0) > lengths.get("unsure", 0)
     assert 0 < sum(lengths.values()) < 10
@@ -79,3 +79,65 @@ def test_only_decode_steps_feed_the_step_time_model():
     assert speculator.policy.step_time.steps == 2
     assert (speculator.num_drafts, speculator.num_draft_tokens, speculator.num_accepted_tokens) == (1, 5, 2)
     assert speculator.num_accepted_tokens_per_pos == [1, 1, 0, 0, 0]
+
+
+# An H200-like decode step: 7 ms plus 0.025 ms per token.
+H200_A, H200_B = 0.007, 0.000025
+
+
+def _calibrated(p: float, n: int) -> Draft:
+    return Draft(list(range(n)), [p ** (i + 1) for i in range(n)], calibrated=True)
+
+
+def test_at_a_compute_bound_batch_pays_at_agrees_with_the_drafts_it_would_get():
+    policy = SpeculationPolicy(5, step_time=_model(H200_A, H200_B))
+    drafts = {str(i): _calibrated(0.2, 5) for i in range(256)}
+    assert policy.pays_at(256, 256, drafts)  # nothing known yet but the prior: the proposer is asked
+    assert policy.draft_lengths(drafts, batch_tokens=256, num_decodes=256) == {}
+    assert not policy.pays_at(256, 256, drafts)  # its confidence now says no, as draft_lengths did
+    ngram = SpeculationPolicy(5, step_time=_model(H200_A, H200_B))
+    for i in range(256):
+        for _ in range(3):
+            ngram.record(str(i), 5, 0)  # uncalibrated drafts, rejected
+    assert ngram.acceptance("0") < 0.3
+    assert not ngram.pays_at(256, 256, [str(i) for i in range(256)])
+    assert ngram.draft_lengths({str(i): Draft([1, 2, 3, 4, 5]) for i in range(256)}, 256, 256) == {}
+
+
+def test_a_request_once_judged_not_worth_drafting_is_asked_again():
+    policy = SpeculationPolicy(5, step_time=_model(H200_A, H200_B))
+    policy.draft_lengths({"r": _calibrated(0.2, 5)}, batch_tokens=256, num_decodes=256)
+    decisions = 1
+    while not policy.pays_at(256, 256, ["r"]):
+        decisions += 1
+        assert decisions < 100
+    assert decisions > 10  # not at once: the evidence relaxes toward the prior over tens of steps
+
+
+def test_at_batch_one_the_length_maximises_expected_tokens_per_step_time():
+    for a, b in ((H200_A, H200_B), (0.007, 0.002), (0.007, 0.0005)):
+        step_time = _model(a, b)
+        fit_a, fit_b = step_time.fit()
+        tokens_per_second = [
+            (1 + sum(0.8 ** (i + 1) for i in range(k))) / (fit_a + fit_b * (1 + k)) for k in range(9)
+        ]
+        best = tokens_per_second.index(max(tokens_per_second))
+        calibrated = SpeculationPolicy(8, step_time=step_time)
+        assert calibrated.draft_lengths({"r": _calibrated(0.8, 8)}, 1, 1).get("r", 0) == best
+        uncalibrated = SpeculationPolicy(8, step_time=step_time)
+        for _ in range(200):
+            uncalibrated.record("r", 5, 4)  # a running acceptance of 0.8 per token
+        assert abs(uncalibrated.acceptance("r") - 0.8) < 1e-6
+        assert uncalibrated.draft_lengths({"r": Draft([0] * 8)}, 1, 1).get("r", 0) == best
+    assert best not in (0, 8)  # the steepest fit has its optimum inside
+
+
+def test_a_calibrated_confidence_is_counted_once():
+    # At batch 256 under the H200 fit a draft token pays from an acceptance of ~0.48: 0.6 clears it,
+    # 0.6 times the prior running acceptance (0.67) would not.
+    policy = SpeculationPolicy(5, step_time=_model(H200_A, H200_B))
+    assert policy.draft_lengths({"r": _calibrated(0.6, 5)}, batch_tokens=256, num_decodes=256) == {"r": 1}
+    assert policy.pays_at(256, 256, ["r"])
+    for _ in range(10):
+        policy.record("r", 1, 0)  # rejections move the running acceptance, not a calibrated draft's worth
+    assert policy.draft_lengths({"r": _calibrated(0.6, 5)}, batch_tokens=256, num_decodes=256) == {"r": 1}
