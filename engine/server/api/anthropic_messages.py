@@ -8,7 +8,7 @@ from typing import Any
 
 from engine.server.api import structured
 from engine.server.api.common import new_id, part_text
-from engine.server.api.sampling import build_params, resolve_max_tokens
+from engine.server.api.sampling import build_params, request_seed, resolve_max_tokens
 from engine.server.conversation import ChoiceResult, Conversation, Message, ToolSpec, Usage
 from engine.server.errors import anthropic_body, as_api_error, bad_request, unsupported
 from engine.server.generation import ChoiceEvent, count_usage
@@ -108,8 +108,25 @@ def _strict(tool: Any) -> bool:
 
 
 def output_spec(req: MessagesRequest):
-    """Messages has no response format of its own: only vLLM's extras (tools aside)."""
-    return structured.vllm_extras(req)
+    """Anthropic's structured outputs (``output_config.format``, or the beta's ``output_format``:
+    a JSON schema the text must match) or vLLM's extras (tools aside); one at most."""
+    fmt, param = _output_format(req)
+    extras = structured.vllm_extras(req)
+    if fmt is None:
+        return extras
+    if extras is not None:
+        raise bad_request(f"{param} and vLLM's structured output extras cannot be combined.", param=param)
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
+        raise bad_request(f"{param}.type must be 'json_schema'.", param=f"{param}.type")
+    return structured.response_format(fmt, param, nested=False)
+
+
+def _output_format(req: MessagesRequest) -> tuple[Any, str]:
+    if req.output_config is not None and req.output_config.get("format") is not None:
+        if req.output_format is not None:
+            raise bad_request("Give output_config.format or output_format, not both.", param="output_format")
+        return req.output_config["format"], "output_config.format"
+    return req.output_format, "output_format"
 
 
 def sampling(req: MessagesRequest, prompt_len: int, max_model_len: int) -> list[Any]:
@@ -118,7 +135,7 @@ def sampling(req: MessagesRequest, prompt_len: int, max_model_len: int) -> list[
         raise bad_request("stop_sequences must be non-empty strings.", param="stop_sequences")
     return build_params(
         1,
-        None,
+        request_seed(req),
         max_tokens=max_tokens,
         temperature=req.temperature,
         top_p=req.top_p,

@@ -8,7 +8,7 @@ from typing import Any
 from engine.server.api import structured
 from engine.server.api.common import new_id, now, part_text
 from engine.server.api.response_store import ResponseStore, StoredResponse
-from engine.server.api.sampling import build_params, resolve_max_tokens
+from engine.server.api.sampling import build_params, request_seed, resolve_max_tokens
 from engine.server.conversation import ChoiceResult, Conversation, Message, ToolSpec, Usage
 from engine.server.errors import APIError, as_api_error, bad_request, openai_body, unsupported
 from engine.server.generation import ChoiceEvent, count_usage
@@ -133,7 +133,9 @@ def output_spec(req: ResponsesRequest):
 
 def sampling(req: ResponsesRequest, prompt_len: int, max_model_len: int) -> list[Any]:
     max_tokens = resolve_max_tokens(max_model_len, prompt_len, req.max_output_tokens, "input")
-    return build_params(1, None, max_tokens=max_tokens, temperature=req.temperature, top_p=req.top_p)
+    return build_params(
+        1, request_seed(req), max_tokens=max_tokens, temperature=req.temperature, top_p=req.top_p
+    )
 
 
 def _usage(usage: Usage) -> dict[str, Any]:

@@ -45,6 +45,13 @@ def refuse_unsupported_openai(req: Any) -> None:
         raise bad_request("stream_options is only allowed when stream is true.", param="stream_options")
 
 
+def request_seed(req: Any) -> int | None:
+    """The request's seed: ``seed`` (vLLM, OpenAI) or ``seq_seed`` (DeepSeek); both only if equal."""
+    if req.seed is not None and req.seq_seed is not None and req.seed != req.seq_seed:
+        raise bad_request("seed and seq_seed are two names for one seed: give one.", param="seq_seed")
+    return req.seed if req.seed is not None else req.seq_seed
+
+
 def build_params(n: int, seed: int | None, **fields: Any) -> list[Any]:
     """One SamplingParams per choice; a seeded request gives choice i the seed ``seed + i``."""
     from engine.sampling.params import SamplingParams
@@ -83,5 +90,5 @@ def openai_params(req: Any, max_tokens: int, logprobs: int | None) -> list[Any]:
     """SamplingParams for an OpenAI completions or chat request (their sampling fields are the same)."""
     passed = {name: getattr(req, name) for name in _OPENAI_PASSED_THROUGH}
     return build_params(
-        req.n, req.seed, max_tokens=max_tokens, stop=stop_list(req.stop), logprobs=logprobs, **passed
+        req.n, request_seed(req), max_tokens=max_tokens, stop=stop_list(req.stop), logprobs=logprobs, **passed
     )

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from engine.server.protocol.common import Loose, Strict, StructuredExtras
+from engine.server.protocol.common import EveryApiExtras, Loose, Strict
 
 
 class ContentBlock(Loose):
@@ -34,7 +34,7 @@ class AnthropicTool(Loose):
     type: str | None = None
 
 
-class MessagesRequest(StructuredExtras):
+class MessagesRequest(EveryApiExtras):
     model: str
     messages: list[AnthropicMessage] = Field(min_length=1)
     max_tokens: int = Field(ge=1)
@@ -49,6 +49,10 @@ class MessagesRequest(StructuredExtras):
     metadata: dict[str, Any] | None = None
     service_tier: str | None = None
     thinking: dict[str, Any] | None = None
+    # Structured outputs: {"format": {"type": "json_schema", "schema": ...}, "effort": ...}; the
+    # beta's earlier top-level name for the format is ``output_format``.
+    output_config: dict[str, Any] | None = None
+    output_format: dict[str, Any] | None = None
     container: Any | None = None
     mcp_servers: list[Any] | None = None
 

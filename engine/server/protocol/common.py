@@ -22,8 +22,12 @@ class Loose(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-class StructuredExtras(Strict):
-    """vLLM's structured-output extras, in every API (engine/server/api/structured.py)."""
+class EveryApiExtras(Strict):
+    """Fields every API takes: vLLM's structured-output extras (engine/server/api/structured.py) and
+    the sampling seed, under vLLM's name ``seed`` or DeepSeek's ``seq_seed`` (one of the two)."""
+
+    seed: Seed | None = None
+    seq_seed: Seed | None = None
 
     structured_outputs: dict[str, Any] | None = None
     guided_json: dict[str, Any] | str | None = None

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from engine.server.protocol.common import FunctionDef, Loose, Seed, Strict, StructuredExtras
+from engine.server.protocol.common import EveryApiExtras, FunctionDef, Loose, Strict
 
 
 class ContentPart(Loose):
@@ -44,7 +44,7 @@ class StreamOptions(Strict):
     continuous_usage_stats: bool | None = None
 
 
-class SamplingFields(StructuredExtras):
+class SamplingFields(EveryApiExtras):
     """Sampling controls shared by Chat and Completions; vLLM's extras included."""
 
     model: str
@@ -56,7 +56,6 @@ class SamplingFields(StructuredExtras):
     top_p: float | None = Field(None, gt=0.0, le=1.0)
     top_k: int | None = None
     min_p: float | None = Field(None, ge=0.0, le=1.0)
-    seed: Seed | None = None
     stop: str | list[str] | None = None
     stop_token_ids: list[int] | None = None
     frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)

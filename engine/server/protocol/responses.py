@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field
 
-from engine.server.protocol.common import Loose, Strict, StructuredExtras
+from engine.server.protocol.common import EveryApiExtras, Loose, Strict
 
 
 class InputItem(Loose):
@@ -40,7 +40,7 @@ class ResponseStreamOptions(Strict):
     include_obfuscation: bool | None = None
 
 
-class ResponsesRequest(StructuredExtras):
+class ResponsesRequest(EveryApiExtras):
     model: str
     input: str | list[InputItem]
     instructions: str | None = None

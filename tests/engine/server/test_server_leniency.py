@@ -157,7 +157,7 @@ def test_unknown_top_level_fields_are_ignored_logged_and_counted(replica, path, 
     ("path", "body", "field"),
     [
         ("/v1/chat/completions", {"messages": HELLO, "use_beam_search": True}, "use_beam_search"),
-        ("/v1/responses", {"input": "hi", "seed": 3}, "seed"),
+        ("/v1/responses", {"input": "hi", "min_p": 0.1}, "min_p"),
         ("/v1/responses", {"input": "hi", "stop": ["x"]}, "stop"),
         ("/v1/messages", {"messages": HELLO, "max_tokens": 2, "frequency_penalty": 1.0}, "frequency_penalty"),
     ],
