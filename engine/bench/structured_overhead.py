@@ -168,11 +168,12 @@ def _repeating(compiled, vocab_size: int):
     from engine.structured.grammar import RequestGrammar
 
     class RepeatingGrammar(RequestGrammar):
-        def accept(self, token_id: int) -> bool:
-            accepted = super().accept(token_id)
-            if self.terminated:
-                self.matcher.reset()
-            return accepted
+        @property
+        def matcher(self):  # every use (mask, batch or single accept) finds a terminated one reset
+            matcher = super().matcher
+            if matcher is not None and matcher.is_terminated():
+                matcher.reset()
+            return matcher
 
     return RepeatingGrammar(compiled, vocab_size)
 
@@ -195,7 +196,7 @@ class GrammarTimer:
 
         from engine.runner import model_runner
 
-        apply, fill = model_runner.apply_grammars, xgr.GrammarMatcher.fill_next_token_bitmask
+        apply, fill = model_runner.apply_grammars, xgr.BatchGrammarMatcher.batch_fill_next_token_bitmask
         cuda = self.device.type == "cuda"
 
         def timed_fill(matcher, *args, **kwargs):
@@ -205,23 +206,23 @@ class GrammarTimer:
             finally:
                 self.fill_s += time.perf_counter() - started
 
-        def timed_apply(logits, requests):
+        def timed_apply(*args):
             if cuda:
                 begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 begin.record()
             started = time.perf_counter()
-            apply(logits, requests)
+            apply(*args)
             self.host_s += time.perf_counter() - started
             self.calls += 1
             if cuda:
                 end.record()
                 self.events.append((begin, end))
 
-        model_runner.apply_grammars, xgr.GrammarMatcher.fill_next_token_bitmask = timed_apply, timed_fill
+        model_runner.apply_grammars, xgr.BatchGrammarMatcher.batch_fill_next_token_bitmask = timed_apply, timed_fill
         try:
             yield self
         finally:
-            model_runner.apply_grammars, xgr.GrammarMatcher.fill_next_token_bitmask = apply, fill
+            model_runner.apply_grammars, xgr.BatchGrammarMatcher.batch_fill_next_token_bitmask = apply, fill
 
     def device_ms(self) -> float | None:
         if not self.events:

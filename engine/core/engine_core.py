@@ -39,6 +39,7 @@ from engine.scheduler.scheduler import Scheduler
 from engine.spec.proposer import Proposer
 from engine.spec.speculator import make_speculator
 from engine.structured.compiler import GrammarCompilerPool
+from engine.structured.grammar import accept_tokens
 from engine.structured.spec import check as check_structured
 from engine.switches import apply_switches
 from engine.testing import step_gate
@@ -324,10 +325,14 @@ class EngineCore:
     @staticmethod
     def _advance_grammars(out: SchedulerOutput, sampled: dict[str, int]) -> None:
         """Structured output: each grammar accepts its request's sampled token (never drafts)."""
+        grammars, tokens = [], []
         for s in out.scheduled:
             request = s.request
             if request.grammar is not None and not request.status.finished and request.request_id in sampled:
-                request.grammar.accept(sampled[request.request_id])
+                grammars.append(request.grammar)
+                tokens.append(sampled[request.request_id])
+        if grammars:
+            accept_tokens(grammars, tokens)
 
     @staticmethod
     def _push_draft(state: PreparedRequest, token_ids: list[int]) -> tuple[str, list[int]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -25,9 +26,12 @@ from engine.sampling.sampler import (
     num_outputs_before,
     sample,
 )
-from engine.sampling.verify import verify_draft
+from engine.sampling.verify import verify_draft, verify_forced
 from engine.scheduler.output import SchedulerOutput
-from engine.structured.bitmask import apply_grammars
+from engine.structured.bitmask import GrammarMasks, apply_grammars
+
+if TYPE_CHECKING:
+    from engine.spec.forced_acceptance import ForcedAcceptance
 
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -112,6 +116,10 @@ class ModelRunner:
         # Speculative decoding's MTP proposer reads every step's final hidden states (one row per fed
         # token, in the step's order); while set, steps take the plain path (no decode graphs).
         self.hidden_sink: Callable[[SchedulerOutput, torch.Tensor], None] | None = None
+        # Benchmarks only (engine/bench/speculative_grid.py installs it; no setting reaches it):
+        # replaces the verification's accept/reject decision by one of known rate, same GPU work.
+        self.acceptance_override: ForcedAcceptance | None = None
+        self.grammar_masks = GrammarMasks(device)
 
     def allocate_kv_cache(self, num_blocks: int) -> None:
         """One tensor per layer, shaped by the layer's KV spec (this rank's KV heads)."""
@@ -260,11 +268,14 @@ class ModelRunner:
                 sampled.update(plain.sampled)
                 logprobs.update(plain.logprobs)
                 continue
-            if plain_greedy:
-                emitted = verify_draft(None, draft, None, argmax[lo:row])
-            else:
+            state_at, greedy_ids = None, argmax[lo:row] if plain_greedy else None
+            if not plain_greedy:
                 state_at = lambda i, request=request, draft=draft: self._state(request, draft[:i])  # noqa: E731
-                emitted = verify_draft(rows, draft, state_at)
+            if self.acceptance_override is not None:
+                n = self.acceptance_override.accepted_prefix(request, len(draft))
+                emitted = verify_forced(rows, draft, state_at, greedy_ids, n)
+            else:
+                emitted = verify_draft(rows, draft, state_at, greedy_ids)
             sampled[request.request_id] = emitted[-1]
             if draft:
                 accepted[request.request_id] = emitted[:-1]
@@ -279,7 +290,7 @@ class ModelRunner:
                 self._prev_rows = {rid: row for row, rid in enumerate(ids)}
             return LaunchedStep(ids, None, StepResult({}, {}))
         done = None
-        apply_grammars(logits, requests)
+        apply_grammars(logits, requests, self.grammar_masks)
         if greedy_only(requests):
             chosen = logits.argmax(dim=-1)
         elif not self.keep_logits and not any(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+MIN_MASK_ROWS = 64  # a runner's first mask buffer holds this many rows; it doubles when a step needs more
+
 
 def constrained_rows(requests: list) -> list[int]:
     """Rows of the step whose token a grammar constrains this step."""
@@ -15,14 +17,74 @@ def constrained_rows(requests: list) -> list[int]:
     return rows
 
 
-def apply_grammars(logits: torch.Tensor, requests: list) -> None:
+def samples_under_grammar(scheduled: list) -> bool:
+    """Whether a step samples a token for a request with a grammar (its mask needs the previous
+    step's tokens accepted first)."""
+    return any(s.samples and s.request.grammar is not None for s in scheduled)
+
+
+class GrammarMasks:
+    """A runner's host bitmask buffers, reused step after step, and the matchers' batch filler.
+
+    On CUDA two pinned buffers alternate and each waits on the event of its last copy before it is
+    refilled, so the copy is truly asynchronous (it does not hold the host behind the queued forward)
+    and a copy still in flight is never overwritten. On CPU the one buffer is the mask itself."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self._pinned = device.type == "cuda"
+        self._buffers: list[torch.Tensor | None] = [None, None]
+        self._copied: list[torch.cuda.Event | None] = [None, None]
+        self._turn = 0
+        self._filler = None
+
+    def host_buffer(self, rows: int, words: int) -> torch.Tensor:
+        """``rows`` x ``words`` int32 on the host, free to fill (its previous copy has landed)."""
+        turn = self._turn
+        if self._pinned:
+            self._turn ^= 1
+        copied = self._copied[turn]
+        if copied is not None:
+            copied.synchronize()
+            self._copied[turn] = None
+        buffer = self._buffers[turn]
+        if buffer is None or buffer.shape[0] < rows or buffer.shape[1] != words:
+            size = max(MIN_MASK_ROWS, 1 << (rows - 1).bit_length())
+            buffer = torch.empty((size, words), dtype=torch.int32, pin_memory=self._pinned)
+            self._buffers[turn] = buffer
+        self._current = turn
+        return buffer[:rows]
+
+    def fill(self, matchers: list, mask: torch.Tensor, rows: list[int]) -> None:
+        """Each matcher's allowed tokens into its row of ``mask`` (C++ threads, one call)."""
+        if self._filler is None:
+            import xgrammar as xgr
+
+            self._filler = xgr.BatchGrammarMatcher(max_threads="auto")
+        self._filler.batch_fill_next_token_bitmask(matchers, mask, rows)
+
+    def to_device(self, mask: torch.Tensor) -> torch.Tensor:
+        """``mask`` (the last ``host_buffer``) on the device, copied behind an event on CUDA."""
+        if not self._pinned:
+            return mask.to(self.device)
+        on_device = mask.to(self.device, non_blocking=True)
+        event = torch.cuda.Event()
+        event.record()
+        self._copied[self._current] = event
+        return on_device
+
+
+def apply_grammars(logits: torch.Tensor, requests: list, masks: GrammarMasks) -> None:
     """Mask, in place, every token the request's grammar forbids at its row of ``logits``."""
     rows = constrained_rows(requests)
     if not rows:
         return
     import xgrammar as xgr
 
-    bitmask = xgr.allocate_token_bitmask(len(logits), logits.shape[-1])
-    for row in rows:
-        requests[row].grammar.matcher.fill_next_token_bitmask(bitmask, row)
-    xgr.apply_token_bitmask_inplace(logits, bitmask.to(logits.device, non_blocking=True), indices=rows)
+    mask = masks.host_buffer(len(logits), -(-logits.shape[-1] // 32))
+    if len(rows) < len(logits):
+        # Free rows allow every token, so the whole batch is masked without an index list (which the
+        # apply kernel would copy to the device from pageable memory).
+        mask.fill_(-1)
+    masks.fill([requests[row].grammar.matcher for row in rows], mask, rows)
+    xgr.apply_token_bitmask_inplace(logits, masks.to_device(mask))

@@ -51,6 +51,14 @@ class RequestGrammar:
         return self._matcher.accept_token(token_id)
 
     @property
+    def plain_matcher(self):
+        """The matcher when ``accept`` would only pass the token to it (past reasoning, compiled,
+        not terminated), else None: such tokens may be accepted in a batch (``accept_tokens``)."""
+        if self.in_reasoning or self.matcher is None or self._matcher.is_terminated():
+            return None
+        return self._matcher
+
+    @property
     def terminated(self) -> bool:
         """The grammar has accepted a stop token: nothing more may follow."""
         return self._matcher is not None and self._matcher.is_terminated()
@@ -61,3 +69,23 @@ class RequestGrammar:
             self._compiled.exception(timeout=timeout)
         except TimeoutError:
             pass
+
+
+def accept_tokens(grammars: list[RequestGrammar], tokens: list[int]) -> list[bool]:
+    """``RequestGrammar.accept`` for each pair, the plain matchers' tokens in one C++ call."""
+    accepted = [True] * len(grammars)
+    batch, batch_rows = [], []
+    for row, (grammar, token) in enumerate(zip(grammars, tokens, strict=True)):
+        matcher = grammar.plain_matcher
+        if matcher is None:  # reasoning, its end token, a terminated or failed grammar
+            accepted[row] = grammar.accept(token)
+        else:
+            batch.append(matcher)
+            batch_rows.append(row)
+    if batch:
+        import xgrammar as xgr
+
+        results = xgr.BatchGrammarMatcher.batch_accept_token(batch, [tokens[row] for row in batch_rows])
+        for row, ok in zip(batch_rows, results, strict=True):
+            accepted[row] = ok
+    return accepted
