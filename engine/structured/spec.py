@@ -15,6 +15,9 @@ from typing import Literal
 
 Kind = Literal["json_schema", "json_object", "regex", "grammar", "choice", "structural_tag"]
 _SOURCE_PREFIX = re.compile(r"^(\[[^\]]*\]\s*)?\S+\.cc:\d+:\s*")
+# Whitespace allowed between two JSON tokens: enough for pretty-printing a few levels deep, and a
+# bound, so a model that prefers whitespace cannot spend its whole max_tokens on it (small models do).
+MAX_JSON_WHITESPACE = 16
 CHECK_CACHE_SIZE = 1024  # verdicts kept, as many as the compiled-grammar cache
 KINDS: tuple[str, ...] = ("json_schema", "json_object", "regex", "grammar", "choice", "structural_tag")
 
@@ -59,7 +62,10 @@ def to_grammar(spec: StructuredSpec):
 
     try:
         if spec.kind == "json_schema":
-            return xgr.Grammar.from_json_schema(spec.value, strict_mode=True)
+            grammar = xgr.Grammar.from_json_schema(
+                spec.value, strict_mode=True, max_whitespace_cnt=MAX_JSON_WHITESPACE
+            )
+            return _without_control_characters(grammar)
         if spec.kind == "json_object":
             return xgr.Grammar.builtin_json_grammar()
         if spec.kind == "regex":
@@ -76,6 +82,23 @@ def to_grammar(spec: StructuredSpec):
     except (RuntimeError, ValueError, TypeError) as exc:
         message = _SOURCE_PREFIX.sub("", str(exc).strip())  # "[02:04:15] /project/cpp/x.cc:94: ..."
         raise ValueError(message or type(exc).__name__) from exc
+
+
+# xgrammar 0.2.9 writes a string with minLength/maxLength as '"' chars{m,n} '"' whose character
+# class lets raw control characters (U+0000-U+001F) through, which JSON forbids inside strings: a
+# sampled BEL or NUL token made json.loads fail on output the grammar accepted. Its unbounded strings
+# exclude them; bounded ones get the same class here, through the grammar's EBNF text.
+_BOUNDED_STRING_CHARS = r'[^\"\\\r\n]'
+_JSON_STRING_CHARS = r'[^\0-\x1f\"\\\r\n]'
+
+
+def _without_control_characters(grammar):
+    import xgrammar as xgr
+
+    ebnf = str(grammar)
+    if _BOUNDED_STRING_CHARS not in ebnf:
+        return grammar
+    return xgr.Grammar.from_ebnf(ebnf.replace(_BOUNDED_STRING_CHARS, _JSON_STRING_CHARS))
 
 
 def check(spec: StructuredSpec) -> None:
