@@ -240,7 +240,7 @@ def run(args: argparse.Namespace, result: dict) -> None:
         say(f"checkpoint written: {model_dir} ({gib(size)} of safetensors; "
             f"done {phases['checkpoint_written_total']:.1f}s after start, alongside the platform)")  # fmt: skip
 
-        response = api.post("/checkpoints/", json={"name": arch, "path": str(model_dir)})
+        response = api.post("/checkpoints/", json={"name": arch.replace(".", "-"), "path": str(model_dir)})
         if response.status_code != 201:
             raise PhaseFailed("checkpoint registered", response.text[:2000])
         checkpoint_id = response.json()["id"]
