@@ -48,3 +48,20 @@ def verify_draft(
         if i == len(draft) or token != draft[i]:
             break
     return emitted
+
+
+def verify_forced(
+    logits: torch.Tensor,
+    draft: list[int],
+    state_at: Callable[[int], SamplingState] | None,
+    argmax: list[int] | None,
+    accepted: int,
+) -> list[int]:
+    """Benchmarks only (the runner's ``acceptance_override``): the first ``accepted`` draft tokens,
+    whatever the target says of them, then the target's own token at the next row, chosen as
+    ``verify_draft`` chooses it (argmax for a plain greedy request, else sampled)."""
+    if state_at is None:
+        token = argmax[accepted] if argmax is not None else int(logits[accepted].argmax())
+    else:
+        token = int(choose_tokens(logits[accepted : accepted + 1], [state_at(accepted)])[0])
+    return [*draft[:accepted], token]

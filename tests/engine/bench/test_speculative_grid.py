@@ -1,38 +1,73 @@
 """``chassis bench speculative --grid`` runs tiny on the CPU: every mode at every point, the goals
-checked, and speculative outputs equal to the recorded greedy ones (float32: no near-ties)."""
+checked, drafts at every step of a fixed length accepted at the forced rate; an engine built
+normally has no forced acceptance."""
 
+import argparse
 import json
 
 from chassis.main import main
 from engine.bench.speculative_grid import estimate_s, ordered_points
 
 FIELDS = {
-    "tokens_per_s", "seconds", "acceptance_rate", "mean_draft_len", "mismatches", "diverged",
-    "drafting_steps", "steps_without_drafts",
+    "tokens_per_s", "seconds", "acceptance_rate", "position_acceptance", "mean_draft_len",
+    "drafted_tokens", "accepted_tokens", "decided_tokens", "drafting_steps", "steps_without_drafts",
 }  # fmt: skip
 
 
-def test_the_grid_reports_every_mode_and_goal_with_the_recorded_greedy_outputs(tmp_path, capsys):
+def test_the_grid_drafts_every_step_and_accepts_at_the_forced_rate(tmp_path, capsys):
     out = tmp_path / "grid.json"
     argv = ["bench", "speculative", "--grid", "--random-arch", "tiny-llama", "--device", "cpu"]
-    argv += ["--acceptance", "0.8", "--batch-sizes", "1", "2", "--draft-lengths", "1", "2"]
-    argv += ["--max-tokens", "6", "--json", str(out)]
+    argv += ["--acceptance", "0.6", "--batch-sizes", "1", "2", "--draft-lengths", "1", "3"]
+    argv += ["--max-tokens", "8", "--json", str(out)]
     status = main(argv)
     printed = capsys.readouterr().out
     report = json.loads(out.read_text())
     assert status == (1 if any(g["passed"] is False for g in report["goals"]) else 0)
-    assert "s/best" in printed and "s/off" in printed and "NOT RUN" in printed
-    assert [(p["acceptance"], p["batch_size"]) for p in report["points"]] == [(0.8, 1), (0.8, 2)]
+    assert "s/best" in printed and "s.nodraft" in printed and "NOT RUN" in printed
+    assert [(p["acceptance"], p["batch_size"]) for p in report["points"]] == [(0.6, 1), (0.6, 2)]
     for point in report["points"]:
-        assert list(point["modes"]) == ["off", "k1", "k2", "scheduler"]
-        assert point["best_fixed"] in ("k1", "k2")
+        assert list(point["modes"]) == ["off", "k1", "k3", "scheduler"]
+        assert point["best_fixed"] in ("k1", "k3")
         assert point["scheduler_vs_best_fixed"] > 0 and point["scheduler_vs_off"] > 0
         for mode, result in point["modes"].items():
-            assert set(result) == FIELDS
-            assert result["tokens_per_s"] > 0 and result["mismatches"] == 0 and result["diverged"] == 0
-            assert (result["acceptance_rate"] is None) == (mode == "off") or mode == "scheduler"
-    assert [g["passed"] is None for g in report["goals"]] == [False, False, True]  # no batch >= 128
+            assert set(result) == FIELDS and result["tokens_per_s"] > 0
+            if mode == "off":
+                assert result["drafted_tokens"] == 0 and result["acceptance_rate"] is None
+            elif mode.startswith("k"):
+                assert result["drafting_steps"] > 0 and result["steps_without_drafts"] == 0
+                assert result["accepted_tokens"] <= result["decided_tokens"] <= result["drafted_tokens"]
+                assert result["decided_tokens"] > 0
+        k1 = point["modes"]["k1"]  # one position per draft: accepted / drafted is p itself
+        assert k1["decided_tokens"] == k1["drafted_tokens"]
+    assert [g["passed"] is None for g in report["goals"]] == [False, True, True]  # no batch >= 128
     assert report["skipped"] == [] and report["elapsed_s"] > report["build_s"] > 0
+
+
+def test_forced_acceptance_holds_per_position_whatever_the_model_says(tiny_llama):
+    from engine import LLM
+    from engine.bench.speculative_grid import GridRunner, random_prompts
+
+    args = argparse.Namespace(draft_lengths=[3], seed=0, oracle_confidence="calibrated", max_tokens=16)
+    llm = LLM(str(tiny_llama), device="cpu", dtype="float32", max_num_seqs=64, max_model_len=192)
+    try:
+        runner = GridRunner(llm, args)
+        result = runner.run("k3", random_prompts(64, runner.vocab_size, seed=1), 0.6)
+        assert llm.engine.runner.acceptance_override is None  # removed after the run
+    finally:
+        llm.shutdown()
+    assert result.steps_without_drafts == 0 and result.drafting_steps > 0
+    assert result.decided_tokens > 800
+    assert abs(result.position_acceptance - 0.6) < 0.05, result
+
+
+def test_an_engine_built_normally_has_no_forced_acceptance(tiny_llama):
+    from engine import LLM
+
+    llm = LLM(str(tiny_llama), device="cpu", max_model_len=64, speculative_method="ngram")
+    try:
+        assert llm.engine.runner.acceptance_override is None
+    finally:
+        llm.shutdown()
 
 
 def test_the_goals_anchor_points_run_first_and_estimates_err_long():
