@@ -9,8 +9,8 @@ One process, one random-weight model (``engine.bench.random_arch``, default Llam
   every complete document is checked against its schema. Where the structured time goes is timed
   around the engine's own ``apply_grammars``: the host filling the masks, the rest of the call on the
   host, and (CUDA) the device time between the logits being ready and the masked logits. A step
-  whose rows are constrained cannot overlap with the next one's scheduling, so the unconstrained
-  batch also runs with async scheduling off: the difference is what losing the overlap costs.
+  whose rows are constrained overlaps only up to its sampling (its masks wait for the step in flight
+  to be read), so the unconstrained batch also runs with async scheduling off, for reference.
 * TTFT: one request at a time on an idle engine, unconstrained, with a schema never seen before
   (compiled on the critical path) and with that schema again (a cache hit), p50 of each.
 
@@ -50,8 +50,8 @@ class Report:
     step_ms_unconstrained: float
     step_ms_structured: float
     step_overhead_ratio: float
-    # Unconstrained with async scheduling off (None when it was off anyway): structured steps cannot
-    # overlap the next step's scheduling with the device, so this much of the overhead is that.
+    # Unconstrained with async scheduling off (None when it was off anyway): what a structured step
+    # would cost if it lost the overlap entirely (it keeps it up to its sampling).
     step_ms_unconstrained_sync: float | None
     constrained_rows_per_step: float
     grammar_host_ms_per_step: float  # the whole apply_grammars call on the host
@@ -218,7 +218,10 @@ class GrammarTimer:
                 end.record()
                 self.events.append((begin, end))
 
-        model_runner.apply_grammars, xgr.BatchGrammarMatcher.batch_fill_next_token_bitmask = timed_apply, timed_fill
+        model_runner.apply_grammars, xgr.BatchGrammarMatcher.batch_fill_next_token_bitmask = (
+            timed_apply,
+            timed_fill,
+        )
         try:
             yield self
         finally:

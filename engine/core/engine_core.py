@@ -10,6 +10,8 @@ With ``async_scheduling`` a step schedules and launches step N+1 before it reads
 ids, so the host's scheduling and input staging overlap the GPU's work: a decode request's next
 input is its just-sampled token, fed on the device. Outputs (stop checks, detokenizing) come one
 step late; a request that stops then has one speculative token computed past its end, discarded.
+A step with grammar rows reads step N inside its launch, between its forward and its sampling (the
+masks need step N's tokens accepted).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from engine.scheduler.request import Request, RequestStatus
 from engine.scheduler.scheduler import Scheduler
 from engine.spec.proposer import Proposer
 from engine.spec.speculator import make_speculator
+from engine.structured.bitmask import samples_under_grammar
 from engine.structured.compiler import GrammarCompilerPool
 from engine.structured.grammar import accept_tokens
 from engine.structured.spec import check as check_structured
@@ -257,9 +260,16 @@ class EngineCore:
         outputs: list[RequestOutput] = []
         if self._pending is not None and not self.runner.can_overlap(out):
             outputs = self._process_pending()  # penalties etc. read the host's token history
-        launched = self.runner.launch(out)
-        if self._pending is not None:
-            outputs += self._process_pending()
+        if self._pending is not None and samples_under_grammar(out.scheduled):
+            # The masks need step N's tokens accepted: N is read while the device runs N+1's forward,
+            # then N+1's masks are filled and its sampling queued.
+            launched = self.runner.launch(
+                out, before_sampling=lambda: outputs.extend(self._process_pending())
+            )
+        else:
+            launched = self.runner.launch(out)
+            if self._pending is not None:
+                outputs += self._process_pending()
         self._pending = (out, launched)
         return outputs
 

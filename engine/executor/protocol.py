@@ -8,6 +8,7 @@ parallel, disaggregated prefill) pass ``tests/engine/executor/test_executor_cont
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -61,12 +62,14 @@ class Executor(Protocol):
         ...
 
     def can_overlap(self, out: SchedulerOutput) -> bool:
-        """Whether ``out`` may launch before the step in flight is read (async scheduling)."""
+        """Whether ``out`` may launch before the step in flight is read (async scheduling); a step
+        with grammars may, if the step in flight is read in ``launch``'s ``before_sampling``."""
         ...
 
-    def launch(self, out: SchedulerOutput) -> QueuedStep:
+    def launch(self, out: SchedulerOutput, before_sampling: Callable[[], None] | None = None) -> QueuedStep:
         """Queue the step; a decode request's pending token is fed from the previous step's samples
-        on the device."""
+        on the device. ``before_sampling`` runs once the forward is queued, before the sampling
+        (and its grammar masks) is."""
         ...
 
     def execute(self, out: SchedulerOutput) -> StepResult:

@@ -116,13 +116,13 @@ class TensorParallelExecutor:
     def execute(self, out: SchedulerOutput) -> StepResult:
         return self.launch(out, share_samples=False).result()
 
-    def launch(self, out: SchedulerOutput, share_samples: bool = True) -> _RankedStep:
+    def launch(self, out: SchedulerOutput, share_samples: bool = True, before_sampling=None) -> _RankedStep:
         """Send the step to ranks > 0 and queue rank 0's part; ``result()`` waits for its samples.
-        ``share_samples``: see ``ModelRunner.launch`` (async scheduling feeds them to the next step)."""
+        ``share_samples``, ``before_sampling``: see ``ModelRunner.launch`` (rank 0 runs the hook)."""
         dropped, self._dropped = self._dropped, []
         launched = self._everywhere(
             (m.STEP, dropped, m.pack_step(out), share_samples),
-            lambda: self.local.launch(out, share_samples=share_samples),
+            lambda: self.local.launch(out, share_samples=share_samples, before_sampling=before_sampling),
         )
         return _RankedStep(self, launched)
 

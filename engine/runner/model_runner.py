@@ -120,6 +120,7 @@ class ModelRunner:
         # replaces the verification's accept/reject decision by one of known rate, same GPU work.
         self.acceptance_override: ForcedAcceptance | None = None
         self.grammar_masks = GrammarMasks(device)
+        self._before_sampling: Callable[[], None] | None = None
 
     def allocate_kv_cache(self, num_blocks: int) -> None:
         """One tensor per layer, shaped by the layer's KV spec (this rank's KV heads)."""
@@ -173,28 +174,43 @@ class ModelRunner:
 
     def can_overlap(self, out: SchedulerOutput) -> bool:
         """Whether this step's sampling needs nothing from the host that the step in flight could
-        still change: penalties read every output token, logprobs and kept logits are read back."""
+        still change: penalties read every output token, logprobs and kept logits are read back.
+        Grammar masks need the step in flight's tokens accepted too, but only when the sampling is
+        queued: the engine reads that step in ``launch``'s ``before_sampling``."""
         if self.keep_logits:
             return False
         for s in out.scheduled:
             p = s.request.sampling_params
             if s.samples and p is not None and (p.needs_penalties or p.logprobs is not None):
                 return False
-            if s.samples and s.request.grammar is not None:  # its mask needs every token accepted
-                return False
         return True
 
-    def launch(self, out: SchedulerOutput, share_samples: bool = True) -> LaunchedStep:
+    def launch(
+        self,
+        out: SchedulerOutput,
+        share_samples: bool = True,
+        before_sampling: Callable[[], None] | None = None,
+    ) -> LaunchedStep:
         """Queue the step's GPU work and its sampling; the host reads the ids only in ``result()``.
 
         ``share_samples`` (tensor parallel): rank 0 broadcasts the sampled ids on the devices, so
-        every rank can feed the next step's pending tokens (async scheduling) without the host."""
+        every rank can feed the next step's pending tokens (async scheduling) without the host.
+        ``before_sampling``: called once, after the forward is queued and before the sampling is
+        (async scheduling reads the previous step there, so grammars accept its tokens while the
+        device runs this forward, and this step's masks are filled after that)."""
+        self._before_sampling = before_sampling
         step = self._launch(out, share_samples and not self.tp_group.is_single)
+        self._sampling_begins()  # a step that samples nothing still runs it
         if self.step_events is not None and self.device.type == "cuda":
             end = torch.cuda.Event(enable_timing=True)
             end.record()
             self.step_events.append((self._step_start, end))
         return step
+
+    def _sampling_begins(self) -> None:
+        hook, self._before_sampling = self._before_sampling, None
+        if hook is not None:
+            hook()
 
     def _gpu_work_begins(self) -> None:
         """Mark where this step first queues GPU work (host-side input building comes before)."""
@@ -282,6 +298,7 @@ class ModelRunner:
         return LaunchedStep(ids, None, StepResult(sampled, logprobs, accepted=accepted))
 
     def _sample_step(self, logits: torch.Tensor, requests: list, share: bool) -> LaunchedStep:
+        self._sampling_begins()
         ids = [r.request_id for r in requests]
         if not self.samples:
             if share:  # rank > 0: rank 0's samples arrive on the device, for the next step to feed
