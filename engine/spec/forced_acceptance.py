@@ -27,25 +27,30 @@ class ForcedAcceptance:
             raise ValueError(f"acceptance must be in [0, 1], got {acceptance}")
         self.acceptance = acceptance
         self.seed = seed
-        self._draws: dict[tuple[int, ...], tuple[random.Random, list[float]]] = {}
+        # request id -> (its prompt list, its draws): keyed by id and checked by identity so a step
+        # costs no hashing of prompts (thousands of draft positions per step at large batches)
+        self._requests: dict[str, tuple[list[int], list[float], random.Random]] = {}
 
     def accepted_prefix(self, request, draft_len: int) -> int:
         """How many leading draft tokens of ``request`` this step accepts (0 to ``draft_len``)."""
+        if not draft_len:
+            return 0
+        entry = self._requests.get(request.request_id)
+        if entry is None or entry[0] is not request.prompt_token_ids:
+            rng = random.Random(prompt_seed(self.seed, request.prompt_token_ids))
+            entry = self._requests[request.request_id] = (request.prompt_token_ids, [], rng)
+        _, draws, rng = entry
         start = num_outputs_before(request)
+        while len(draws) < start + draft_len:
+            draws.append(rng.random())
         for i in range(draft_len):
-            if self.draw(request.prompt_token_ids, start + i) >= self.acceptance:
+            if draws[start + i] >= self.acceptance:
                 return i
         return draft_len
 
-    def draw(self, prompt_token_ids: list[int], position: int) -> float:
-        """A draw in [0, 1) fixed by (seed, prompt, output position), whatever the scheduling and
-        batch: every mode of the bench sees the same rejections."""
-        key = tuple(prompt_token_ids)
-        entry = self._draws.get(key)
-        if entry is None:
-            digest = hashlib.blake2b(f"{self.seed}:{key}".encode(), digest_size=8).digest()
-            entry = self._draws[key] = (random.Random(int.from_bytes(digest, "little")), [])
-        rng, draws = entry
-        while len(draws) <= position:
-            draws.append(rng.random())
-        return draws[position]
+
+def prompt_seed(seed: int, prompt_token_ids: list[int]) -> int:
+    """The draws are fixed by (seed, prompt, output position), whatever the scheduling and batch:
+    every mode of the bench sees the same rejections."""
+    digest = hashlib.blake2b(f"{seed}:{tuple(prompt_token_ids)}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
