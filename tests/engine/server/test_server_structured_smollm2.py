@@ -1,10 +1,13 @@
-"""Structured output through a real ``chassis serve`` of the real SmolLM2-135M-Instruct (CPU): seeded
-JSON schemas of varied features (tests/support/json_schemas.py), regexes and EBNF grammars, forced
-and strict tool calls, through all three APIs and the official SDKs' structured-output helpers.
-Every completed answer must validate; an answer cut by max_tokens must say "length".
+"""Structured output through a real ``chassis serve`` of the real SmolLM2-135M-Instruct (CPU): 100
+seeded JSON schemas of varied features (engine/testing/json_schemas.py: nesting, enums, bounded
+arrays, patterns, anyOf, $ref), regexes and EBNF grammars, forced and strict tool calls, through all
+three APIs and the official SDKs' structured-output helpers (OpenAI's ``parse`` with a pydantic
+model and strict tools, Anthropic's ``messages.parse``). Every completed answer must validate; an
+answer cut by max_tokens must say so ("length", "max_tokens", "incomplete").
 
-The issue asks for 100 schemas; on the CI's two CPU cores SmolLM2 decodes about a few dozen tokens
-a second, so this module runs SCHEMAS of them (batched) to stay within its share of the budget.
+The 100 schemas go round-robin to Chat Completions (greedy), Responses and Messages (sampled, seeded),
+all at once, behind one short shared prompt (its prefix is cached, so the batch costs decode steps,
+not 100 prefills): the check is the constraint, not what a 135M model makes of a schema in its prompt.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import json
 import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Literal
 
 import httpx
 import jsonschema
@@ -23,16 +27,18 @@ from engine.testing.smollm2 import smollm2_path
 from tests.support.json_schemas import json_schemas
 from tests.support.replicas import API_KEY, MODEL, Replica, start_replica, stop_replica
 
-SCHEMAS = json_schemas(16, seed=19)
+SCHEMAS = json_schemas(100, seed=19)
 HEADERS = {"Authorization": f"Bearer {API_KEY}", "x-api-key": API_KEY}
 MAX_TOKENS = 96
+ASK_JSON = [{"role": "user", "content": "Reply with a short JSON value."}]
 
 
 @pytest.fixture(scope="module")
 def smollm2(tmp_path_factory) -> Iterator[Replica]:
     running = start_replica(
-        smollm2_path(), tmp_path_factory.mktemp("smollm2-logs"), "--num-gpu-blocks", "512"
-    )
+        smollm2_path(), tmp_path_factory.mktemp("smollm2-logs"), "--num-gpu-blocks", "1024",
+        "--max-num-seqs", "128",
+    )  # fmt: skip
     yield running
     stop_replica(running)
 
@@ -45,40 +51,50 @@ def post(replica: Replica, path: str, body: dict) -> dict:
     return response.json()
 
 
-def ask(schema: dict) -> list[dict]:
-    return [{"role": "user", "content": f"Reply with JSON for this schema: {json.dumps(schema)}"}]
-
-
 def in_parallel(fn, items) -> list:
     with ThreadPoolExecutor(max_workers=len(items)) as pool:
         return list(pool.map(fn, items))
 
 
-def assert_valid(text: str, finish_reason: str, schema: dict) -> bool:
-    """Whether the answer completed; a completed answer validates, a cut one says length."""
+def completed(text: str, finish_reason: str, schema: dict) -> bool:
+    """Whether the answer completed; a completed answer must validate, a cut one says so."""
     if finish_reason in ("length", "max_tokens", "incomplete"):
         return False
     jsonschema.validate(json.loads(text), schema)
     return True
 
 
-def test_json_schemas_validate_through_chat_completions_and_responses(smollm2):
-    def chat(schema: dict) -> bool:
-        fmt = {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": True}}
-        body = post(smollm2, "/v1/chat/completions", {"messages": ask(schema), "response_format": fmt,
-                                                      "max_tokens": MAX_TOKENS, "temperature": 0.0})  # fmt: skip
-        choice = body["choices"][0]
-        return assert_valid(choice["message"]["content"], choice["finish_reason"], schema)
+def via_chat(replica: Replica, schema: dict, seed: int) -> bool:
+    fmt = {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": True}}
+    body = post(replica, "/v1/chat/completions", {"messages": ASK_JSON, "response_format": fmt,
+                                                  "max_tokens": MAX_TOKENS, "temperature": 0.0})  # fmt: skip
+    choice = body["choices"][0]
+    return completed(choice["message"]["content"], choice["finish_reason"], schema)
 
-    def responses(schema: dict) -> bool:
-        fmt = {"type": "json_schema", "name": "answer", "schema": schema, "strict": True}
-        body = post(smollm2, "/v1/responses", {"input": ask(schema), "text": {"format": fmt},
-                                               "max_output_tokens": MAX_TOKENS, "temperature": 0.7})  # fmt: skip
-        text = body["output"][0]["content"][0]["text"] if body["status"] == "completed" else ""
-        return assert_valid(text, body["status"], schema)
 
-    completed = in_parallel(chat, SCHEMAS) + in_parallel(responses, SCHEMAS[:8])
-    assert sum(completed) >= len(completed) * 3 // 4, completed  # most finish: the check means something
+def via_responses(replica: Replica, schema: dict, seed: int) -> bool:
+    fmt = {"type": "json_schema", "name": "answer", "schema": schema, "strict": True}
+    body = post(replica, "/v1/responses", {"input": ASK_JSON, "text": {"format": fmt}, "seed": seed,
+                                           "max_output_tokens": MAX_TOKENS, "temperature": 0.7})  # fmt: skip
+    text = body["output"][0]["content"][0]["text"] if body["status"] == "completed" else ""
+    return completed(text, body["status"], schema)
+
+
+def via_messages(replica: Replica, schema: dict, seed: int) -> bool:
+    fmt = {"type": "json_schema", "schema": schema}
+    body = post(replica, "/v1/messages", {"messages": ASK_JSON, "output_config": {"format": fmt}, "seed": seed,
+                                          "max_tokens": MAX_TOKENS, "temperature": 0.7})  # fmt: skip
+    text = "".join(block["text"] for block in body["content"] if block["type"] == "text")
+    return completed(text, body["stop_reason"], schema)
+
+
+def test_a_hundred_json_schemas_validate_through_all_three_apis(smollm2):
+    apis = [via_chat, via_responses, via_messages]
+    runs = [(apis[i % 3], schema, i) for i, schema in enumerate(SCHEMAS)]
+    done = in_parallel(lambda run: run[0](smollm2, run[1], run[2]), runs)
+    for api in apis:
+        assert any(ok for (fn, _, _), ok in zip(runs, done, strict=True) if fn is api), api.__name__
+    assert sum(done) >= len(done) * 3 // 4, done  # most finish: the check means something
 
 
 def test_vllm_extras_regex_ebnf_and_choice(smollm2):
@@ -118,7 +134,14 @@ class City(BaseModel):
     population_millions: int = Field(ge=0, le=50)
 
 
-def test_openai_sdk_parse_and_strict_tools(smollm2):
+class Place(BaseModel):
+    name: str
+    kind: Literal["city", "village"]
+    population_millions: int
+
+
+def test_sdk_parse_helpers_and_strict_tools(smollm2):
+    import anthropic
     import openai
 
     client = openai.OpenAI(base_url=f"{smollm2.base_url}/v1", api_key=API_KEY, max_retries=0, timeout=300)
@@ -128,6 +151,14 @@ def test_openai_sdk_parse_and_strict_tools(smollm2):
     )
     choice = parsed.choices[0]
     assert choice.finish_reason == "stop" and isinstance(choice.message.parsed, City)
+
+    claude = anthropic.Anthropic(base_url=smollm2.base_url, api_key=API_KEY, max_retries=0, timeout=300)
+    # Anthropic's SDK moves length and range bounds out of the schema it sends (into descriptions)
+    # and checks them itself afterwards, so its model here has none: the server enforces what it gets.
+    message = claude.messages.parse(
+        model=MODEL, messages=messages, output_format=Place, max_tokens=MAX_TOKENS
+    )
+    assert message.stop_reason == "end_turn" and isinstance(message.parsed_output, Place), message
 
     tool = openai.pydantic_function_tool(City, name="record_city")
     assert tool["function"]["strict"] is True
