@@ -154,12 +154,9 @@ def compact_json_spec(schema: dict):
     """The schema's grammar with no whitespace between tokens (xgrammar's ``any_whitespace=False``,
     vLLM's ``disable_any_whitespace``), as an EBNF spec the engine compiles as any other. A random
     model sampling JSON's free whitespace would fill its output with it and never end a document."""
-    import xgrammar as xgr
+    from engine.structured.spec import StructuredSpec, json_schema_grammar
 
-    from engine.structured.spec import StructuredSpec
-
-    grammar = xgr.Grammar.from_json_schema(json.dumps(schema), any_whitespace=False, strict_mode=True)
-    return StructuredSpec("grammar", str(grammar))
+    return StructuredSpec("grammar", str(json_schema_grammar(json.dumps(schema), any_whitespace=False)))
 
 
 def _repeating(compiled, vocab_size: int):

@@ -62,10 +62,7 @@ def to_grammar(spec: StructuredSpec):
 
     try:
         if spec.kind == "json_schema":
-            grammar = xgr.Grammar.from_json_schema(
-                spec.value, strict_mode=True, max_whitespace_cnt=MAX_JSON_WHITESPACE
-            )
-            return _without_control_characters(grammar)
+            return json_schema_grammar(spec.value)
         if spec.kind == "json_object":
             return xgr.Grammar.builtin_json_grammar()
         if spec.kind == "regex":
@@ -88,8 +85,19 @@ def to_grammar(spec: StructuredSpec):
 # class lets raw control characters (U+0000-U+001F) through, which JSON forbids inside strings: a
 # sampled BEL or NUL token made json.loads fail on output the grammar accepted. Its unbounded strings
 # exclude them; bounded ones get the same class here, through the grammar's EBNF text.
-_BOUNDED_STRING_CHARS = r'[^\"\\\r\n]'
-_JSON_STRING_CHARS = r'[^\0-\x1f\"\\\r\n]'
+_BOUNDED_STRING_CHARS = r"[^\"\\\r\n]"
+_JSON_STRING_CHARS = r"[^\0-\x1f\"\\\r\n]"
+
+
+def json_schema_grammar(schema: str, any_whitespace: bool = True):
+    """The ``xgrammar.Grammar`` of a serialized JSON schema, strict (no extra properties), whitespace
+    between tokens bounded (or none, ``any_whitespace=False``), control characters kept out of strings."""
+    import xgrammar as xgr
+
+    grammar = xgr.Grammar.from_json_schema(
+        schema, strict_mode=True, any_whitespace=any_whitespace, max_whitespace_cnt=MAX_JSON_WHITESPACE
+    )
+    return _without_control_characters(grammar)
 
 
 def _without_control_characters(grammar):
