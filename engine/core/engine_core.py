@@ -101,7 +101,9 @@ class EngineCore:
         self.scheduler = Scheduler(self.kv, config.max_num_batched_tokens, config.max_num_seqs)
         self.async_scheduling = config.resolved_async_scheduling(self.device.type)
         self.speculator = make_speculator(config, self._build_proposer)
-        self._pending: tuple[SchedulerOutput, LaunchedStep] | None = None  # launched, not yet read
+        # Launched, not yet read: the step, its handle and its launch time (perf_counter).
+        self._pending: tuple[SchedulerOutput, LaunchedStep, float] | None = None
+        self._last_done = 0.0  # perf_counter when the last step's samples reached the host
         self._states: dict[str, PreparedRequest] = {}
         self._seed_rng = random.Random(config.seed)
         self._grammar_pool: GrammarCompilerPool | None = None  # built by the first structured request
@@ -228,8 +230,9 @@ class EngineCore:
         """Run a step to its samples and process them (timed for the speculation policy)."""
         started = time.perf_counter()
         result = self.runner.execute(out)
+        self._last_done = time.perf_counter()
         if self.speculator is not None:
-            self.speculator.observe(out, result.accepted, time.perf_counter() - started)
+            self.speculator.observe(out, result.accepted, self._last_done - started)
         return self._process(out, result)
 
     def _step_speculating(self) -> list[RequestOutput]:
@@ -243,7 +246,8 @@ class EngineCore:
         if out.is_empty:
             return outputs
         if not out.num_draft_tokens:
-            self._pending = (out, self.runner.launch(out))
+            launched_at = time.perf_counter()
+            self._pending = (out, self.runner.launch(out), launched_at)
             return outputs
         return outputs + self._execute(out)
 
@@ -258,8 +262,10 @@ class EngineCore:
                 return []
             return self._process_pending()
         outputs: list[RequestOutput] = []
+        launched_at = time.perf_counter()
         if self._pending is not None and not self.runner.can_overlap(out):
             outputs = self._process_pending()  # penalties etc. read the host's token history
+            launched_at = time.perf_counter()
         if self._pending is not None and samples_under_grammar(out.scheduled):
             # The masks need step N's tokens accepted: N is read while the device runs N+1's forward,
             # then N+1's masks are filled and its sampling queued.
@@ -270,13 +276,22 @@ class EngineCore:
             launched = self.runner.launch(out)
             if self._pending is not None:
                 outputs += self._process_pending()
-        self._pending = (out, launched)
+        self._pending = (out, launched, launched_at)
         return outputs
 
     def _process_pending(self) -> list[RequestOutput]:
-        out, launched = self._pending
+        """Read the step in flight. Its device time, for the speculation policy's plain-step model:
+        from its start (its launch, or the previous step's samples when it was queued behind that
+        step) to its samples; while the host keeps up that is the interval between consecutive
+        completions."""
+        out, launched, launched_at = self._pending
         self._pending = None
-        return self._process(out, launched.result())
+        result = launched.result()
+        done = time.perf_counter()
+        if self.speculator is not None:
+            self.speculator.observe(out, result.accepted, done - max(launched_at, self._last_done))
+        self._last_done = done
+        return self._process(out, result)
 
     def _check_progress(self) -> None:
         if self.scheduler.all_waiting_on_grammars and not self.scheduler.running:

@@ -15,11 +15,21 @@ step in flight), with the same gain for each request's first position: the first
 of its last calibrated draft, else its running acceptance. So that a request once judged not worth
 drafting is not shut out for good, every decision relaxes that evidence toward the prior
 (``RELAX`` per decision): after some tens of steps without drafts it is asked again.
+
+That model is fitted on verify steps only (eager, multi-token, synchronous); a plain decode step
+(graphed, overlapped) can cost several times less at the same batch, so a second model,
+``plain_step_time``, is fitted on steps that carried no drafts. Once both give a time, drafting
+also has to beat not drafting: expected emitted tokens per second with the chosen drafts,
+(decodes + sum of gains) / t_verify(T + drafts), above decodes / t_plain(T). When it does not,
+speculation is off except for a rare probe (``probe_interval``) that keeps the verify model
+current. Until the plain model has observations the decisions are the marginal ones above.
 Pure Python: no torch.
 """
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from dataclasses import dataclass
 
 from engine.spec.proposer import Draft
@@ -37,6 +47,9 @@ MIN_GAIN = 0.05
 # Step times: forget older steps by this factor per step, and fit only once the batch sizes differ.
 STEP_TIME_DECAY = 0.99
 MIN_STEPS_FOR_FIT = 8
+# While the plain model says drafting does not pay, a probe (one speculating step) may cost at most
+# this share of the plain steps' time: see ``probe_interval``.
+PROBE_BUDGET = 0.03
 
 
 class StepTimeModel:
@@ -67,6 +80,17 @@ class StepTimeModel:
         a = max(1e-9, self._y / self._w - b * self._t / self._w)
         return a, b
 
+    def time(self, num_tokens: int) -> float | None:
+        """Predicted seconds for a step of ``num_tokens``: the fitted line, or, when every step had
+        the same size (batch 1 all day), their mean; None until ``MIN_STEPS_FOR_FIT`` steps."""
+        if self.steps < MIN_STEPS_FOR_FIT:
+            return None
+        fit = self.fit()
+        if fit is None:
+            return self._y / self._w
+        a, b = fit
+        return a + b * num_tokens
+
 
 @dataclass
 class _Estimate:
@@ -95,13 +119,19 @@ class _Estimate:
 
 class SpeculationPolicy:
     def __init__(
-        self, max_draft_len: int, scheduling: str = "confidence", step_time: StepTimeModel | None = None
+        self,
+        max_draft_len: int,
+        scheduling: str = "confidence",
+        step_time: StepTimeModel | None = None,
+        plain_step_time: StepTimeModel | None = None,
     ):
         self.max_draft_len = max_draft_len
         self.scheduling = scheduling
-        self.step_time = step_time or StepTimeModel()
+        self.step_time = step_time or StepTimeModel()  # verify steps (with drafts)
+        self.plain_step_time = plain_step_time or StepTimeModel()  # decode steps without drafts
         self._estimates: dict[str, _Estimate] = {}
         self._clock = 0  # pays_at decisions so far
+        self._since_verify = 0  # pays_at decisions since drafts were last handed out
 
     def _estimate(self, request_id: str, create: bool = False) -> _Estimate:
         estimate = self._estimates.get(request_id)
@@ -140,37 +170,93 @@ class SpeculationPolicy:
         if self.scheduling == "fixed":
             return True
         self._clock += 1
-        best = max(
-            (self.expected_gain(rid, 0, self._estimate(rid).first) for rid in request_ids), default=0.0
-        )
-        return best >= MIN_GAIN and self._worth(best, float(max(num_decodes, 1)), batch_tokens)
+        self._since_verify += 1
+        gains = Counter(self.expected_gain(rid, 0, self._estimate(rid).first) for rid in request_ids)
+        best = max(gains, default=0.0)
+        if best < MIN_GAIN or not self._worth(best, float(max(num_decodes, 1)), batch_tokens):
+            return False
+        if self.plain_step_time.time(batch_tokens) is None:
+            return True  # no plain step measured yet: the marginal rule alone
+        # Each request's later positions priced like its first, as an uncalibrated draft would be.
+        chains = {g: [g ** (i + 1) for i in range(self.max_draft_len)] for g in gains}
+        _, expected, tokens = self._plan(chains, batch_tokens, num_decodes, counts=gains)
+        verdict = self._versus_plain(expected, tokens, batch_tokens, num_decodes)
+        return verdict is None or verdict[0] or self._since_verify >= verdict[1]
 
     def draft_lengths(self, drafts: dict[str, Draft], batch_tokens: int, num_decodes: int) -> dict[str, int]:
         """How many tokens of each draft to verify, given the step's other ``batch_tokens`` tokens
         of which ``num_decodes`` emit a token each."""
         if self.scheduling == "fixed":
             return {rid: min(len(d.token_ids), self.max_draft_len) for rid, d in drafts.items()}
-        candidates = []
+        chains = {}
         for rid, draft in drafts.items():
             if draft.calibrated and draft.confidence:
                 self._estimate(rid, create=True).first = draft.confidence[0]
-            for i, confidence in enumerate(draft.confidence[: self.max_draft_len]):
-                gain = self.expected_gain(rid, i, confidence if draft.calibrated else None)
+            chains[rid] = [
+                self.expected_gain(rid, i, confidence if draft.calibrated else None)
+                for i, confidence in enumerate(draft.confidence[: self.max_draft_len])
+            ]
+        lengths, expected, tokens = self._plan(chains, batch_tokens, num_decodes)
+        if not lengths:
+            return lengths
+        verdict = self._versus_plain(expected, tokens, batch_tokens, num_decodes)
+        if verdict is not None and not verdict[0]:
+            if self._since_verify < verdict[1]:
+                return {}
+            # a probe: these drafts are verified so that the verify model stays current
+        self._since_verify = 0
+        return lengths
+
+    def _plan(self, chains: dict, batch_tokens: int, num_decodes: int, counts: dict | None = None):
+        """Draft positions added best first while each raises expected tokens per verify-step
+        time: the lengths, the step's expected emitted tokens and its tokens. ``counts[key]``
+        requests share the chain ``chains[key]`` (so ``pays_at`` prices a batch of equal estimates
+        once); the lengths are per request only without ``counts``."""
+        candidates = []
+        for key, gains in chains.items():
+            for i, gain in enumerate(gains):
                 if gain < MIN_GAIN:
                     break
-                candidates.append((gain, i, rid))
+                candidates.append((gain, i, key))
         candidates.sort(key=lambda c: (-c[0], c[1]))
-        lengths = dict.fromkeys(drafts, 0)
+        fit = self.step_time.fit()
+        taken = {key: [] for key in chains}  # per chain, how many requests have position i
         expected, tokens = float(max(num_decodes, 1)), batch_tokens
-        for gain, i, rid in candidates:
-            if lengths[rid] != i:  # a position counts only after the ones before it
+        for gain, i, key in candidates:
+            have = taken[key]
+            if len(have) != i:  # a position counts only after the ones before it
                 continue
-            if not self._worth(gain, expected, tokens):
+            # (E + g) / t(T + 1) > E / t(T) for t = a + b*T is g*t(T) > E*b, which adding more
+            # tokens of the same gain leaves as it is: a chain's requests all go, or none.
+            if fit is not None and not gain * (fit[0] + fit[1] * tokens) > expected * fit[1]:
                 break
-            lengths[rid] = i + 1
-            expected += gain
-            tokens += 1
-        return {rid: n for rid, n in lengths.items() if n}
+            n = (counts[key] if counts else 1) if i == 0 else have[-1]
+            have.append(n)
+            expected += gain * n
+            tokens += n
+        return {key: len(have) for key, have in taken.items() if have}, expected, tokens
+
+    def _versus_plain(
+        self, expected: float, tokens: int, batch_tokens: int, num_decodes: int
+    ) -> tuple[bool, int] | None:
+        """Whether a verify step of ``tokens`` emitting ``expected`` tokens beats a plain step of
+        the batch in tokens per second, and the probe interval; None until both models give a time."""
+        plain = self.plain_step_time.time(batch_tokens)
+        verify = self.step_time.time(tokens)
+        if plain is None or verify is None:
+            return None
+        decodes = max(num_decodes, 1)
+        return expected / verify > decodes / plain, self.probe_interval(verify, plain)
+
+    @staticmethod
+    def probe_interval(verify_seconds: float, plain_seconds: float) -> int:
+        """Plain steps between two probes while speculation is off. A probe replaces one plain step
+        by a verify step, costing at most their difference (its accepted tokens only make it
+        cheaper); spread over N plain steps that is (verify - plain) / (N * plain), so N is the
+        smallest integer keeping it strictly under ``PROBE_BUDGET``. The H200 figures (verify 18-32 ms,
+        plain 4.3 ms at batch 1) give N of ~110-220, a probe every 0.5-1 s of decoding."""
+        cost = max(verify_seconds - plain_seconds, 0.0)
+        return math.floor(cost / (PROBE_BUDGET * plain_seconds)) + 1
 
     def _worth(self, gain: float, expected: float, tokens: int) -> bool:
         fit = self.step_time.fit()

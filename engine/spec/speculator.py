@@ -69,12 +69,14 @@ class Speculator:
                 request.draft_token_ids = drafts[request.request_id].token_ids[:n]
 
     def observe(self, out: SchedulerOutput, accepted: dict[str, list[int]], seconds: float | None) -> None:
-        """After a step: its time (None when it overlapped another) and every draft's acceptance."""
+        """After a step: its device time (None when unknown) and every draft's acceptance."""
         # Only decode steps (with or without drafts) price a draft token: a prefill chunk of
         # thousands of tokens runs at GEMM efficiency and, far from the decode sizes, would pull
         # the fitted slope down to its per-token cost and make drafts look cheap.
+        # Steps with drafts price a verify step, steps without a plain one (graphed, overlapped).
         if seconds is not None and all(s.num_tokens - s.num_draft_tokens == 1 for s in out.scheduled):
-            self.policy.step_time.observe(out.total_num_tokens, seconds)
+            model = self.policy.step_time if out.num_draft_tokens else self.policy.plain_step_time
+            model.observe(out.total_num_tokens, seconds)
         for s in out.scheduled:
             if not s.num_draft_tokens:
                 continue

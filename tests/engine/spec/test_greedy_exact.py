@@ -158,3 +158,4 @@ def test_a_speculating_step_left_without_drafts_runs_overlapped(tiny_llama):
     outs = llm.generate(prompts, params)
     assert [(o.token_ids, o.text, o.finish_reason) for o in outs] == off
     assert proposals and not run_to_samples
+    assert core.speculator.policy.plain_step_time.steps > 0  # the overlapped steps price plain steps

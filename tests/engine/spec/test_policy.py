@@ -1,8 +1,9 @@
 """The confidence scheduler: whole drafts while steps are latency-bound, none once the batch is
 compute-bound, shorter drafts for unconfident proposals and for requests whose drafts keep being
-rejected, and a step-time fit that recovers a known line."""
+rejected, a step-time fit that recovers a known line, and no drafts where a verify step costs more
+than the plain steps it would replace (with a rare probe)."""
 
-from engine.spec.policy import MIN_STEPS_FOR_FIT, SpeculationPolicy, StepTimeModel
+from engine.spec.policy import MIN_STEPS_FOR_FIT, PROBE_BUDGET, SpeculationPolicy, StepTimeModel
 from engine.spec.proposer import Draft
 
 
@@ -76,7 +77,8 @@ def test_only_decode_steps_feed_the_step_time_model():
     speculator.observe(step(2048, 0), {}, 3.0)  # a prefill chunk: not a decode
     speculator.observe(step(1, 0), {}, 0.1)
     speculator.observe(step(6, 5), {"r": [1, 2]}, 0.12)
-    assert speculator.policy.step_time.steps == 2
+    # the step with a draft prices verify steps, the one without plain steps
+    assert (speculator.policy.step_time.steps, speculator.policy.plain_step_time.steps) == (1, 1)
     assert (speculator.num_drafts, speculator.num_draft_tokens, speculator.num_accepted_tokens) == (1, 5, 2)
     assert speculator.num_accepted_tokens_per_pos == [1, 1, 0, 0, 0]
 
@@ -141,3 +143,43 @@ def test_a_calibrated_confidence_is_counted_once():
     for _ in range(10):
         policy.record("r", 1, 0)  # rejections move the running acceptance, not a calibrated draft's worth
     assert policy.draft_lengths({"r": _calibrated(0.6, 5)}, batch_tokens=256, num_decodes=256) == {"r": 1}
+
+
+# Today's H200 at batch 1, Llama-3.1-8B shape: an eager verify step ~18 ms, a graphed plain step 4.3 ms.
+def _h200_batch1(verify_a: float) -> SpeculationPolicy:
+    return SpeculationPolicy(5, step_time=_model(verify_a, 0.00001), plain_step_time=_model(0.0043, 0.00001))
+
+
+def test_drafts_that_emit_fewer_tokens_per_second_than_plain_steps_are_not_verified():
+    policy = _h200_batch1(0.018)  # 3.7 expected tokens per 18 ms < 1 token per 4.3 ms
+    assert policy.draft_lengths({"r": _calibrated(0.8, 5)}, batch_tokens=1, num_decodes=1) == {}
+    assert not policy.pays_at(1, 1, ["r"])
+
+
+def test_drafts_that_beat_plain_steps_are_verified_at_their_best_length():
+    policy = _h200_batch1(0.005)  # 4.7 expected tokens per 5 ms > 1 token per 4.3 ms
+    assert policy.pays_at(1, 1, ["r"])
+    assert policy.draft_lengths({"r": _calibrated(0.9, 5)}, batch_tokens=1, num_decodes=1) == {"r": 5}
+
+
+def test_plain_steps_of_one_size_give_a_time_and_none_keep_the_marginal_rule():
+    model = StepTimeModel()
+    for _ in range(MIN_STEPS_FOR_FIT):
+        model.observe(1, 0.0043)
+    assert model.fit() is None and abs(model.time(1) - 0.0043) < 1e-12
+    no_plain = SpeculationPolicy(5, step_time=_model(0.018, 0.00001))
+    assert no_plain.draft_lengths({"r": _calibrated(0.8, 5)}, batch_tokens=1, num_decodes=1) == {"r": 5}
+
+
+def test_with_speculation_off_a_probe_comes_at_most_once_every_n_decisions():
+    policy = _h200_batch1(0.018)
+    verify, plain = policy.step_time.time(6), policy.plain_step_time.time(1)
+    n = policy.probe_interval(verify, plain)
+    assert (verify - plain) / n < PROBE_BUDGET * plain  # a probe's cost spread over n plain steps
+    probes = []
+    for decision in range(1, 1001):
+        if policy.pays_at(1, 1, ["r"]) and policy.draft_lengths({"r": _calibrated(0.8, 5)}, 1, 1):
+            probes.append(decision)
+    assert 100 < n < 200
+    assert len(probes) == 1000 // n
+    assert all(later - earlier >= n for earlier, later in zip(probes, probes[1:], strict=False))
