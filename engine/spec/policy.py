@@ -50,6 +50,8 @@ MIN_STEPS_FOR_FIT = 8
 # While the plain model says drafting does not pay, a probe (one speculating step) may cost at most
 # this share of the plain steps' time: see ``probe_interval``.
 PROBE_BUDGET = 0.03
+# Until the plain model has MIN_STEPS_FOR_FIT steps, one decision in this many runs a plain step.
+PLAIN_EXPLORE = 4
 
 
 class StepTimeModel:
@@ -176,7 +178,9 @@ class SpeculationPolicy:
         if best < MIN_GAIN or not self._worth(best, float(max(num_decodes, 1)), batch_tokens):
             return False
         if self.plain_step_time.time(batch_tokens) is None:
-            return True  # no plain step measured yet: the marginal rule alone
+            # No plain step measured yet: every PLAIN_EXPLORE-th step goes without drafts, so the
+            # comparison below gets its plain model even while the marginal rule drafts every step.
+            return self._clock % PLAIN_EXPLORE != 0
         # Each request's later positions priced like its first, as an uncalibrated draft would be.
         chains = {g: [g ** (i + 1) for i in range(self.max_draft_len)] for g in gains}
         _, expected, tokens = self._plan(chains, batch_tokens, num_decodes, counts=gains)

@@ -3,7 +3,13 @@ compute-bound, shorter drafts for unconfident proposals and for requests whose d
 rejected, a step-time fit that recovers a known line, and no drafts where a verify step costs more
 than the plain steps it would replace (with a rare probe)."""
 
-from engine.spec.policy import MIN_STEPS_FOR_FIT, PROBE_BUDGET, SpeculationPolicy, StepTimeModel
+from engine.spec.policy import (
+    MIN_STEPS_FOR_FIT,
+    PLAIN_EXPLORE,
+    PROBE_BUDGET,
+    SpeculationPolicy,
+    StepTimeModel,
+)
 from engine.spec.proposer import Draft
 
 
@@ -183,3 +189,12 @@ def test_with_speculation_off_a_probe_comes_at_most_once_every_n_decisions():
     assert 100 < n < 200
     assert len(probes) == 1000 // n
     assert all(later - earlier >= n for earlier, later in zip(probes, probes[1:], strict=False))
+
+
+def test_until_plain_steps_are_measured_some_steps_go_without_drafts_to_measure_them():
+    policy = SpeculationPolicy(5, step_time=_model(0.018, 0.00001))
+    verdicts = [policy.pays_at(1, 1, ["r"]) for _ in range(4 * PLAIN_EXPLORE)]
+    assert verdicts.count(False) == 4  # one plain step in PLAIN_EXPLORE while the plain model is empty
+    for _ in range(MIN_STEPS_FOR_FIT):
+        policy.plain_step_time.observe(1, 0.0043)
+    assert not any(policy.pays_at(1, 1, ["r"]) for _ in range(4 * PLAIN_EXPLORE))  # now: 18 ms verify loses
