@@ -28,6 +28,9 @@ TP_ALL_REDUCE_MODES = ("auto", "nccl", "symmetric")
 # Speculative decoding (engine/spec/): where drafts come from, and how long each one is.
 SPECULATIVE_METHODS = ("off", "ngram", "draft_model", "mtp")
 SPECULATIVE_SCHEDULING = ("confidence", "fixed")
+# Prefill/decode disaggregation: a prefill replica writes the KV of every finished request's full
+# blocks through to its tiers before it answers; a decode replica finds it there on admission.
+KV_ROLES = ("mixed", "prefill", "decode")
 # Without a memory probe on CPU we size the pool for every sequence at full length, capped so a
 # careless max_model_len cannot allocate gigabytes of host memory.
 CPU_MAX_DEFAULT_BLOCKS = 4096
@@ -102,6 +105,13 @@ class EngineConfig:
     )
     kv_tenant_quota_mib: int | None = setting(
         None, "most MiB of KV blocks one tenant (cache_salt) holds in each tier; unset: only the tier's size"
+    )
+    kv_role: str = setting(
+        "mixed",
+        "mixed: prefill and decode here; prefill: write each finished request's full KV blocks through "
+        "to the tiers (kv_shared_cache_dir) before answering, for a decode replica to onload; decode: "
+        "the replica a gateway sends requests to after a prefill replica (needs kv_shared_cache_dir)",
+        choices=KV_ROLES,
     )
     load_format: str = setting(
         "auto", "dummy: random weights (benchmarks of a config-only directory)", choices=LOAD_FORMATS
@@ -199,6 +209,11 @@ class EngineConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+        if self.kv_role != "mixed" and not (self.kv_shared_cache_dir and self.enable_prefix_caching):
+            raise ValueError(
+                f"kv_role {self.kv_role} needs kv_shared_cache_dir (the KV moves between prefill and "
+                "decode replicas through it) and prefix caching"
+            )
         if self.kv_tiers_enabled and self.tensor_parallel_size != 1:
             raise ValueError("KV tiers below the device pool work with tensor_parallel_size 1 only (for now)")
 

@@ -96,7 +96,12 @@ class EngineCore:
             specs = self.runner.kv_cache_specs()
             self.kv_tiers = build_tiered_kv(config, self.device, self.runner.kv_caches, specs)
         self.kv = KVCacheManager(
-            num_blocks, config.block_size, config.enable_prefix_caching, self.kv_events, self.kv_tiers
+            num_blocks,
+            config.block_size,
+            config.enable_prefix_caching,
+            self.kv_events,
+            self.kv_tiers,
+            write_through=config.kv_role == "prefill",
         )
         self.scheduler = Scheduler(self.kv, config.max_num_batched_tokens, config.max_num_seqs)
         self.async_scheduling = config.resolved_async_scheduling(self.device.type)

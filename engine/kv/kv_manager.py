@@ -39,8 +39,11 @@ class KVCacheManager:
         enable_caching: bool = True,
         events: KVEventLog | None = None,
         lower_tiers: TieredKV | None = None,
+        write_through: bool = False,
     ) -> None:
-        """``lower_tiers``: where evicted cached blocks go and prefix hits beyond the pool come from."""
+        """``lower_tiers``: where evicted cached blocks go and prefix hits beyond the pool come from;
+        ``write_through``: a finished request's computed full blocks go there at once (a prefill
+        replica's, for a decode replica to onload), not only on eviction."""
         if block_size <= 0:
             raise ValueError(f"block_size must be positive, got {block_size}")
         self.block_size = block_size
@@ -53,6 +56,7 @@ class KVCacheManager:
         self.prefix_cache_queries = 0  # tokens looked up
         self.prefix_cache_hits = 0  # tokens found
         self.lower_tiers = lower_tiers if enable_caching else None
+        self.write_through = write_through and self.lower_tiers is not None
         if self.lower_tiers is not None:
             self.pool.on_evict = self.lower_tiers.offload
 
@@ -123,6 +127,21 @@ class KVCacheManager:
         ids.extend(b.block_id for b in blocks[len(ids) :])
         self._cache_full_blocks(request, total_tokens)
         return True
+
+    def write_through_blocks(self, request: KVRequest, num_computed_tokens: int) -> int:
+        """With ``write_through``: write the request's cached full blocks whose KV is computed to every
+        tier that lacks them (synchronously: they are readable there when this returns). Returns
+        how many blocks the tiers now hold for it."""
+        if not self.write_through:
+            return 0
+        blocks = self._blocks.get(request.request_id, [])
+        written = 0
+        for block in blocks[: num_computed_tokens // self.block_size]:
+            if block.block_hash is None:  # a twin block holds the hash; it is written when its owner ends
+                break
+            self.lower_tiers.offload(block)
+            written += 1
+        return written
 
     def free(self, request: KVRequest) -> None:
         blocks = self._blocks.pop(request.request_id, [])

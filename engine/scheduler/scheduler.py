@@ -142,6 +142,8 @@ class Scheduler:
             except ValueError:
                 pass
         request.status = status
+        if status is not RequestStatus.FINISHED_ABORTED:  # an aborted request's KV may be unwritten
+            self.kv.write_through_blocks(request, request.num_computed_tokens)
         self.kv.free(request)
         return request
 

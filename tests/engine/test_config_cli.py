@@ -64,11 +64,15 @@ def _other_value(f: dataclasses.Field):
     return (f.default or 0) + 3
 
 
+# Settings a field's other value needs beside it to be valid.
+NEEDS = {"kv_role": {"kv_shared_cache_dir": "/var/cache/kv"}}
+
+
 @pytest.mark.parametrize("name", sorted(FIELDS - {"model_dir"}))
 def test_every_field_round_trips_through_its_flag(name):
     f = EngineConfig.__dataclass_fields__[name]
     value = _other_value(f)
-    args = serve_parser().parse_args(["/models/m", *option_flags({name: value})])
+    args = serve_parser().parse_args(["/models/m", *option_flags({**NEEDS.get(name, {}), name: value})])
     config = config_from_args(args)
     assert getattr(config, name) == value
     assert str(config.model_dir) == "/models/m"
