@@ -18,7 +18,7 @@ from engine.server.conversation import Conversation
 from engine.server.errors import APIError, bad_request
 from engine.server.metrics import ServerMetrics
 from engine.server.reasoning import ReasoningStyle, detect_style
-from engine.server.tool_parsers import PARSERS, ToolParser, detect_parser
+from engine.server.tool_parsers import PARSERS, ToolParser, call_format, detect_parser
 
 log = logging.getLogger("chassis.server")
 
@@ -48,6 +48,7 @@ class ServerState:
         )
         self.responses = ResponseStore(settings.response_store_size)
         self.parser_cls: type[ToolParser] | None = None
+        self.tool_call_format = "hermes"  # the layout forced and strict calls take (tool_parsers.call_format)
         self.token_text: TokenText | None = None
         self.reasoning: ReasoningStyle | None = None  # the checkpoint's reasoning format, if it reasons
         self.on_fatal: Callable[[], None] | None = None  # set by the CLI: stop the process
@@ -81,7 +82,9 @@ class ServerState:
             name = detect_parser(_vocab(tokenizer), _model_type(self.settings.model_dir))
         self.parser_cls = PARSERS[name]
         self.token_text = TokenText(tokenizer)
-        self.reasoning = detect_style(getattr(getattr(tokenizer, "hf", None), "chat_template", None))
+        template = getattr(getattr(tokenizer, "hf", None), "chat_template", None)
+        self.tool_call_format = call_format(name, template)
+        self.reasoning = detect_style(template)
         # A grammar waits for the end of the reasoning only when the end marker is one token.
         self.reasoning_end_token = self.reasoning is not None and self.reasoning.end_marker in _vocab(
             tokenizer

@@ -34,6 +34,18 @@ REPLY_PIECES = (
     "\n</tool_call>",
 )
 REPLY_TEXT = "".join(REPLY_PIECES)
+# The same call in DeepSeek-V3.1's layout (engine/server/tool_parsers/deepseek.py), its markers
+# tokens of their own as in DeepSeek's tokenizer.
+DEEPSEEK_REPLY_PIECES = (
+    "<｜tool▁calls▁begin｜>",
+    "<｜tool▁call▁begin｜>",
+    "get_weather",
+    "<｜tool▁sep｜>",
+    '{"city": "Par',
+    'is"}',
+    "<｜tool▁call▁end｜>",
+    "<｜tool▁calls▁end｜>",
+)
 END_OF_TURN = "<|im_end|>"
 GET_WEATHER_PARAMETERS = {
     "type": "object",
@@ -58,6 +70,14 @@ _SUCCESSOR_GAIN = 10.0  # lm_head weight of a scripted successor on its predeces
 def make_scripted_tool_call_model(out_dir: str | Path) -> Path:
     """Write the checkpoint into ``out_dir`` and return the directory (float32, qwen3, CPU-sized)."""
     return make_scripted_model(out_dir, REPLY_PIECES)
+
+
+def make_scripted_deepseek_tool_call_model(out_dir: str | Path) -> Path:
+    """The tool-calling checkpoint with DeepSeek's tool-call markers and a template that renders them."""
+    from importlib import resources
+
+    template = resources.files("engine.testing.tiny_templates").joinpath("deepseek_tools.jinja").read_text()
+    return make_scripted_model(out_dir, DEEPSEEK_REPLY_PIECES, chat_template=template)
 
 
 def make_scripted_model(

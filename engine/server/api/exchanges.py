@@ -48,7 +48,7 @@ class Exchange:
         if conversation is not None and conversation.tools:
             forced = conversation.tool_choice in ("required", "named")
             if spec is None or forced:
-                spec = structured.for_tools(conversation, self.state.parser_cls.name) or spec
+                spec = structured.for_tools(conversation, self.state.tool_call_format) or spec
         return spec
 
     def sampling(self, prompt_len: int, max_model_len: int) -> list[Any]:

@@ -10,6 +10,7 @@ from typing import Any
 
 from engine.server.conversation import Conversation, ToolSpec
 from engine.server.errors import bad_request, unsupported
+from engine.server.tool_parsers import deepseek
 from engine.structured.spec import StructuredSpec, check
 
 
@@ -95,14 +96,23 @@ def vllm_extras(req: Any) -> StructuredSpec | None:
     return checked(StructuredSpec("regex" if key == "regex" else "grammar", value), param)
 
 
-# Tool calls in each parser's format: the text before a call's arguments, and after them.
-def _call_frame(parser: str, name: str) -> tuple[str, str]:
+# Tool calls in each format (engine.server.tool_parsers.call_format): the text before a call's
+# arguments and after them, and what wraps the calls (DeepSeek's block markers).
+def _call_frame(fmt: str, name: str) -> tuple[str, str]:
     quoted = json.dumps(name)
-    if parser == "hermes":
+    if fmt == "hermes":
         return f'<tool_call>\n{{"name": {quoted}, "arguments": ', "}\n</tool_call>"
-    if parser == "llama3":
+    if fmt == "llama3":
         return f'{{"name": {quoted}, "parameters": ', "}"
-    raise unsupported("tool_choice", f"forced or strict tool calls in the '{parser}' tool-call format")
+    if fmt in ("deepseek", "deepseek_v3"):
+        return deepseek.call_frame(name, fenced=fmt == "deepseek_v3")
+    raise unsupported("tool_choice", f"forced or strict tool calls in the '{fmt}' tool-call format")
+
+
+def _calls_frame(fmt: str) -> tuple[str, str]:
+    if fmt in ("deepseek", "deepseek_v3"):
+        return deepseek.CALLS_BEGIN, deepseek.CALLS_END
+    return "", ""
 
 
 def _literal(text: str):
@@ -111,14 +121,15 @@ def _literal(text: str):
     return xgr.Grammar.from_ebnf(f"root ::= {json.dumps(text)}")  # EBNF strings take JSON's escapes
 
 
-def forced_tool_call(tools: list[ToolSpec], name: str | None, parser: str) -> StructuredSpec:
-    """Exactly one call, of the named tool or of any tool, its arguments valid for its schema."""
+def forced_tool_call(tools: list[ToolSpec], name: str | None, fmt: str) -> StructuredSpec:
+    """Exactly one call, of the named tool or of any tool, its arguments valid for its schema
+    (so ``parallel_tool_calls`` false holds too)."""
     import xgrammar as xgr
 
     chosen = [t for t in tools if name is None or t.name == name]
     grammars = []
     for tool in chosen:
-        begin, end = _call_frame(parser, tool.name)
+        begin, end = _call_frame(fmt, tool.name)
         try:
             arguments = xgr.Grammar.from_json_schema(json.dumps(tool.parameters), strict_mode=True)
         except (RuntimeError, ValueError) as exc:
@@ -127,29 +138,34 @@ def forced_tool_call(tools: list[ToolSpec], name: str | None, parser: str) -> St
             ) from exc
         grammars.append(xgr.Grammar.concat(_literal(begin), arguments, _literal(end)))
     grammar = grammars[0] if len(grammars) == 1 else xgr.Grammar.union(*grammars)
+    opening, closing = _calls_frame(fmt)
+    if opening:
+        grammar = xgr.Grammar.concat(_literal(opening), grammar, _literal(closing))
     return checked(StructuredSpec("grammar", str(grammar)), "tools")
 
 
-def strict_tools(tools: list[ToolSpec], parser: str) -> StructuredSpec | None:
+def strict_tools(tools: list[ToolSpec], fmt: str) -> StructuredSpec | None:
     """Free text, but every call of a ``strict`` tool has arguments valid for its schema."""
     strict = [t for t in tools if t.strict]
     if not strict:
         return None
-    if parser != "hermes":
-        raise unsupported("tools.strict", f"strict tools with the '{parser}' tool-call format")
+    triggers = {"hermes": "<tool_call>", "deepseek": deepseek.CALL_BEGIN, "deepseek_v3": deepseek.CALL_BEGIN}
+    if fmt not in triggers:
+        raise unsupported("tools.strict", f"strict tools with the '{fmt}' tool-call format")
     tags = []
     for tool in strict:
-        begin, end = _call_frame(parser, tool.name)
+        begin, end = _call_frame(fmt, tool.name)
         tags.append({"begin": begin, "schema": json.dumps(tool.parameters), "end": end})
     return checked(
-        StructuredSpec("structural_tag", json.dumps({"tags": tags, "triggers": ["<tool_call>"]})), "tools"
+        StructuredSpec("structural_tag", json.dumps({"tags": tags, "triggers": [triggers[fmt]]})), "tools"
     )
 
 
-def for_tools(conversation: Conversation, parser: str) -> StructuredSpec | None:
+def for_tools(conversation: Conversation, fmt: str) -> StructuredSpec | None:
+    """``fmt``: the checkpoint's tool-call format (``engine.server.tool_parsers.call_format``)."""
     if not conversation.tools or conversation.tool_choice in ("auto", "none"):
-        return strict_tools(conversation.tools, parser) if conversation.tools else None
-    return forced_tool_call(conversation.tools, conversation.forced_tool, parser)
+        return strict_tools(conversation.tools, fmt) if conversation.tools else None
+    return forced_tool_call(conversation.tools, conversation.forced_tool, fmt)
 
 
 def tool_choice(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from engine.server.tool_parsers.base import ParsedDelta, ToolCall, ToolParser
-from engine.server.tool_parsers.deepseek import CALLS_BEGIN, DeepSeekToolParser
+from engine.server.tool_parsers.deepseek import CALLS_BEGIN, DeepSeekToolParser, fenced_layout
 from engine.server.tool_parsers.hermes import HermesToolParser
 from engine.server.tool_parsers.llama3 import PYTHON_TAG, Llama3JsonToolParser
 
@@ -27,11 +27,20 @@ def detect_parser(vocab: dict[str, int] | None, model_type: str = "") -> str:
     return "hermes"
 
 
+def call_format(parser: str, chat_template: str | None) -> str:
+    """The layout forced and strict tool calls are written in: the parser's name, or
+    ``deepseek_v3`` for DeepSeek templates that fence the arguments (``deepseek`` is V3.1's)."""
+    if parser == "deepseek" and fenced_layout(chat_template):
+        return "deepseek_v3"
+    return parser
+
+
 __all__ = [
     "CHOICES",
     "PARSERS",
     "ParsedDelta",
     "ToolCall",
     "ToolParser",
+    "call_format",
     "detect_parser",
 ]

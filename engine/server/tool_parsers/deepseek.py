@@ -16,6 +16,19 @@ CALL_BEGIN = "<｜tool▁call▁begin｜>"
 CALL_END = "<｜tool▁call▁end｜>"
 SEP = "<｜tool▁sep｜>"
 
+
+def call_frame(name: str, fenced: bool) -> tuple[str, str]:
+    """The text around one call's JSON arguments: V3's fenced layout, or V3.1's."""
+    if fenced:
+        return f"{CALL_BEGIN}function{SEP}{name}\n```json\n", f"\n```{CALL_END}"
+    return f"{CALL_BEGIN}{name}{SEP}", CALL_END
+
+
+def fenced_layout(chat_template: str | None) -> bool:
+    """Whether the checkpoint's template writes V3's fenced calls (V3, R1) rather than V3.1's."""
+    return "```json" in (chat_template or "")
+
+
 _FENCED = re.compile(r"^\s*(?P<name>[^\n]+?)\s*\n\s*```(?:json)?\s*\n(?P<args>.*?)\n?\s*```\s*$", re.DOTALL)
 
 

@@ -51,8 +51,42 @@ def test_tool_constraints_follow_tool_choice_and_strict():
     assert "get_weather" in required.value and "noop" in required.value
     assert structured.for_tools(Conversation(tools=tools[1:]), "hermes") is None  # no strict tool
     with pytest.raises(APIError) as info:
-        structured.for_tools(Conversation(tools=tools, tool_choice="required"), "deepseek")
+        structured.for_tools(Conversation(tools=tools, tool_choice="required"), "nope")
     assert info.value.param == "tool_choice"
+
+
+V31_CALL = "<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{RAW}<｜tool▁call▁end｜>"
+V3_CALL = "<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{RAW}\n```<｜tool▁call▁end｜>"
+
+
+@pytest.mark.parametrize(("fmt", "call", "template"), [
+    ("deepseek", V31_CALL, "{{ call.function.name }}<｜tool▁sep｜>"),
+    ("deepseek_v3", V3_CALL, "'<｜tool▁sep｜>' + tool['function']['name'] + '\\n' + '```json'"),
+])  # fmt: skip
+def test_forced_deepseek_calls_are_one_block_the_parser_reads(fmt, call, template):
+    from xgrammar.testing import _is_grammar_accept_string
+
+    from engine.server.tool_parsers import call_format
+
+    assert call_format("deepseek", template) == fmt
+    tools = [ToolSpec("get_weather", "", {**ARGS, "additionalProperties": False}), ToolSpec("noop", "", {})]
+    required = structured.for_tools(Conversation(tools=tools, tool_choice="required"), fmt)
+    named = structured.for_tools(Conversation(tools=tools, tool_choice="named", forced_tool="noop"), fmt)
+    one = "<｜tool▁calls▁begin｜>" + call.replace("{RAW}", '{"city": "Oslo"}') + "<｜tool▁calls▁end｜>"
+    assert _is_grammar_accept_string(required.value, one)
+    assert not _is_grammar_accept_string(named.value, one)  # the named tool only
+    assert not _is_grammar_accept_string(required.value, one.replace("city", "town"))
+    two = one.replace(
+        "<｜tool▁calls▁end｜>", call.replace("{RAW}", '{"city": "Rome"}') + "<｜tool▁calls▁end｜>"
+    )
+    assert not _is_grammar_accept_string(required.value, two)  # exactly one call
+    assert not _is_grammar_accept_string(required.value, "Sure. " + one)
+    [parsed] = PARSERS["deepseek"]().parse(one).tool_calls
+    assert parsed.name == "get_weather" and json.loads(parsed.arguments) == {"city": "Oslo"}
+    strict = structured.for_tools(Conversation(tools=[ToolSpec("get_weather", "", ARGS, strict=True)]), fmt)
+    assert strict.kind == "structural_tag" and json.loads(strict.value)["triggers"] == [
+        "<｜tool▁call▁begin｜>"
+    ]
 
 
 def test_parallel_tool_calls_false_keeps_the_first_call():
