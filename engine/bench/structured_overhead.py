@@ -12,7 +12,11 @@ One process, one random-weight model (``engine.bench.random_arch``, default Llam
   whose rows are constrained overlaps only up to its sampling (its masks wait for the step in flight
   to be read), so the unconstrained batch also runs with async scheduling off, for reference.
 * TTFT: one request at a time on an idle engine, unconstrained, with a schema never seen before
-  (compiled on the critical path) and with that schema again (a cache hit), p50 of each.
+  (compiled on the critical path) and with that schema again (a cache hit). Each round runs the new
+  schema first, then the unconstrained request and the cache hit in alternating order; what a schema
+  adds is the p50 over rounds of the round's difference to its unconstrained request (paired, so a
+  drift of the host's speed over the run cancels out). Where a request's time goes is split into
+  its admission (``prepare`` and ``add``: the schema check and the cache lookup) and the steps.
 
 Random weights carry no text, so the grammars need a real tokenizer: by default the SmolLM2 GGUF's
 (``engine.testing.smollm2``, 49,152 tokens), whose ids are the first ones of the model's larger
@@ -31,6 +35,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from engine.config_cli import OptionError
 from measurement import Summary
 
 STEP_OVERHEAD_GOAL = 1.05  # structured mean step time / unconstrained
@@ -62,8 +67,14 @@ class Report:
     ttft_p50_ms_unconstrained: float
     ttft_p50_ms_new_schema: float
     ttft_p50_ms_cache_hit: float
-    ttft_added_ms_new_schema: float
+    ttft_added_ms_new_schema: float  # p50 of the paired differences (see the module's docstring)
     ttft_added_ms_cache_hit: float
+    # Of the TTFT: the request's admission (prepare + add), p50.
+    admission_p50_ms_unconstrained: float
+    admission_p50_ms_cache_hit: float
+    # The constrained TTFT requests' apply_grammars calls (one per request): host ms, device ms.
+    ttft_grammar_host_ms_per_call: float
+    ttft_grammar_device_ms_per_call: float | None
     # Of the admission: the spec checked (converted to a grammar) on every request, cache hit or not.
     schema_check_ms_p50: float
     goals: dict = field(default_factory=dict)  # name -> passed
@@ -108,7 +119,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--requests",
         type=int,
-        default=20,
+        default=40,
         help="TTFT: requests of each kind (unconstrained, new schema, cached schema) (default: %(default)s)",
     )
     parser.add_argument("--prompt-len", type=int, default=64, help="prompt tokens (default: %(default)s)")
@@ -129,7 +140,9 @@ def write_model_dir(arch: str, tokenizer_source: Path, out_dir: Path) -> tuple[P
     config = hf_config(arch)
     hf = Tokenizer(tokenizer_source).hf
     if len(hf) > config["vocab_size"]:
-        raise ValueError(f"the tokenizer has {len(hf)} tokens, more than {arch}'s {config['vocab_size']}")
+        raise OptionError(
+            f"--tokenizer has {len(hf)} tokens, more than --random-arch {arch}'s {config['vocab_size']}"
+        )
     config["bos_token_id"] = hf.bos_token_id
     config["eos_token_id"] = hf.eos_token_id
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -299,27 +312,41 @@ def count_valid(outputs: list[list[int]], schemas: list[dict], tokenizer) -> tup
     return complete, valid
 
 
-def _ttft(core, prompt: list[int], params) -> float:
+def _ttft(core, prompt: list[int], params) -> tuple[float, float]:
+    """(TTFT, of which admission) in seconds, for one request on the idle engine."""
     started = time.perf_counter()
     rid = core.add(core.prepare(prompt, params))
+    admitted = time.perf_counter() - started
     first = None
     while core.has_unfinished():
         for out in core.step():
             if out.request_id == rid and out.new_token_ids and first is None:
                 first = time.perf_counter() - started
-    return first
+    return first, admitted
 
 
-def measure_ttft(core, prompts, specs, params_of) -> dict[str, list[float]]:
-    """TTFT (ms) per kind; request i of each kind runs back to back on the idle engine (three prompts
-    per schema), the cache hit right after the compile of the same schema."""
-    times: dict[str, list[float]] = {"unconstrained": [], "new_schema": [], "cache_hit": []}
+KINDS = ("unconstrained", "new_schema", "cache_hit")
+
+
+def measure_ttft(core, prompts, specs, params_of) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """(TTFT ms, admission ms) per kind, one round per schema (three prompts each): the new schema
+    first, then the unconstrained request and the cache hit of the same schema, their order
+    alternating from round to round."""
+    ttft: dict[str, list[float]] = {kind: [] for kind in KINDS}
+    admission: dict[str, list[float]] = {kind: [] for kind in KINDS}
     for i, spec in enumerate(specs):
         free, new, hit = prompts[3 * i : 3 * i + 3]
-        times["unconstrained"].append(_ttft(core, free, params_of(None)) * 1e3)
-        times["new_schema"].append(_ttft(core, new, params_of(spec)) * 1e3)
-        times["cache_hit"].append(_ttft(core, hit, params_of(spec)) * 1e3)
-    return times
+        runs = [("unconstrained", free, None), ("cache_hit", hit, spec)]
+        for kind, prompt, structured in [("new_schema", new, spec)] + (runs if i % 2 == 0 else runs[::-1]):
+            first, admitted = _ttft(core, prompt, params_of(structured))
+            ttft[kind].append(first * 1e3)
+            admission[kind].append(admitted * 1e3)
+    return ttft, admission
+
+
+def paired_added_ms(ttft: dict[str, list[float]], kind: str) -> float:
+    """p50 over rounds of what ``kind`` added to its round's unconstrained TTFT."""
+    return Summary.of([t - free for t, free in zip(ttft[kind], ttft["unconstrained"], strict=True)]).p50
 
 
 def run_bench(args: argparse.Namespace) -> Report:
@@ -328,7 +355,7 @@ def run_bench(args: argparse.Namespace) -> Report:
 
     for name in ("batch_size", "steps", "requests", "prompt_len"):
         if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
+            raise OptionError(f"--{name.replace('_', '-')} must be >= 1")
     tokenizer_source = args.tokenizer
     if tokenizer_source is None:
         from engine.testing.smollm2 import smollm2_path
@@ -422,8 +449,11 @@ def _measure(core, args: argparse.Namespace, tokenizer_vocab: int, max_tokens: i
 
     ttft_specs = [StructuredSpec.json_schema(s) for s in ttft_schemas]
     measure_ttft(core, ttft_prompts[:3], ttft_specs[-1:], params_of)  # warm-up
-    ttft = measure_ttft(core, ttft_prompts[3:], ttft_specs[: args.requests], params_of)
+    ttft_timer = GrammarTimer(core.device)
+    with ttft_timer.installed():
+        ttft, admission = measure_ttft(core, ttft_prompts[3:], ttft_specs[: args.requests], params_of)
     p50 = {kind: Summary.of(values).p50 for kind, values in ttft.items()}
+    admission_p50 = {kind: Summary.of(values).p50 for kind, values in admission.items()}
     checks = []
     for spec in ttft_specs:
         started = time.perf_counter()
@@ -451,8 +481,12 @@ def _measure(core, args: argparse.Namespace, tokenizer_vocab: int, max_tokens: i
         ttft_p50_ms_unconstrained=p50["unconstrained"],
         ttft_p50_ms_new_schema=p50["new_schema"],
         ttft_p50_ms_cache_hit=p50["cache_hit"],
-        ttft_added_ms_new_schema=p50["new_schema"] - p50["unconstrained"],
-        ttft_added_ms_cache_hit=p50["cache_hit"] - p50["unconstrained"],
+        ttft_added_ms_new_schema=paired_added_ms(ttft, "new_schema"),
+        ttft_added_ms_cache_hit=paired_added_ms(ttft, "cache_hit"),
+        admission_p50_ms_unconstrained=admission_p50["unconstrained"],
+        admission_p50_ms_cache_hit=admission_p50["cache_hit"],
+        ttft_grammar_host_ms_per_call=ttft_timer.host_s / max(ttft_timer.calls, 1) * 1e3,
+        ttft_grammar_device_ms_per_call=ttft_timer.device_ms(),
         schema_check_ms_p50=Summary.of(checks).p50,
     )
 
@@ -482,11 +516,15 @@ def format_report(r: Report) -> str:
         f"{'TTFT p50 ms, unconstrained':<44}{r.ttft_p50_ms_unconstrained:>12.3f}",
         f"{'TTFT p50 ms, new schema':<44}{r.ttft_p50_ms_new_schema:>12.3f}",
         f"{'TTFT p50 ms, cached schema':<44}{r.ttft_p50_ms_cache_hit:>12.3f}",
-        f"{'  added by a new schema, ms':<44}{r.ttft_added_ms_new_schema:>12.3f}  "
+        f"{'  added by a new schema (paired p50), ms':<44}{r.ttft_added_ms_new_schema:>12.3f}  "
         f"{'<= ' + str(NEW_SCHEMA_GOAL_MS):<10}{verdict('ttft_added_ms_new_schema'):>5}",
-        f"{'  added by a cached schema, ms':<44}{r.ttft_added_ms_cache_hit:>12.3f}  "
+        f"{'  added by a cached schema (paired p50), ms':<44}{r.ttft_added_ms_cache_hit:>12.3f}  "
         f"{'<= ' + str(CACHE_HIT_GOAL_MS):<10}{verdict('ttft_added_ms_cache_hit'):>5}",
         f"{'    the schema check (every request), p50 ms':<44}{r.schema_check_ms_p50:>12.3f}",
+        f"{'    admission p50 ms, unconstrained / hit':<44}{r.admission_p50_ms_unconstrained:>12.3f}"
+        f" / {r.admission_p50_ms_cache_hit:.3f}",
+        f"{'    first mask, host / device ms per request':<44}{r.ttft_grammar_host_ms_per_call:>12.3f}"
+        f" / {'-' if r.ttft_grammar_device_ms_per_call is None else f'{r.ttft_grammar_device_ms_per_call:.3f}'}",
     ]
     return "\n".join(lines)
 
