@@ -31,6 +31,27 @@ ARCHITECTURES: dict[str, dict] = {
         "eos_token_id": 2,
         "torch_dtype": "float32",
     },
+    # SmolLM2-135M-Instruct's shape (the demo model, as its GGUF's metadata gives it): the CPU
+    # benchmark on a machine where the GGUF file is not installed.
+    "smollm2-135m": {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 576,
+        "intermediate_size": 1536,
+        "num_hidden_layers": 30,
+        "num_attention_heads": 9,
+        "num_key_value_heads": 3,
+        "head_dim": 64,
+        "vocab_size": 49152,
+        "max_position_embeddings": 8192,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 100000.0,
+        "tie_word_embeddings": True,
+        "hidden_act": "silu",
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "torch_dtype": "float32",
+    },
     "llama-3.1-8b": {
         "architectures": ["LlamaForCausalLM"],
         "model_type": "llama",

@@ -5,6 +5,8 @@
 #   kv-tiers    issue 21 item 3: chassis bench kv-tiers (8k-token TTFT from host / disk vs recompute, bandwidths)
 #   structured  issue 19 item 4: chassis bench structured (batch-64 step overhead, schema compile TTFT)
 #   spec-llama, spec-deepseek   issue 18 item 4: chassis bench speculative --grid (oracle drafts of known acceptance)
+#   cpu-smollm2 issue 15: the CPU engine vs transformers on SmolLM2-135M's shape (random weights: the GGUF
+#               does not travel), pinned to 2 of the host's cores (taskset), on an otherwise idle machine
 #
 # Usage on the device machine, from the repo root, carry [".whl", ".gpucarry"]:
 #   bash scripts/gpu/run_open_items.sh [--budget SECONDS] STEP...
@@ -23,7 +25,7 @@ STEPS=()
 while (($#)); do
   case "$1" in
     --budget) BUDGET="$2"; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) STEPS+=("$1"); shift ;;
   esac
 done
@@ -69,6 +71,9 @@ for step in "${STEPS[@]}"; do
     spec-deepseek) run_step spec-deepseek 230 python3 -m engine.bench.speculative --grid \
         --random-arch deepseek-v2-lite --device cuda --acceptance 0.2 0.5 0.8 0.9 --batch-sizes 1 16 64 128 256 \
         --draft-lengths 1 2 3 4 5 --max-tokens 64 --time-budget 215 --json "$OUT/spec_grid_deepseek.json" ;;
+    cpu-smollm2) run_step cpu-smollm2 240 taskset -c 0,1 python3 -m chassis bench engine --random-arch smollm2-135m \
+        --device cpu --dtype float32 --workload static-batch --compare hf --static-batch-sizes 1,16 \
+        --static-prompt-len 32 --static-output-len 64 --json "$OUT/cpu_smollm2.json" ;;
     *) echo "run_open_items.sh: unknown step $step" | tee -a "$LOG"; status=2 ;;
   esac
 done
