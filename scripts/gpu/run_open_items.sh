@@ -25,7 +25,7 @@ STEPS=()
 while (($#)); do
   case "$1" in
     --budget) BUDGET="$2"; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set /{/^#/p}' "$0"; exit 0 ;;
     *) STEPS+=("$1"); shift ;;
   esac
 done
