@@ -158,7 +158,9 @@ class EngineCore:
         )
         if params.structured is not None:
             check_structured(params.structured)  # ValueError (a 400) before the request is admitted
-            request.grammar = self.grammar_pool().grammar_for(params.structured)
+        if params.structured is not None or params.thinking_budget is not None:
+            # A thinking budget rides on the grammar state: the same step forces its end marker.
+            request.grammar = self.grammar_pool().grammar_for(params.structured, params.thinking_budget)
         detokenizer = IncrementalDetokenizer(
             self.tokenizer.backend, params.skip_special_tokens, params.stop, params.include_stop_str_in_output
         )

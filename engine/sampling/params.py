@@ -11,6 +11,23 @@ MAX_LOGPROBS = 20
 GREEDY_BELOW = 1e-5
 
 
+@dataclass(frozen=True)
+class ThinkingBudget:
+    """At most ``tokens`` tokens inside the reasoning block; then ``end`` (one token, e.g. ``</think>``)
+    is forced as the next token and the answer follows. ``start``: the token the reply opens the block
+    with (Qwen3's ``<think>``), counting starts after it; None: the prompt opened the block (R1)."""
+
+    tokens: int
+    end: str
+    start: str | None = None
+
+    def __post_init__(self) -> None:
+        if not _is_int(self.tokens) or self.tokens < 1:
+            raise ValueError(f"thinking_budget.tokens must be an integer >= 1, got {self.tokens!r}")
+        if not isinstance(self.end, str) or not self.end:
+            raise ValueError("thinking_budget.end must be the reasoning end marker")
+
+
 @dataclass
 class SamplingParams:
     max_tokens: int | None = 16  # None: up to max_model_len
@@ -30,6 +47,7 @@ class SamplingParams:
     skip_special_tokens: bool = True
     include_stop_str_in_output: bool = False
     structured: Any = None  # engine.structured.spec.StructuredSpec: the grammar the output must match
+    thinking_budget: ThinkingBudget | None = None  # reasoning tokens allowed before the end is forced
 
     def __post_init__(self) -> None:
         if isinstance(self.stop, str):
@@ -65,6 +83,8 @@ class SamplingParams:
             raise ValueError(f"min_tokens must be an integer >= 0, got {self.min_tokens!r}")
         if self.max_tokens is not None and self.min_tokens > self.max_tokens:
             raise ValueError(f"min_tokens ({self.min_tokens}) must not exceed max_tokens ({self.max_tokens})")
+        if self.thinking_budget is not None and not isinstance(self.thinking_budget, ThinkingBudget):
+            raise ValueError(f"thinking_budget must be a ThinkingBudget, got {self.thinking_budget!r}")
         if self.logprobs is not None and (
             not _is_int(self.logprobs) or not 0 <= self.logprobs <= MAX_LOGPROBS
         ):

@@ -6,6 +6,7 @@ from functools import partial
 
 from fastapi import APIRouter, Depends, Request
 
+from engine.sampling.params import ThinkingBudget
 from engine.server.api import anthropic_messages
 from engine.server.api.common import check_model, new_id, now
 from engine.server.api.exchanges import (
@@ -15,7 +16,7 @@ from engine.server.api.exchanges import (
     MessageExchange,
     ResponseExchange,
 )
-from engine.server.errors import APIError, as_api_error
+from engine.server.errors import APIError, as_api_error, bad_request
 from engine.server.generation import collect, generate_choices
 from engine.server.http import ClientGone, parse_body, require_api_key, server_state, sse, unless_disconnected
 from engine.server.protocol.anthropic import CountTokensRequest
@@ -55,6 +56,18 @@ async def retrieve_model(request: Request, model_id: str) -> dict:
     return _model_card(state, check_model(model_id, state.settings.served_model_names))
 
 
+def thinking_budget(state: ServerState, tokens: int, opens: bool, param: str) -> ThinkingBudget:
+    """The engine's budget: ``tokens`` inside the block, counted from the prompt's ``<think>`` or
+    from the one the reply opens (Qwen3); a 400 when the end marker is not one token."""
+    if not state.reasoning_end_token:
+        raise bad_request(
+            f"{param}: this model's reasoning end marker {state.reasoning.end_marker!r} is not one token, "
+            "so a thinking budget cannot be enforced.",
+            param=param,
+        )
+    return ThinkingBudget(tokens, state.reasoning.end_marker, None if opens else REASONING_START)
+
+
 async def _generate(request: Request, kind: type[Exchange]):
     """The one path of every generating API: parse, check the model, admit, prompt, generate, then
     stream the answer or collect it whole."""
@@ -66,14 +79,18 @@ async def _generate(request: Request, kind: type[Exchange]):
     prompt, use_tools = exchange.prompt(engine)
     params = exchange.sampling(len(prompt), engine.max_model_len)
     spec = exchange.constraint()
-    make_reasoning = None
+    budget_tokens, budget_param = exchange.thinking_budget()
+    make_reasoning, budget = None, None
     if exchange.thinks:
         opens = engine.tokenizer.decode(prompt[-16:]).rstrip().endswith(REASONING_START)
         make_reasoning = partial(ReasoningParser, opens)
         if spec is not None and state.reasoning_end_token:
             spec = spec.after_reasoning(state.reasoning.end_marker)
+        if budget_tokens is not None:
+            budget = thinking_budget(state, budget_tokens, opens, budget_param)
     for p in params:
         p.structured = spec
+        p.thinking_budget = budget
     parser = state.parser_cls if use_tools else None
     if parser is not None and not exchange.conversation.parallel_tool_calls:
         parser = first_call_only(parser)

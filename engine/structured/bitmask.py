@@ -86,5 +86,18 @@ def apply_grammars(logits: torch.Tensor, requests: list, masks: GrammarMasks) ->
         # Free rows allow every token, so the whole batch is masked without an index list (which the
         # apply kernel would copy to the device from pageable memory).
         mask.fill_(-1)
-    masks.fill([requests[row].grammar.matcher for row in rows], mask, rows)
+    forced = {row: requests[row].grammar.forced_token for row in rows}
+    matched = [row for row in rows if forced[row] is None]
+    if matched:
+        masks.fill([requests[row].grammar.matcher for row in matched], mask, matched)
+    for row, token in forced.items():
+        if token is not None:
+            allow_only(mask[row], token)
     xgr.apply_token_bitmask_inplace(logits, masks.to_device(mask))
+
+
+def allow_only(row: torch.Tensor, token_id: int) -> None:
+    """Set a bitmask row (int32 words, bit i of word j is token 32 j + i) to allow one token."""
+    row.zero_()
+    bit = 1 << (token_id % 32)
+    row[token_id // 32] = bit - (1 << 32) if bit >= 1 << 31 else bit

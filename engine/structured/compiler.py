@@ -10,8 +10,10 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from engine.sampling.params import ThinkingBudget
 from engine.structured.grammar import RequestGrammar
 from engine.structured.spec import StructuredSpec, to_grammar
+from engine.structured.thinking_budget import BudgetCounter
 
 CACHE_SIZE = 1024  # compiled grammars kept (oldest dropped first)
 
@@ -43,13 +45,24 @@ class GrammarCompilerPool:
                     self._cache.pop(next(iter(self._cache)))
             return future
 
-    def grammar_for(self, spec: StructuredSpec) -> RequestGrammar:
-        end_id = None
-        if spec.reasoning_end is not None:
+    def grammar_for(
+        self, spec: StructuredSpec | None, budget: ThinkingBudget | None = None
+    ) -> RequestGrammar:
+        """A request's grammar state: its spec's grammar (None: no grammar, only a thinking budget)."""
+        end_id, counter = None, None
+        if spec is not None and spec.reasoning_end is not None:
             end_id = self._vocab.get(spec.reasoning_end)
             if end_id is None:
                 raise ValueError(f"the reasoning end marker {spec.reasoning_end!r} is not one token")
-        return RequestGrammar(self.compiled(spec), self.vocab_size, end_id)
+        if budget is not None:
+            counter = BudgetCounter.from_budget(budget, self._vocab)
+            end_id = counter.end_id
+        if spec is None:
+            compiled: Future = Future()
+            compiled.set_result(None)
+        else:
+            compiled = self.compiled(spec)
+        return RequestGrammar(compiled, self.vocab_size, end_id, counter)
 
     def _compile(self, spec: StructuredSpec):
         return self._compiler.compile_grammar(to_grammar(spec))

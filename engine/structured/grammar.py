@@ -4,17 +4,32 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 
+from engine.structured.thinking_budget import BudgetCounter
+
 
 class RequestGrammar:
     """``reasoning_end_id``: the grammar starts to apply once the model has sampled this token (the
-    end of its reasoning); until then the request samples freely."""
+    end of its reasoning); until then the request samples freely. ``budget``: a thinking budget, which
+    forces that token once spent. ``compiled`` may hold None: a budget without a grammar."""
 
-    def __init__(self, compiled: Future, vocab_size: int, reasoning_end_id: int | None = None) -> None:
+    def __init__(
+        self,
+        compiled: Future,
+        vocab_size: int,
+        reasoning_end_id: int | None = None,
+        budget: BudgetCounter | None = None,
+    ) -> None:
         self._compiled = compiled
         self._matcher = None
         self.vocab_size = vocab_size
         self.reasoning_end_id = reasoning_end_id
         self.in_reasoning = reasoning_end_id is not None
+        self.budget = budget
+
+    @property
+    def forced_token(self) -> int | None:
+        """The one token this step may sample (a spent thinking budget's end marker), or None."""
+        return None if self.budget is None else self.budget.forced_token
 
     @property
     def ready(self) -> bool:
@@ -30,11 +45,15 @@ class RequestGrammar:
     @property
     def active(self) -> bool:
         """Whether this step's token is constrained."""
+        if self.forced_token is not None:
+            return True
         return not self.in_reasoning and self.matcher is not None and not self._matcher.is_terminated()
 
     @property
     def matcher(self):
         if self._matcher is None and self._compiled.done() and self._compiled.exception() is None:
+            if self._compiled.result() is None:
+                return None
             import xgrammar as xgr
 
             self._matcher = xgr.GrammarMatcher(self._compiled.result())
@@ -42,6 +61,8 @@ class RequestGrammar:
 
     def accept(self, token_id: int) -> bool:
         """Advance past a sampled token; False when the grammar refuses it."""
+        if self.budget is not None:
+            self.budget.accept(token_id)
         if self.in_reasoning:
             if token_id == self.reasoning_end_id:
                 self.in_reasoning = False
@@ -55,6 +76,8 @@ class RequestGrammar:
         """The matcher when ``accept`` would only pass the token to it (past reasoning, compiled,
         not terminated), else None: such tokens may be accepted in a batch (``accept_tokens``)."""
         if self.in_reasoning or self.matcher is None or self._matcher.is_terminated():
+            return None
+        if self.budget is not None and self.budget.state == "counting":
             return None
         return self._matcher
 

@@ -293,3 +293,16 @@ def thinking_request(req: MessagesRequest) -> tuple[bool | None, str]:
     if kind not in ("enabled", "disabled"):
         raise bad_request("thinking.type must be 'enabled' or 'disabled'.", param="thinking.type")
     return kind == "enabled", "thinking"
+
+
+def thinking_budget(req: MessagesRequest) -> int | None:
+    """``thinking.budget_tokens`` of enabled thinking: an integer >= 1 and below ``max_tokens``, as
+    Anthropic asks (its minimum of 1024 is not imposed, so small local models can use small budgets)."""
+    if req.thinking is None or req.thinking.get("type") != "enabled":
+        return None
+    budget, param = req.thinking.get("budget_tokens"), "thinking.budget_tokens"
+    if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1:
+        raise bad_request(f"{param} must be an integer >= 1, got {budget!r}.", param=param)
+    if budget >= req.max_tokens:
+        raise bad_request(f"{param} ({budget}) must be less than max_tokens ({req.max_tokens}).", param=param)
+    return budget

@@ -54,6 +54,10 @@ class Exchange:
     def sampling(self, prompt_len: int, max_model_len: int) -> list[Any]:
         return self.api.sampling(self.req, prompt_len, max_model_len)
 
+    def thinking_budget(self) -> tuple[int | None, str]:
+        """The reasoning tokens the request allows (None: unbounded), and the field that says so."""
+        return None, ""
+
     @property
     def n(self) -> int:
         return 1
@@ -90,6 +94,9 @@ class OpenAIExchange(Exchange):
 class ChatExchange(OpenAIExchange):
     request_type, id_prefix, api = ChatCompletionRequest, "chat-", openai_chat
 
+    def thinking_budget(self) -> tuple[int | None, str]:
+        return self.req.thinking_token_budget, "thinking_token_budget"  # vLLM's field
+
 
 class CompletionExchange(OpenAIExchange):
     request_type, id_prefix, api = CompletionRequest, "cmpl-", completions
@@ -100,6 +107,9 @@ class CompletionExchange(OpenAIExchange):
 
 class MessageExchange(Exchange):
     request_type, id_prefix, api = MessagesRequest, "msg-", anthropic_messages
+
+    def thinking_budget(self) -> tuple[int | None, str]:
+        return anthropic_messages.thinking_budget(self.req), "thinking.budget_tokens"
 
     def stream(self, events: AsyncIterator[ChoiceEvent]) -> AsyncIterator[str]:
         return anthropic_messages.stream_response(self.model, events)

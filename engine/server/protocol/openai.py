@@ -91,6 +91,8 @@ class ChatCompletionRequest(SamplingFields):
     function_call: Any | None = None
     # vLLM's: extra variables for the chat template (e.g. enable_thinking).
     chat_template_kwargs: dict[str, Any] | None = None
+    # vLLM's: at most this many reasoning tokens, then the reasoning end marker is forced.
+    thinking_token_budget: int | None = Field(None, ge=1)
 
 
 class CompletionRequest(SamplingFields):

@@ -71,6 +71,7 @@ OUTPUT_CHANGING: dict[str, tuple[Any, ...]] = {
     "thinking": (),
     "reasoning": (),
     "reasoning_effort": (),
+    "thinking_token_budget": (),
     # What the answer holds.
     "logprobs": (False,),
     "top_logprobs": (0,),

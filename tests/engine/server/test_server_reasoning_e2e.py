@@ -12,6 +12,8 @@ import pytest
 
 from engine.testing.scripted_thinking import (
     ANSWER,
+    QWEN3_PIECES,
+    R1_PIECES,
     REASONING,
     make_qwen3_thinking_model,
     make_r1_thinking_model,
@@ -122,3 +124,65 @@ def test_grammar_applies_after_the_reasoning(thinking):
         assert isinstance(json.loads(choice["message"]["content"]), dict)
     else:
         assert choice["finish_reason"] == "length"
+
+
+def _reasoning_pieces(style: str) -> tuple[str, ...]:
+    """The script's reasoning tokens inside the block (Qwen3's reply opens it with <think>)."""
+    pieces = QWEN3_PIECES[1:] if style == "qwen3" else R1_PIECES
+    return pieces[: pieces.index("</think>")]
+
+
+@pytest.mark.parametrize("budget", [1, 2, 5])
+def test_thinking_budget_ends_the_reasoning_and_the_answer_follows(thinking, budget):
+    style, replica = thinking
+    inside = _reasoning_pieces(style)  # two tokens: a budget of 5 lets the model end it itself
+    wanted = "".join(inside[:budget])
+    # usage counts the block's tokens and its </think> (and Qwen3's <think>)
+    wanted_tokens = min(budget, len(inside)) + 1 + (style == "qwen3")
+    thinking_on = {"type": "enabled", "budget_tokens": budget}
+    body = {"model": MODEL, "max_tokens": 16, "messages": HI, "thinking": thinking_on}
+    message = post(replica, "/v1/messages", body).json()
+    thinking_block, text_block = message["content"]
+    assert thinking_block["thinking"].strip() == wanted.strip()
+    assert text_block == {"type": "text", "text": ANSWER}
+    assert message["stop_reason"] == "end_turn"
+
+    events = sse_payloads(post(replica, "/v1/messages", {**body, "stream": True}))
+    deltas = [e["delta"] for e in events if e["type"] == "content_block_delta"]
+    assert "".join(d.get("thinking", "") for d in deltas).strip() == wanted.strip()
+    assert "".join(d.get("text", "") for d in deltas) == ANSWER
+
+    # vLLM's thinking_token_budget on Chat Completions, whole and streamed
+    chat = post(replica, "/v1/chat/completions", {**CHAT, "thinking_token_budget": budget}).json()
+    assert chat["choices"][0]["message"]["reasoning_content"].strip() == wanted.strip()
+    assert chat["choices"][0]["message"]["content"] == ANSWER
+    assert chat["usage"]["completion_tokens_details"]["reasoning_tokens"] == wanted_tokens
+    streamed = post(
+        replica, "/v1/chat/completions", {**CHAT, "thinking_token_budget": budget, "stream": True}
+    )
+    chunks = [p["choices"][0]["delta"] for p in sse_payloads(streamed) if p["choices"]]
+    assert "".join(d.get("reasoning_content") or "" for d in chunks).strip() == wanted.strip()
+    assert "".join(d.get("content") or "" for d in chunks) == ANSWER
+
+
+def test_thinking_budget_then_the_grammar_applies(thinking):
+    style, replica = thinking
+    body = {**CHAT, "max_tokens": 24, "response_format": {"type": "json_object"}, "thinking_token_budget": 1}
+    choice = post(replica, "/v1/chat/completions", body).json()["choices"][0]
+    assert choice["message"]["reasoning_content"].strip() == _reasoning_pieces(style)[0].strip()
+    if choice["finish_reason"] == "stop":
+        assert isinstance(json.loads(choice["message"]["content"]), dict)
+    else:
+        assert choice["finish_reason"] == "length"
+
+
+def test_bad_thinking_budgets_are_a_400_naming_the_field(thinking):
+    _, replica = thinking
+    for budget in (0, "8", None, True, 16, 17):
+        thinking_on = {"type": "enabled", "budget_tokens": budget}
+        body = {"model": MODEL, "max_tokens": 16, "messages": HI, "thinking": thinking_on}
+        response = post(replica, "/v1/messages", body)
+        assert response.status_code == 400, (budget, response.text)
+        assert response.json()["error"]["message"].startswith("thinking.budget_tokens"), response.text
+    response = post(replica, "/v1/chat/completions", {**CHAT, "thinking_token_budget": 0})
+    assert response.status_code == 400 and "thinking_token_budget" in response.text, response.text
