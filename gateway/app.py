@@ -13,9 +13,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from gateway.disaggregation import prefill_body
 from gateway.models import model_card
 from gateway.prompt import API_PATHS
-from gateway.proxy import _HOP_BY_HOP, ANTHROPIC_APIS, ForwardPlan, ProxyResponse, error_body
+from gateway.proxy import _HOP_BY_HOP, ANTHROPIC_APIS, ForwardPlan, PrefillPhase, ProxyResponse, error_body
 from gateway.service import Gateway
 
 # Routed to any healthy replica of the model, by load: no cache changes their answer.
@@ -89,12 +90,16 @@ def build_app(gateway: Gateway) -> Starlette:
             if pool is None:
                 known = ", ".join(sorted(gateway.pools)) or "none"
                 return _model_not_found(api, f"The model `{model}` is not served here (served: {known}).")
+            decide_prefill, prefill = None, None
             if api in LOAD_ROUTED_PATHS:
                 decide = pool.decide_by_load
             else:
                 # Rendering the chat template takes milliseconds: off the event loop, so it never
                 # delays the chunks of streams already flowing.
-                decide = await asyncio.to_thread(gateway.plan_routing, pool, api, body, request.headers)
+                decide, decide_prefill = await asyncio.to_thread(
+                    gateway.plan_routing, pool, api, body, request.headers
+                )
+                prefill = prefill_body(api, body) if decide_prefill is not None else None
             plan = ForwardPlan(
                 pool=pool,
                 api=api,
@@ -103,6 +108,7 @@ def build_app(gateway: Gateway) -> Starlette:
                 headers=forwarded_headers(request),
                 decide=decide,
                 attempts=1 + gateway.config.retries,
+                prefill=PrefillPhase(decide_prefill, prefill) if prefill is not None else None,
             )
             return ProxyResponse(plan, gateway.client, gateway.metrics)
 

@@ -12,6 +12,9 @@ from pathlib import Path
 from typing import Any
 
 POLICIES = ("round_robin", "least_load", "cache_aware", "session")
+# A replica's part in prefill/decode disaggregation (gateway/disaggregation.py): mixed replicas serve
+# whole requests; a model with prefill and decode replicas sends each request to both in turn.
+ROLES = ("mixed", "prefill", "decode")
 DEFAULT_SESSION_HEADER = "x-session-id"
 
 
@@ -31,13 +34,18 @@ def _require_at_least(config, section: str, minimums: dict[str, float], strictly
 class ReplicaSpec:
     url: str
     replica_id: str
+    role: str = "mixed"
 
     @staticmethod
-    def from_url(url: str, replica_id: str | None = None) -> ReplicaSpec:
+    def from_url(url: str, replica_id: str | None = None, role: str | None = None) -> ReplicaSpec:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ConfigError(f"replica url must start with http:// or https://, got {url!r}")
+        role = role or "mixed"
+        if role not in ROLES:
+            raise ConfigError(f"replica role must be one of {', '.join(ROLES)}, got {role!r}")
         url = url.rstrip("/")
-        return ReplicaSpec(url=url, replica_id=str(replica_id) if replica_id else url.split("://", 1)[1])
+        replica_id = str(replica_id) if replica_id else url.split("://", 1)[1]
+        return ReplicaSpec(url=url, replica_id=replica_id, role=role)
 
 
 @dataclass(frozen=True)
@@ -76,7 +84,9 @@ class Timeouts:
     write_s: float = 10.0
 
     def __post_init__(self) -> None:
-        _require_at_least(self, "timeouts", dict.fromkeys(("connect_s", "read_s", "write_s"), 0), strictly=True)
+        _require_at_least(
+            self, "timeouts", dict.fromkeys(("connect_s", "read_s", "write_s"), 0), strictly=True
+        )
 
 
 @dataclass(frozen=True)
@@ -159,7 +169,13 @@ def parse_replicas(items: Any, where: str) -> tuple[ReplicaSpec, ...]:
         if isinstance(item, str):
             specs.append(ReplicaSpec.from_url(item))
         elif isinstance(item, dict) and "url" in item:
-            specs.append(ReplicaSpec.from_url(item["url"], item.get("id")))
+            unknown = set(item) - {"url", "id", "role"}
+            if unknown:
+                raise ConfigError(f"{where}[{i}]: unknown keys {sorted(unknown)}; allowed: id, role, url")
+            try:
+                specs.append(ReplicaSpec.from_url(item["url"], item.get("id"), item.get("role")))
+            except ConfigError as exc:
+                raise ConfigError(f"{where}[{i}]: {exc}") from None
         else:
             raise ConfigError(f"{where}[{i}] must be a URL or a mapping with 'url'")
     ids = [spec.replica_id for spec in specs]

@@ -47,6 +47,13 @@ class GatewayMetrics:
             ["replica", "kind"],
         )
         self.retries = m(Counter, "retries", "Requests retried on another replica", ["model"])
+        self.prefill_phases = m(
+            Counter,
+            "prefill_phases",
+            "Prefill phases of disaggregated requests by outcome: ok, or why the decode replica "
+            "prefilled the prompt itself (no_replica, connect, timeout, status_5xx, http_4xx, ...)",
+            ["model", "outcome"],
+        )
         self.matched_blocks = m(
             Histogram,
             "matched_prefix_blocks",

@@ -74,6 +74,22 @@ class ModelPool:
     def routable(self, exclude: Sequence[str] = ()) -> list[Replica]:
         return [r for r in self.replicas.values() if r.routable and r.replica_id not in exclude]
 
+    @property
+    def disaggregated(self) -> bool:
+        """Prefill and decode replicas: each generation goes to a prefill replica, then a decode one."""
+        roles = {spec.role for spec in self.route.replicas}
+        return "prefill" in roles and bool(roles - {"prefill"})
+
+    def serving(self, exclude: Sequence[str] = ()) -> list[Replica]:
+        """Replicas that may serve a whole request: all but the prefill ones, unless none of the
+        others is left, when a prefill replica (an engine like any other) serves rather than fail."""
+        candidates = self.routable(exclude)
+        others = [r for r in candidates if r.spec.role != "prefill"]
+        return others or candidates
+
+    def prefilling(self, exclude: Sequence[str] = ()) -> list[Replica]:
+        return [r for r in self.routable(exclude) if r.spec.role == "prefill"]
+
     def chain_for(self, token_ids: Sequence[int] | None, salt: bytes | None) -> list[bytes]:
         if not token_ids or not self.block_size:
             return []
@@ -86,9 +102,11 @@ class ModelPool:
         session_key: str | None = None,
         exclude: Sequence[str] = (),
         previous_response_id: str | None = None,
+        prefill: bool = False,
     ) -> Decision | None:
+        """The replica for a request (``prefill``: for its prefill phase, among prefill replicas)."""
         start = time.perf_counter()
-        candidates = self.routable(exclude)
+        candidates = self.prefilling(exclude) if prefill else self.serving(exclude)
         if not candidates:
             return None
         if previous_response_id:
@@ -143,7 +161,9 @@ class ModelPool:
             "policy": self.policy.name,
             "block_size": self.block_size,
             "tokenizer": self.route.tokenizer,
+            "disaggregated": self.disaggregated,
             "replicas": [
-                dict(r.describe(), kv_blocks=self.index.size(r.replica_id)) for r in self.replicas.values()
+                dict(r.describe(), role=r.spec.role, kv_blocks=self.index.size(r.replica_id))
+                for r in self.replicas.values()
             ],
         }

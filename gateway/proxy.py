@@ -55,6 +55,14 @@ def error_body(
 
 
 @dataclass
+class PrefillPhase:
+    """A disaggregated request's first phase (gateway/disaggregation.py)."""
+
+    decide: Callable[[list[str]], Decision | None]  # the prefill replica, among the model's prefill ones
+    body: bytes  # the prefill-only request
+
+
+@dataclass
 class ForwardPlan:
     pool: ModelPool
     api: str
@@ -65,6 +73,7 @@ class ForwardPlan:
     decide: Callable[[list[str]], Decision | None]
     attempts: int
     method: str = "POST"
+    prefill: PrefillPhase | None = None
 
 
 class ProxyResponse:
@@ -93,6 +102,9 @@ class ProxyResponse:
 
     async def _forward(self, send) -> None:
         plan = self.plan
+        if plan.prefill is not None:
+            outcome = await self._prefill(plan.prefill)
+            self.metrics.prefill_phases.labels(plan.pool.name, outcome).inc()
         tried: list[str] = []
         last_error = "no routable replica"
         for attempt in range(plan.attempts):
@@ -172,6 +184,42 @@ class ProxyResponse:
             if response is not None:
                 with anyio.CancelScope(shield=True):
                     await response.aclose()
+
+    async def _prefill(self, phase: PrefillPhase) -> str:
+        """Have a prefill replica compute the prompt's KV into the shared tier. Returns the outcome;
+        any but "ok" only means the decode replica computes the prompt itself."""
+        plan, metrics = self.plan, self.metrics
+        decision = phase.decide([])
+        if decision is None:
+            return "no_replica"
+        replica = decision.replica
+        rid = replica.replica_id
+        replica.in_flight += 1
+        metrics.in_flight.labels(rid).inc()
+        try:
+            response = await self.client.post(
+                f"{replica.url}{plan.path}", content=phase.body, headers=plan.headers
+            )
+        except httpx.TimeoutException as exc:
+            self._early_failure(replica, "timeout", repr(exc))
+            return "timeout"
+        except httpx.HTTPError as exc:
+            self._early_failure(replica, "connect", repr(exc))
+            return "connect"
+        finally:
+            replica.in_flight -= 1
+            metrics.in_flight.labels(rid).dec()
+            plan.pool.request_ended(decision)
+        if response.status_code >= 500:
+            kind = "draining" if response.status_code == 503 else "status_5xx"
+            replica.draining = replica.draining or kind == "draining"
+            self._early_failure(replica, kind, f"HTTP {response.status_code}")
+            return kind
+        if response.status_code >= 400:  # the decode replica will give the client the real answer
+            return f"http_{response.status_code}"
+        replica.breaker.record_success()
+        replica.requests_served += 1
+        return "ok"
 
     def _early_failure(self, replica: Replica, kind: str, detail: str) -> str:
         self.metrics.upstream_errors.labels(replica.replica_id, kind).inc()

@@ -163,8 +163,9 @@ class Gateway:
     # -- routing --------------------------------------------------------------------------------
     def plan_routing(
         self, pool: ModelPool, api: str, body: dict, headers
-    ) -> Callable[[list[str]], Decision | None]:
-        """Tokenize once (timed apart), then return a decide(exclude) closure for each attempt."""
+    ) -> tuple[Callable[[list[str]], Decision | None], Callable[[list[str]], Decision | None] | None]:
+        """Tokenize once (timed apart), then return a decide(exclude) closure for each attempt, and
+        for a disaggregated pool one that picks the prefill replica (None: no prefill phase)."""
         token_ids = None  # may run in a worker thread: reads the pool, never mutates it
         if pool.wants_prefix and pool.tokenizer is not None:
             start = time.perf_counter()
@@ -183,7 +184,10 @@ class Gateway:
         def decide(exclude: list[str]) -> Decision | None:
             return pool.decide(token_ids, salt, key, exclude, previous)
 
-        return decide
+        def decide_prefill(exclude: list[str]) -> Decision | None:
+            return pool.decide(token_ids, salt, key, exclude, prefill=True)
+
+        return decide, (decide_prefill if pool.disaggregated else None)
 
     def describe(self) -> dict:
         return {

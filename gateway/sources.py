@@ -102,7 +102,9 @@ def routes_from_api(
         if not model:
             continue
         try:
-            spec = ReplicaSpec.from_url(replica["url"], replica.get("name") or replica.get("id"))
+            spec = ReplicaSpec.from_url(
+                replica["url"], replica.get("name") or replica.get("id"), replica.get("role")
+            )
             policy = parse_policy(
                 _policy_name(
                     replica.get("routing_policy") or deployment.get("routing_policy") or "cache_aware"

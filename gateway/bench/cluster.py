@@ -104,6 +104,14 @@ class Cluster:
     replicas: list[Process] = field(default_factory=list)
     gateway: Process | None = None
     expected_replicas: int = 1
+    # Replica i's role (gateway/disaggregation.py), mixed beyond the list; prefill and decode
+    # replicas share one KV directory under workdir, through which the KV moves.
+    roles: tuple[str, ...] = ()
+    # Extra environment of replica i (a step gate of its own, for instance).
+    replica_env: dict[int, dict[str, str]] = field(default_factory=dict)
+
+    def role(self, i: int) -> str:
+        return self.roles[i] if i < len(self.roles) else "mixed"
 
     def replica_process(self, i: int, port: int | None = None) -> Process:
         port = port or free_port()
@@ -118,12 +126,18 @@ class Cluster:
             "--replica-id", f"r{i}",
             "--log-level", "warning",
             *self.serve_args,
+            *self.role_args(i),
         )  # fmt: skip
         # One share of the cores each: torch's default of one thread per core in every replica
         # oversubscribes the machine, and spinning OpenMP threads steal time from the other replicas.
         threads = max(1, (os.cpu_count() or 1) // max(1, self.expected_replicas))
-        env = {"OMP_NUM_THREADS": str(threads)}
+        env = {"OMP_NUM_THREADS": str(threads), **self.replica_env.get(i, {})}
         return Process(f"replica r{i}", argv, port, self.workdir / f"replica-r{i}.log", env)
+
+    def role_args(self, i: int) -> list[str]:
+        if self.role(i) == "mixed":
+            return []
+        return ["--kv-role", self.role(i), "--kv-shared-cache-dir", str(self.workdir / "shared-kv")]
 
     def start(self, replicas: int, timeout: float = 180.0) -> Cluster:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -137,7 +151,10 @@ class Cluster:
                 self.model_name: {
                     "policy": self.policy,
                     "tokenizer": str(self.model_dir),
-                    "replicas": [{"url": r.url, "id": f"r{i}"} for i, r in enumerate(self.replicas)],
+                    "replicas": [
+                        {"url": r.url, "id": f"r{i}", "role": self.role(i)}
+                        for i, r in enumerate(self.replicas)
+                    ],
                 }
             },
             **self.gateway_settings,
