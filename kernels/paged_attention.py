@@ -139,7 +139,10 @@ def _launch(
     query_start_loc: torch.Tensor,
     scale: float,
     sliding_window: int | None,
+    tiles: tuple[int, int, int] | None = None,
 ) -> torch.Tensor:
+    """``tiles``: (BLOCK_Q, BLOCK_M, num_warps) fixed by the caller (``kernels/invariant_attention.py``)
+    instead of chosen from the step's mean query length."""
     check_launch_layout(q, k_cache, v_cache)
     num_tokens, num_q_heads, head_dim = q.shape
     num_kv_heads, block_size = k_cache.shape[2], k_cache.shape[1]
@@ -148,7 +151,11 @@ def _launch(
     out = torch.empty((num_tokens, num_q_heads, head_dim), dtype=q.dtype, device=q.device)
     if num_tokens == 0 or num_seqs == 0:
         return out
-    block_q, block_m = _tile_sizes(num_tokens, num_seqs, group)
+    if tiles is None:
+        block_q, block_m = _tile_sizes(num_tokens, num_seqs, group)
+        num_warps = 8 if block_m >= 128 else 4
+    else:
+        block_q, block_m, num_warps = tiles
     grid = (num_tokens // block_q + num_seqs, num_kv_heads)
     _paged_attention_kernel[grid](
         q,
@@ -174,7 +181,7 @@ def _launch(
         BLOCK_D=head_tile(head_dim),
         USE_WINDOW=sliding_window is not None,
         DOT_IN_FP32=dot_in_fp32(q.dtype),
-        num_warps=8 if block_m >= 128 else 4,
+        num_warps=num_warps,
     )
     return out
 

@@ -19,6 +19,7 @@ from kernels import (
     fused_moe_configs,
     gemv,
     gemv_norm,
+    invariant_matmul,
     kv_cache_write,
     latent_cache_write,
     mla_decode,
@@ -105,6 +106,26 @@ def compile_moe_and_mla() -> None:
                         DECODE_POINTERS, num_warps=8, default_pointer=dtype)  # fmt: skip
 
 
+def compile_batch_invariant() -> None:
+    """The batch-invariant mode's GEMM at its two widths (and a ragged fp32 one) and its attention tiles."""
+    for block_n, bias, even_k, dtype in (
+        (32, False, True, "*bf16"),
+        (64, True, False, "*bf16"),
+        (32, True, False, "*fp32"),
+    ):
+        config = invariant_matmul.MatmulConfig(invariant_matmul.BLOCK_M, block_n, invariant_matmul.BLOCK_K)
+        compile_variant(f"invariant_matmul n{block_n} bias={bias} even_k={even_k} {dtype}",
+                        invariant_matmul._invariant_matmul_kernel,
+                        {"HAS_BIAS": bias, "DOT_IN_FP32": dtype == "*fp32", "EVEN_K": even_k, "BLOCK_M": config.block_m,
+                         "BLOCK_N": block_n, "BLOCK_K": config.block_k, "GROUP_M": invariant_matmul.GROUP_M},
+                        default_pointer=dtype, num_warps=config.num_warps, num_stages=config.num_stages)  # fmt: skip
+    for window in (False, True):
+        compile_variant(f"invariant paged_attention window={window}", paged_attention._paged_attention_kernel,
+                        {"GROUP": 4, "BLOCK_SIZE": 16, "BLOCK_Q": 16, "BLOCK_M": 64, "BLOCK_N": 64,
+                         "BLOCK_D": 128, "USE_WINDOW": window, "DOT_IN_FP32": False},
+                        PAGED_POINTERS, num_warps=4)  # fmt: skip
+
+
 def main() -> int:
     for residual in (False, True):
         compile_variant(f"rms_norm residual={residual}", rms_norm._rms_norm_kernel,
@@ -169,6 +190,7 @@ def main() -> int:
     compile_variant("gemv split reduce", gemv._split_reduce_kernel,
                     {"SPLITS": 4, "HAS_BIAS": True, "BLOCK": 1024}, gemv_pointers)  # fmt: skip
     compile_moe_and_mla()
+    compile_batch_invariant()
     return 0
 
 

@@ -20,6 +20,7 @@ if not HAS_CUDA and os.environ.get("TRITON_INTERPRET") != "1":
     raise pytest.UsageError("CPU kernel tests need TRITON_INTERPRET=1 before kernels/ is imported")
 
 from kernels import _common  # noqa: E402
+from tests.support.row_invariant_dot import install_row_invariant_dot  # noqa: E402
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA"))]
 
@@ -47,6 +48,8 @@ KERNEL_MODULES = [
     "kernels.fused_moe",
     "kernels.mla_decode",
     "kernels.latent_cache_write",
+    "kernels.invariant_matmul",
+    "kernels.invariant_attention",
 ]
 
 
@@ -78,3 +81,10 @@ def force_triton(request, monkeypatch):
 @pytest.fixture
 def force_torch(monkeypatch):
     monkeypatch.setattr(_common._switch, "mode", "torch")
+
+
+@pytest.fixture
+def row_invariant_dot(monkeypatch):
+    """``tests/support/row_invariant_dot.py``: the interpreter's ``tl.dot`` one row at a time."""
+    if not HAS_CUDA:
+        install_row_invariant_dot(monkeypatch)
