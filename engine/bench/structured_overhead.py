@@ -185,6 +185,11 @@ def _repeating(compiled, vocab_size: int):
                 matcher.reset()
             return matcher
 
+        @property
+        def terminated(self) -> bool:  # what ``active`` asks: never, the next document starts
+            _ = self.matcher  # resets a terminated one
+            return False
+
     return RepeatingGrammar(compiled, vocab_size)
 
 

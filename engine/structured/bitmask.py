@@ -56,7 +56,11 @@ class GrammarMasks:
         return buffer[:rows]
 
     def fill(self, matchers: list, mask: torch.Tensor, rows: list[int]) -> None:
-        """Each matcher's allowed tokens into its row of ``mask`` (C++ threads, one call)."""
+        """Each matcher's allowed tokens into its row of ``mask`` (C++ threads, one call; one
+        matcher fills its row itself, without the thread pool's hand-off)."""
+        if len(matchers) == 1:
+            matchers[0].fill_next_token_bitmask(mask, rows[0])
+            return
         if self._filler is None:
             import xgrammar as xgr
 
@@ -79,21 +83,40 @@ def apply_grammars(logits: torch.Tensor, requests: list, masks: GrammarMasks) ->
     rows = constrained_rows(requests)
     if not rows:
         return
-    import xgrammar as xgr
-
     mask = masks.host_buffer(len(logits), -(-logits.shape[-1] // 32))
     if len(rows) < len(logits):
-        # Free rows allow every token, so the whole batch is masked without an index list (which the
-        # apply kernel would copy to the device from pageable memory).
+        # Free rows allow every token, so the whole batch is masked without an index list.
         mask.fill_(-1)
-    forced = {row: requests[row].grammar.forced_token for row in rows}
-    matched = [row for row in rows if forced[row] is None]
+    matched = []
+    for row in rows:
+        grammar = requests[row].grammar
+        forced, first = grammar.forced_token, grammar.first_mask
+        if forced is not None:
+            allow_only(mask[row], forced)
+        elif first is not None and first.shape[0] == mask.shape[1]:
+            mask[row].copy_(first)
+        else:
+            matched.append(row)
     if matched:
         masks.fill([requests[row].grammar.matcher for row in matched], mask, matched)
-    for row, token in forced.items():
-        if token is not None:
-            allow_only(mask[row], token)
-    xgr.apply_token_bitmask_inplace(logits, masks.to_device(mask))
+    apply_bitmask(logits, masks.to_device(mask))
+
+
+_BIT_SHIFTS: dict[torch.device, torch.Tensor] = {}
+
+
+def apply_bitmask(logits: torch.Tensor, mask: torch.Tensor) -> None:
+    """``logits[i, t] = -inf`` where bit ``t`` of row ``i`` of ``mask`` (int32 words, on the
+    logits' device) is 0: xgrammar's ``apply_token_bitmask_inplace`` in three torch operations,
+    whose host cost is a few microseconds (the Triton launch of xgrammar's kernel costs more on the
+    host than the whole masking costs on the device). Reads the words as little-endian bytes."""
+    shifts = _BIT_SHIFTS.get(mask.device)
+    if shifts is None:
+        shifts = _BIT_SHIFTS[mask.device] = torch.arange(8, dtype=torch.uint8, device=mask.device)
+    rows, width = logits.shape
+    with torch.inference_mode():  # the logits may come from a forward run in inference mode
+        bits = (mask.view(torch.uint8).unsqueeze(-1) >> shifts).view(rows, -1)[:, :width]
+        logits.masked_fill_(bits.bitwise_and_(1) == 0, float("-inf"))
 
 
 def allow_only(row: torch.Tensor, token_id: int) -> None:

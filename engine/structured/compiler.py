@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+import torch
 
 from engine.sampling.params import ThinkingBudget
 from engine.structured.grammar import RequestGrammar
@@ -16,6 +19,15 @@ from engine.structured.spec import StructuredSpec, to_grammar
 from engine.structured.thinking_budget import BudgetCounter
 
 CACHE_SIZE = 1024  # compiled grammars kept (oldest dropped first)
+
+
+@dataclass(frozen=True)
+class CompiledGrammar:
+    """xgrammar's compiled grammar and the bitmask row of its start state: a request's first
+    constrained step copies that row instead of creating a matcher and filling it on the step's path."""
+
+    grammar: object
+    first_mask: torch.Tensor  # int32 words over the model's vocabulary
 
 
 class GrammarCompilerPool:
@@ -64,8 +76,13 @@ class GrammarCompilerPool:
             compiled = self.compiled(spec)
         return RequestGrammar(compiled, self.vocab_size, end_id, counter)
 
-    def _compile(self, spec: StructuredSpec):
-        return self._compiler.compile_grammar(to_grammar(spec))
+    def _compile(self, spec: StructuredSpec) -> CompiledGrammar:
+        import xgrammar as xgr
+
+        grammar = self._compiler.compile_grammar(to_grammar(spec))
+        first = xgr.allocate_token_bitmask(1, self.vocab_size)
+        xgr.GrammarMatcher(grammar).fill_next_token_bitmask(first)
+        return CompiledGrammar(grammar, first[0])
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -25,6 +25,7 @@ class RequestGrammar:
         self.reasoning_end_id = reasoning_end_id
         self.in_reasoning = reasoning_end_id is not None
         self.budget = budget
+        self._fresh = True  # the matcher has accepted nothing: it is in the grammar's start state
 
     @property
     def forced_token(self) -> int | None:
@@ -47,17 +48,33 @@ class RequestGrammar:
         """Whether this step's token is constrained."""
         if self.forced_token is not None:
             return True
-        return not self.in_reasoning and self.matcher is not None and not self._matcher.is_terminated()
+        return not self.in_reasoning and self._grammar() is not None and not self.terminated
+
+    def _grammar(self):
+        """The compiled grammar (``CompiledGrammar``), or None while compiling, failed or absent."""
+        if not self._compiled.done() or self._compiled.exception() is not None:
+            return None
+        return self._compiled.result()
 
     @property
     def matcher(self):
-        if self._matcher is None and self._compiled.done() and self._compiled.exception() is None:
-            if self._compiled.result() is None:
+        if self._matcher is None:
+            compiled = self._grammar()
+            if compiled is None:
                 return None
             import xgrammar as xgr
 
-            self._matcher = xgr.GrammarMatcher(self._compiled.result())
+            self._matcher = xgr.GrammarMatcher(compiled.grammar)
         return self._matcher
+
+    @property
+    def first_mask(self):
+        """The bitmask row of the grammar's start state (computed once per compiled grammar) while
+        this step is the grammar's first: the row needs no matcher to fill it."""
+        if not self._fresh or self.in_reasoning or self.forced_token is not None:
+            return None
+        compiled = self._grammar()
+        return None if compiled is None else compiled.first_mask
 
     def accept(self, token_id: int) -> bool:
         """Advance past a sampled token; False when the grammar refuses it."""
@@ -69,6 +86,7 @@ class RequestGrammar:
             return True
         if self.matcher is None or self._matcher.is_terminated():
             return True
+        self._fresh = False
         return self._matcher.accept_token(token_id)
 
     @property
@@ -103,6 +121,7 @@ def accept_tokens(grammars: list[RequestGrammar], tokens: list[int]) -> list[boo
         if matcher is None:  # reasoning, its end token, a terminated or failed grammar
             accepted[row] = grammar.accept(token)
         else:
+            grammar._fresh = False
             batch.append(matcher)
             batch_rows.append(row)
     if batch:
