@@ -12,7 +12,8 @@ HELP = (
     "Run benchmarks: 'routing' (gateway policies over real replicas), 'engine' (engine workloads), "
     "'kv-capacity' (KV cache tokens per GiB), 'speculative' (speculative decoding vs none), "
     "'kv-tiers' (TTFT of a long prompt from host memory and disk vs recomputed), "
-    "'structured' (grammar-constrained decoding's overhead)."
+    "'structured' (grammar-constrained decoding's overhead), "
+    "'disaggregation' (TTFT and ITL of prefill/decode replicas vs mixed ones)."
 )
 
 
@@ -104,6 +105,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "report prefix-cache hit rate, TTFT, throughput and each replica's share.",
     )
     add_routing_arguments(routing)
+    from gateway.bench import disaggregation  # light: replicas and httpx only when it runs
+
+    pd = subparsers.add_parser(
+        "disaggregation",
+        help="TTFT and ITL p99 of prefill/decode disaggregation vs mixed replicas, prefill-heavy load",
+        description=disaggregation.__doc__,
+    )
+    disaggregation.add_arguments(pd)
     from engine.bench import engine_bench  # light: torch is imported only when it runs
 
     engine = subparsers.add_parser(
@@ -197,6 +206,10 @@ def run_kv_capacity(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.bench == "routing":
         return run_routing(args)
+    if args.bench == "disaggregation":
+        from gateway.bench import disaggregation
+
+        return disaggregation.run(args)
     if args.bench == "kv-capacity":
         return run_kv_capacity(args)
     if args.bench == "engine":

@@ -7,7 +7,7 @@ import json
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -29,12 +29,20 @@ class RequestResult:
     prompt_tokens: int = 0
     cached_tokens: int = 0
     streamed: bool = False  # at least one byte of body came back
+    itl_s: list[float] = field(default_factory=list)  # gaps between consecutive content chunks
 
 
 async def _one_request(
-    client: httpx.AsyncClient, url: str, model: str, session: Session, messages: list[dict], max_tokens: int
+    client: httpx.AsyncClient,
+    url: str,
+    model: str,
+    session: Session,
+    messages: list[dict],
+    max_tokens: int,
+    extra: dict | None = None,
 ) -> tuple[RequestResult, str]:
     body = {
+        **(extra or {}),
         "model": model,
         "messages": messages,
         "max_tokens": max_tokens,
@@ -59,6 +67,7 @@ async def _one_request(
     record = timer.finish()
     result.streamed = record.lines > 0
     result.latency_s = record.e2e_s
+    result.itl_s = record.itl_s
     result.prompt_tokens, result.cached_tokens = record.prompt_tokens, record.cached_tokens
     # A reply whose first token is end-of-sequence carries no content: its finish chunk is that token.
     result.ttft_s = record.ttft_s if record.ttft_s is not None else record.finish_s
@@ -121,9 +130,11 @@ async def replay_open_loop(
     max_tokens: int = 8,
     progress: Callable[[int], None] | None = None,
     timeout_s: float = 120.0,
+    extra: dict | None = None,
 ) -> list[RequestResult]:
     """Start every session at its own ``start_s`` whatever came before (open loop: the offered load is
-    the same under every policy); a conversation sends its next turn ``think_s`` after its reply."""
+    the same under every policy); a conversation sends its next turn ``think_s`` after its reply.
+    ``extra``: more fields of every request body (``ignore_eos``, say)."""
     results: list[RequestResult] = []
     t0 = time.perf_counter()
 
@@ -134,7 +145,7 @@ async def replay_open_loop(
             if turn.think_s:
                 await asyncio.sleep(turn.think_s)
             messages = history + [{"role": "user", "content": turn.user_text}]
-            result, reply = await _one_request(client, url, model, session, messages, max_tokens)
+            result, reply = await _one_request(client, url, model, session, messages, max_tokens, extra)
             results.append(result)
             if progress:
                 progress(len(results))

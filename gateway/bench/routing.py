@@ -54,6 +54,9 @@ class PolicyReport:
     # 1-minute load average of the machine before and after the run: other jobs skew TTFT.
     load_before: float = 0.0
     load_after: float = 0.0
+    # Inter-token latency over every gap of every successful stream.
+    itl_p50_ms: float = float("nan")
+    itl_p99_ms: float = float("nan")
 
 
 def summarize(
@@ -62,6 +65,7 @@ def summarize(
     hits = sum(after[u][0] - before[u][0] for u in after)
     queries = sum(after[u][1] - before[u][1] for u in after)
     ttfts = [r.ttft_s * 1000 for r in results if r.ok and r.ttft_s is not None]
+    itls = [gap * 1000 for r in results if r.ok for gap in r.itl_s]
     served = [r.replica for r in results if r.ok and r.replica]
     shares = {rid: served.count(rid) / len(served) for rid in sorted(set(served))} if served else {}
     return PolicyReport(
@@ -77,6 +81,8 @@ def summarize(
         / max(1, len(results)),
         replica_share=shares,
         errors=sorted({r.error for r in results if r.error})[:5],
+        itl_p50_ms=percentile(itls, 50, default=float("nan")),
+        itl_p99_ms=percentile(itls, 99, default=float("nan")),
     )
 
 
