@@ -41,6 +41,12 @@ def _log_path(replica: Replica) -> Path:
     return Path(settings.VAR_DIR) / "replicas" / f"{replica.deployment.name}-{replica.uid}.log"
 
 
+def shared_kv_dir(deployment) -> Path:
+    """Where the prefill and decode replicas of one served model on this machine move KV: one
+    directory per served model name, so a prefill and a decode deployment of it share it."""
+    return Path(settings.VAR_DIR) / "kv-shared" / deployment.served_model_name
+
+
 def launch(replica_id: int) -> str:
     with transaction.atomic():
         replica = (
@@ -70,7 +76,8 @@ def launch(replica_id: int) -> str:
         command = launcher.build_command(
             model_dir=spec.checkpoint.path, host=node.address, port=port, vendor=deployment.vendor,
             served_model_name=deployment.served_model_name, replica_id=str(replica.uid),
-            options=spec.engine_options, tp_size=spec.tp_size,
+            options=spec.engine_options, tp_size=spec.tp_size, role=deployment.role,
+            shared_kv_dir=str(shared_kv_dir(deployment)),
         )  # fmt: skip
         indices = list(replica.accelerators.order_by("index").values_list("index", flat=True))
         pid = launcher.start_engine(

@@ -23,7 +23,12 @@ FIRST_REPLICA_PORT = 8100
 _children: dict[int, subprocess.Popen] = {}  # processes this agent started, reaped by reap_children()
 _exit_codes: dict[int, int] = {}  # pid -> exit code of reaped children (negative: killed by that signal)
 # Engine settings build_command takes from the deployment itself, so its engine options may not set them.
-SET_BY_DEPLOYMENT = {"model_dir": "checkpoint", "device": "vendor", "tensor_parallel_size": "tp_size"}
+SET_BY_DEPLOYMENT = {
+    "model_dir": "checkpoint",
+    "device": "vendor",
+    "tensor_parallel_size": "tp_size",
+    "kv_role": "role",
+}
 
 
 @dataclass(frozen=True)
@@ -71,11 +76,21 @@ def build_command(
     replica_id: str,
     options: dict,
     tp_size: int = 1,
+    role: str = "mixed",
+    shared_kv_dir: str | None = None,
 ) -> list[str]:
     """``tp_size``: the ranks (accelerators) of the replica; the engine starts one process per rank
-    on the devices ``engine_env`` makes visible."""
+    on the devices ``engine_env`` makes visible. ``role`` prefill or decode (prefill/decode
+    disaggregation): the engine's kv_role, and the KV directory it shares with the other role's
+    replicas (``shared_kv_dir``, unless the options name one)."""
     options = dict(options)
     dtype = options.pop("dtype", "float32" if vendor == Vendor.CPU else "bfloat16")
+    if role != "mixed":
+        options["kv_role"] = role
+        if not options.get("kv_shared_cache_dir"):
+            if not shared_kv_dir:
+                raise ValueError(f"a {role} replica needs a shared KV directory")
+            options["kv_shared_cache_dir"] = shared_kv_dir
     return [
         sys.executable, "-m", "chassis", "serve", model_dir,
         "--host", host, "--port", str(port),

@@ -1,6 +1,7 @@
 from rest_framework import serializers
 
 from controlplane.checkpoints.choices import CheckpointState
+from controlplane.serving.choices import Role
 from controlplane.serving.launcher import checked_engine_options
 from controlplane.serving.models import Deployment, DeploymentRevision, MetricSample, Replica, ReplicaEvent
 from controlplane.serving.models.deployment import MAX_REPLICAS
@@ -11,15 +12,40 @@ class DeploymentSerializer(serializers.ModelSerializer):
     revision = serializers.IntegerField(
         source="revision.number", read_only=True, allow_null=True, default=None
     )
+    role_groups = serializers.SerializerMethodField(
+        help_text="Prefill/decode disaggregation: the deployments serving this served_model_name, by "
+        "role, with their desired replicas (a prefill and a decode deployment of one name form a "
+        "disaggregated model at the gateway; each scales and is placed on its own)."
+    )
 
     class Meta:
         model = Deployment
         fields = [
             "id", "name", "served_model_name", "checkpoint", "engine_options", "replicas", "ready_replicas",
             "tp_size", "vendor", "role", "routing_policy", "placement_status", "placement_reason",
-            "revision", "rollout_status", "rollout_reason", "created", "updated",
+            "revision", "rollout_status", "rollout_reason", "role_groups", "created", "updated",
         ]  # fmt: skip
         read_only_fields = ["placement_status", "placement_reason", "rollout_status", "rollout_reason"]
+
+    def get_role_groups(self, deployment) -> dict[str, dict]:
+        return role_groups(deployment.served_model_name)
+
+    def validate(self, attrs):
+        role = attrs.get("role", getattr(self.instance, "role", Role.MIXED))
+        if role != Role.MIXED:
+            options = attrs.get("engine_options", getattr(self.instance, "engine_options", {})) or {}
+            tp_size = attrs.get("tp_size", getattr(self.instance, "tp_size", 1))
+            if options.get("enable_prefix_caching") is False:
+                raise serializers.ValidationError(
+                    {
+                        "role": f"a {role} deployment moves KV through the prefix cache: leave prefix caching on"
+                    }
+                )
+            if tp_size != 1:
+                raise serializers.ValidationError(
+                    {"role": f"a {role} deployment needs tp_size 1 (KV tiers work with one rank for now)"}
+                )
+        return attrs
 
     def validate_checkpoint(self, checkpoint):
         if checkpoint.state != CheckpointState.READY:
@@ -30,6 +56,18 @@ class DeploymentSerializer(serializers.ModelSerializer):
 
     def validate_engine_options(self, value):
         return checked_engine_options(value, serializers.ValidationError)
+
+
+def role_groups(served_model_name: str) -> dict[str, dict]:
+    """role -> {"deployments": names, "replicas": desired replicas} for one served model name."""
+    groups: dict[str, dict] = {}
+    for name, role, replicas in Deployment.objects.filter(served_model_name=served_model_name).values_list(
+        "name", "role", "replicas"
+    ):
+        group = groups.setdefault(role, {"deployments": [], "replicas": 0})
+        group["deployments"].append(name)
+        group["replicas"] += replicas
+    return groups
 
 
 class ScaleSerializer(serializers.Serializer):
