@@ -52,7 +52,18 @@ def _detail_context(deployment, request, scale_form=None, revision_form=None):
         "revisions": deployment.revisions.select_related("checkpoint")[:10],
         "log_replica": log_replica,
         "log_tail": log_tail(log_replica.log_path) if log_replica and log_replica.log_path else "",
+        "role_groups": role_groups(deployment),
     }
+
+
+def role_groups(deployment):
+    """The deployments serving this one's model name, by role: with a prefill and a decode one, the
+    model's disaggregated replica groups (gateway/disaggregation.py)."""
+    from django.db.models import Count, Q
+
+    ready = Count("replica_set", filter=Q(replica_set__state=ReplicaState.READY))
+    siblings = Deployment.objects.filter(served_model_name=deployment.served_model_name)
+    return list(siblings.annotate(ready=ready).order_by("role", "name"))
 
 
 def deployment_events(deployment):

@@ -84,3 +84,20 @@ def test_a_replica_launches_with_its_role_and_the_models_shared_kv_directory(
     assert _config(options={}).kv_role == "mixed"
     with pytest.raises(ValueError, match="a decode replica needs a shared KV directory"):
         _config(options={}, role="decode")
+
+
+def test_the_deployment_page_shows_the_models_replica_groups(login, make_deployment):
+    from controlplane.serving.models import Replica
+
+    prefill = make_deployment("chat-prefill", served_model_name="chat", role="prefill")
+    decode = make_deployment("chat-decode", served_model_name="chat", role="decode", replicas=2)
+    make_deployment("other")
+    Replica.create_for(decode, "t", "t")
+    client = login("viewer")
+    page = client.get(f"/deployments/{prefill.pk}/").content.decode()
+    section = page[page.index('id="role-groups"') : page.index("</section>", page.index('id="role-groups"'))]
+    assert f'href="/deployments/{decode.pk}/">chat-decode</a></td><td>2</td><td>0</td>' in section
+    assert f'href="/deployments/{prefill.pk}/">chat-prefill</a></td><td>1</td>' in section
+    assert "other" not in section
+    mixed = client.get(f"/deployments/{Deployment.objects.get(name='other').pk}/").content.decode()
+    assert 'id="role-groups"' not in mixed  # a plain model has no groups to show
