@@ -141,6 +141,12 @@ class EngineConfig:
         "acceptance and the measured step time (off when compute-bound); fixed: always the longest draft",
         choices=SPECULATIVE_SCHEDULING,
     )
+    batch_invariant: bool = setting(
+        False,
+        "every reduction in an order fixed by the request's own tokens (one Triton GEMM config for all "
+        "batch sizes, one paged-attention kernel for prefill and decode): the same prompt and seed give "
+        "the same tokens and logprobs whatever shares the batch, at some cost in throughput",
+    )
     # The switches below are process-wide once an engine starts (engine/switches.py applies them).
     # None: the environment variable's value (engine/env.py), else auto.
     kernels: str | None = setting(
@@ -192,9 +198,14 @@ class EngineConfig:
         _require_positive("tensor_parallel_size", self.tensor_parallel_size)
         if not isinstance(self.seed, int):
             raise ValueError(f"seed must be an integer, got {self.seed!r}")
-        for name in ("enable_prefix_caching", "enforce_eager", "warm_up"):
+        for name in ("enable_prefix_caching", "enforce_eager", "warm_up", "batch_invariant"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        if self.batch_invariant and self.tensor_parallel_size != 1:
+            raise ValueError(
+                "batch_invariant works with tensor_parallel_size 1 only (an all-reduce's summation order "
+                "follows the message size, i.e. the batch)"
+            )
         if self.async_scheduling is not None and not isinstance(self.async_scheduling, bool):
             raise ValueError(f"async_scheduling must be true, false or None, got {self.async_scheduling!r}")
 

@@ -19,10 +19,13 @@ class Switches:
     gemv: str = "auto"
     gemv_table: str | None = None  # None: kernels/gemv_table.json
     tp_all_reduce: str = "auto"
+    batch_invariant: bool = False
 
     @classmethod
     def of(cls, config: EngineConfig) -> Switches:
-        return cls(config.kernels, config.gemv, config.gemv_table, config.tp_all_reduce)
+        return cls(
+            config.kernels, config.gemv, config.gemv_table, config.tp_all_reduce, config.batch_invariant
+        )
 
     @classmethod
     def from_environment(cls) -> Switches:
@@ -32,19 +35,20 @@ class Switches:
 
     def apply(self) -> None:
         from engine.distributed import symmetric_all_reduce
-        from engine.layers import linear
+        from engine.layers import batch_invariant, linear
         from kernels import _common, gemv_configs
 
         _common.set_mode(self.kernels)
         linear.set_gemv_mode(self.gemv)
         gemv_configs.set_table_path(self.gemv_table)
         symmetric_all_reduce.set_mode(self.tp_all_reduce)
+        batch_invariant.set_batch_invariant(self.batch_invariant)
 
 
 def current() -> Switches:
     """What this process runs with now (what a tensor-parallel rank must run with too)."""
     from engine.distributed import symmetric_all_reduce
-    from engine.layers import linear
+    from engine.layers import batch_invariant, linear
     from kernels import _common, gemv_configs
 
     return Switches(
@@ -52,6 +56,7 @@ def current() -> Switches:
         linear.gemv_mode(),
         gemv_configs.table_path(),
         symmetric_all_reduce.all_reduce_mode(),
+        batch_invariant.batch_invariant(),
     )
 
 

@@ -1,5 +1,6 @@
 """Paged attention for one layer: rotate q/k and write this step's K/V into the cache (one kernel),
-then attend over the cache."""
+then attend over the cache. In batch-invariant mode every step, prompt or decode, attends through
+``kernels/invariant_attention.py`` wherever Triton runs."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from engine.layers.batch_invariant import batch_invariant
 from engine.layers.rotary import RotaryEmbedding
+from kernels._common import use_triton
+from kernels.invariant_attention import invariant_attention
 from kernels.paged_attention import paged_attention, paged_attention_decode
 from kernels.rope_kv_write import rope_and_write_kv
 
@@ -103,7 +107,8 @@ class PagedAttention(nn.Module):
         fine) -> [T, Hq, D]."""
         if self.k_cache is None:
             raise RuntimeError("KV cache is not bound to this attention layer")
-        fresh = bool(meta.fresh_prefill_lens) and q.is_cuda and self.sliding_window is None
+        invariant = batch_invariant() and use_triton(q, self.k_cache)
+        fresh = bool(meta.fresh_prefill_lens) and q.is_cuda and self.sliding_window is None and not invariant
         q, k, v = rope_and_write_kv(
             positions,
             q,
@@ -118,6 +123,17 @@ class PagedAttention(nn.Module):
         )
         if fresh:
             return self._fresh_prefill(q, k, v, meta.fresh_prefill_lens)
+        if invariant:
+            return invariant_attention(
+                q,
+                self.k_cache,
+                self.v_cache,
+                meta.block_tables,
+                meta.seq_lens,
+                meta.query_start_loc,
+                self.scale,
+                self.sliding_window,
+            )
         if meta.decode_only:
             return paged_attention_decode(
                 q,

@@ -8,6 +8,10 @@ chosen by ``EngineConfig.gemv`` (set here by ``set_gemv_mode`` when the engine b
 ``triton`` under the interpreter). Where the GEMV runs, the
 RMSNorm before a projection may fold into it (``normed``: ``kernels/gemv_norm.py``, used by
 ``engine/layers/norm.py``).
+
+In batch-invariant mode (``engine/layers/batch_invariant.py``) every product that Triton can run
+goes to ``kernels/invariant_matmul.py`` (one tile config for every row count) and the GEMV, with
+its per-shape configs and split-K, is never taken.
 """
 
 from __future__ import annotations
@@ -16,9 +20,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from engine.layers.batch_invariant import batch_invariant
 from kernels._common import use_triton
 from kernels.gemv import MAX_ROWS, gemv, gemv_silu
 from kernels.gemv_configs import table_entry
+from kernels.invariant_matmul import invariant_matmul
 from kernels.mode_switch import ModeSwitch
 
 GEMV_MODES = ("auto", "cublas", "triton")
@@ -45,7 +51,7 @@ def takes_gemv(x: torch.Tensor, weight: torch.Tensor, gated: bool = False, norme
     if x.dtype not in (torch.bfloat16, torch.float16) and x.is_cuda:
         return False
     mode = gemv_switch.mode
-    if mode == "cublas" or not use_triton(x, weight):
+    if mode == "cublas" or batch_invariant() or not use_triton(x, weight):
         return False
     if mode == "triton":
         return True
@@ -64,6 +70,10 @@ _CPU_SLICED_MIN_ROWS = 8 * CPU_ROW_SLICE
 def matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``F.linear`` over the last dimension, through the GEMV where ``takes_gemv`` says so."""
     flat = x.reshape(-1, x.shape[-1])
+    if batch_invariant() and x.dtype == weight.dtype and use_triton(flat, weight):
+        if flat.stride(-1) != 1:
+            flat = flat.contiguous()
+        return invariant_matmul(flat, weight, bias).view(*x.shape[:-1], weight.shape[0])
     if takes_gemv(flat, weight):
         return gemv(flat, weight, bias).view(*x.shape[:-1], weight.shape[0])
     if not x.is_cuda and weight.shape[0] >= _CPU_SLICED_MIN_ROWS and 1 < flat.shape[0] <= 64:

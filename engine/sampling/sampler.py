@@ -120,7 +120,7 @@ def _sample_random(logits: torch.Tensor, states: list[SamplingState]) -> torch.T
         k = torch.tensor(top_ks, device=logits.device)[:, None]
         sorted_logits = sorted_logits.masked_fill(ranks >= k, float("-inf"))
         sorted_probs = sorted_logits.softmax(dim=-1)
-        before = sorted_probs.cumsum(dim=-1) - sorted_probs  # mass strictly above each token
+        before = _row_cumsum(sorted_probs) - sorted_probs  # mass strictly above each token
         p = torch.tensor(top_ps, dtype=logits.dtype, device=logits.device)[:, None]
         sorted_logits = sorted_logits.masked_fill(before > p, float("-inf"))  # the top token always stays
         logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
@@ -132,6 +132,15 @@ def _sample_random(logits: torch.Tensor, states: list[SamplingState]) -> torch.T
     # Exponential race (Gumbel-max in disguise): argmax p_i / E_i with E_i ~ Exp(1) samples from p.
     noise = torch.stack([_exponential(vocab, s.generator, probs.device) for s in states])
     return (probs / noise).argmax(dim=-1)
+
+
+def _row_cumsum(x: torch.Tensor) -> torch.Tensor:
+    """``x.cumsum(-1)`` of ``x: [S, V]``, a lone row scanned by the kernel that scans a batch's rows:
+    on CUDA torch scans a single row with CUB's device-wide scan and several rows with its per-row
+    kernel, which add in different orders, so a top-p row's bits would follow the batch size."""
+    if x.shape[0] == 1 and x.is_cuda:
+        return x.expand(2, -1).contiguous().cumsum(dim=-1)[:1]
+    return x.cumsum(dim=-1)
 
 
 def _exponential(n: int, generator: torch.Generator | None, device: torch.device) -> torch.Tensor:

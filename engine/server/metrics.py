@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -174,7 +174,13 @@ class _EngineStatsCollector(Collector):
 
 
 class ServerMetrics:
-    def __init__(self, model_name: str, stats: Callable[[], Any | None], max_model_len: int | None = None):
+    def __init__(
+        self,
+        model_name: str,
+        stats: Callable[[], Any | None],
+        max_model_len: int | None = None,
+        batch_invariant: bool = False,
+    ):
         self.registry = CollectorRegistry(auto_describe=True)
         self.model_name = model_name
         common = {"labelnames": ["model_name"], "registry": self.registry}
@@ -258,6 +264,10 @@ class ServerMetrics:
             labelnames=["api", "field"], registry=self.registry,
         )  # fmt: skip
         self._ignored_field_names: set[str] = set()
+        Gauge(
+            "chassis_batch_invariant", "1 when the engine runs in batch-invariant mode (a request's tokens "
+            "and logprobs do not depend on what shares its batch), else 0.", **common,
+        ).labels(model_name).set(1 if batch_invariant else 0)  # fmt: skip
         self.registry.register(_EngineStatsCollector(model_name, stats))
 
     def fields_ignored(self, api: str, fields: list[str]) -> None:

@@ -27,6 +27,7 @@ async def health(request: Request) -> JSONResponse:
         "model": state.model_name,
         "replica_id": state.settings.replica_id,
         "engine_pid": state.engine_pid,
+        "batch_invariant": state.batch_invariant,
     }
     stats = state.engine_stats()
     if stats is not None:

@@ -44,7 +44,10 @@ class ServerState:
         self.draining = False
         self.load_error: str | None = None
         self.metrics = ServerMetrics(
-            self.model_name, self.engine_stats, settings.engine_config.get("max_model_len")
+            self.model_name,
+            self.engine_stats,
+            settings.engine_config.get("max_model_len"),
+            batch_invariant=self.batch_invariant,
         )
         self.responses = ResponseStore(settings.response_store_size)
         self.parser_cls: type[ToolParser] | None = None
@@ -52,6 +55,11 @@ class ServerState:
         self.token_text: TokenText | None = None
         self.reasoning: ReasoningStyle | None = None  # the checkpoint's reasoning format, if it reasons
         self.on_fatal: Callable[[], None] | None = None  # set by the CLI: stop the process
+
+    @property
+    def batch_invariant(self) -> bool:
+        """Whether the engine runs in batch-invariant mode (``EngineConfig.batch_invariant``)."""
+        return bool(self.settings.engine_config.get("batch_invariant", False))
 
     @property
     def engine_pid(self) -> int | None:

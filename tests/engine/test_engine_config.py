@@ -89,3 +89,16 @@ def test_scripts_without_an_engine_take_the_switches_from_the_environment(monkey
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.setenv("CHASSIS_GEMV", "cublas")
     assert Switches.from_environment() == Switches(gemv="cublas")
+
+
+def test_batch_invariant_is_a_flag_off_by_default_and_single_rank(tmp_path):
+    from engine.config_cli import option_errors, option_flags
+
+    assert EngineConfig(model_dir=tmp_path).batch_invariant is False
+    with pytest.raises(ValueError, match="batch_invariant must be true or false"):
+        EngineConfig(model_dir=tmp_path, batch_invariant="yes")
+    with pytest.raises(ValueError, match="batch_invariant works with tensor_parallel_size 1 only"):
+        EngineConfig(model_dir=tmp_path, batch_invariant=True, tensor_parallel_size=2)
+    assert option_flags({"batch_invariant": True}) == ["--batch-invariant"]
+    assert option_errors({"batch_invariant": True}) == {}
+    assert option_errors({"batch_invariant": "on"}) == {"batch_invariant": "must be true or false"}

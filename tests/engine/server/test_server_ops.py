@@ -33,6 +33,20 @@ def test_health_is_json(replica):
     response = httpx.get(replica.base_url + "/health")
     assert response.status_code == 200
     assert response.json()["status"] == "ready" and response.json()["model"] == MODEL
+    assert response.json()["batch_invariant"] is False
+
+
+def test_batch_invariant_mode_is_reported_in_health_and_metrics(tiny_checkpoint, tmp_path):
+    replica = start_replica(tiny_checkpoint, tmp_path, "--batch-invariant")
+    try:
+        assert httpx.get(replica.base_url + "/health").json()["batch_invariant"] is True
+        assert scrape(replica)["chassis_batch_invariant"] == 1
+        completion = openai.OpenAI(base_url=replica.base_url + "/v1", api_key=API_KEY).completions.create(
+            model=MODEL, prompt="count to ten", max_tokens=4, temperature=0.0
+        )
+        assert completion.choices[0].finish_reason in ("length", "stop")
+    finally:
+        stop_replica(replica)
 
 
 def test_metrics_names_labels_and_movement(replica, openai_client):
@@ -41,6 +55,7 @@ def test_metrics_names_labels_and_movement(replica, openai_client):
     before = scrape(replica)
     for name in VLLM_NAMES:
         assert name in before, name
+    assert before["chassis_batch_invariant"] == 0
     openai_client.chat.completions.create(
         model=MODEL,
         messages=[{"role": "user", "content": "count to ten"}],

@@ -39,3 +39,12 @@ def test_operator_sees_actions_and_errors_inline(login, make_deployment):
     assert "must be an absolute path on the nodes" in response.content.decode()
     response = client.post("/deployments/new/", {"name": "bad name!", "replicas": 1})
     assert response.status_code == 400 and "Enter a valid" in response.content.decode()
+
+
+def test_deployment_page_says_whether_it_is_batch_invariant(login, make_deployment):
+    client = login("viewer")
+    plain = make_deployment(replicas=0)
+    invariant = make_deployment("exact", replicas=0, engine_options={"batch_invariant": True})
+    assert '<span id="batch-invariant"' in client.get(f"/deployments/{plain.pk}/").content.decode()
+    assert ">not batch-invariant</span>" in client.get(f"/deployments/{plain.pk}/").content.decode()
+    assert ">batch-invariant</span>" in client.get(f"/deployments/{invariant.pk}/").content.decode()
