@@ -6,6 +6,12 @@ device buffer the graphs were captured on; a step copies its few integers in (tw
 copies), replays the graph for the next captured size up, and reads the logits of its real rows.
 Padded rows write no KV (slot -1) and attend over one key of block 0, so they cost almost nothing
 and touch no request's cache.
+
+Speculative verify steps run through the same graphs: a request feeding its last token and k draft
+tokens becomes k + 1 one-token rows, row i at position start + i with seq_len start + i + 1 over the
+request's block table. Every layer writes all rows' K/V (paged K/V, or the latent cache of latent
+attention) before its attention reads the cache, so row i sees exactly keys 0..start + i: the causal
+attention of the eager verify, with logits in its order (each request's rows consecutively).
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ class DecodeGraphs:
         )
         self.replays: dict[int, Callable[[], None]] = {}  # size -> replay of that size's step
         self.steps_run = 0  # decode steps served by a replay (the benchmarks report it)
+        self.verify_steps_run = 0  # of those, speculative verify steps (some request fed drafts)
         self.logits: dict[int, torch.Tensor] = {}
         self._host = np.zeros((4, self.max_batch), dtype=np.int64)
         # Host copy of the block table and, per row, (block-id list written, how many of its ids).
@@ -95,8 +102,16 @@ class DecodeGraphs:
             self.replays[size] = replay
 
     def can_run(self, out: SchedulerOutput) -> bool:
-        n = len(out.scheduled)
-        return 0 < n <= self.max_batch and all(s.num_tokens == 1 and s.samples for s in out.scheduled)
+        """Every request samples and feeds one token, or one plus its drafts (a verify step), and
+        their rows fit the largest captured size. Prompt chunks stay eager."""
+        if not out.scheduled:
+            return False
+        rows = 0
+        for s in out.scheduled:
+            if not s.samples or s.num_tokens != 1 + s.num_draft_tokens:
+                return False
+            rows += s.num_tokens
+        return rows <= self.max_batch
 
     def run(
         self,
@@ -104,42 +119,65 @@ class DecodeGraphs:
         before_copies: Callable[[], None] | None = None,
         feed: Callable[[torch.Tensor, list[int]], None] | None = None,
     ) -> torch.Tensor:
-        """Logits ``[n, vocab]`` (fp32) of a decode-only step, every request sampling.
+        """Logits ``[rows, vocab]`` (fp32) of a step ``can_run`` accepts: one row per fed token, each
+        request's rows consecutively (a verify step's logits in the eager path's order).
 
         ``feed(token_buffer, rows)`` writes the device-side ids of rows whose token is pending."""
         scheduled = out.scheduled
         n = len(scheduled)
+        verify = out.num_draft_tokens > 0
+        if verify:  # one row per fed token: request b's rows are its last token, then its drafts
+            owners = [s for s in scheduled for _ in range(s.num_tokens)]
+            tokens = [t for s in scheduled for t in s.token_ids]
+            positions = [p for s in scheduled for p in range(s.start, s.start + s.num_tokens)]
+            n = len(owners)
+        else:
+            owners = scheduled
+            tokens = [s.token_ids[0] for s in scheduled]
+            positions = [s.start for s in scheduled]
         size = next(s for s in self.sizes if s >= n)
         bs = self.block_size
         host = self._host
-        positions = [s.start for s in scheduled]
-        host[_TOKENS, :n] = [s.token_ids[0] for s in scheduled]
+        host[_TOKENS, :n] = tokens
         host[_POSITIONS, :n] = positions
         host[_SLOTS, :n] = [
-            s.block_ids[pos // bs] * bs + pos % bs for s, pos in zip(scheduled, positions, strict=True)
+            s.block_ids[pos // bs] * bs + pos % bs for s, pos in zip(owners, positions, strict=True)
         ]
         host[_SEQ_LENS, :n] = host[_POSITIONS, :n] + 1
         host[_TOKENS : _POSITIONS + 1, n:size] = 0
         host[_SLOTS, n:size] = -1
         host[_SEQ_LENS, n:size] = 1
-        width = self._update_table(scheduled, size)
+        width = self._update_table(owners, size)
         if before_copies is not None:
             before_copies()
         copy_to(self.packed[:, :size], host[:, :size])
         copy_to(self.block_tables[:size, :width], self._table[:size, :width])
         if feed is not None:
-            pending = [i for i, s in enumerate(scheduled) if s.pending_token]
+            pending = self._pending_rows(scheduled)
             if pending:
                 feed(self.packed[_TOKENS], pending)
         self.replays[size]()
         self.steps_run += 1
+        self.verify_steps_run += verify
         return self.logits[size][:n]
+
+    @staticmethod
+    def _pending_rows(scheduled) -> list[int]:
+        """The row of each pending token: a request's first row (drafts follow a known token)."""
+        pending, row = [], 0
+        for s in scheduled:
+            if s.pending_token:
+                pending.append(row)
+            row += s.num_tokens
+        return pending
 
     def _update_table(self, scheduled, size: int) -> int:
         """Refresh the persistent host block table, writing only rows whose blocks changed.
 
-        A request's block-id list is the KV manager's live list (same object every step, grown in
-        place), so a row is rewritten only when it holds another request or got a new block."""
+        ``scheduled``: each row's request (a verify step's request owns several consecutive rows,
+        each caching the same list). A request's block-id list is the KV manager's live list (same
+        object every step, grown in place; replaced when drafts are trimmed), so a row is rewritten
+        only when it holds another request or got a new block."""
         table, rows = self._table, self._table_rows
         width = 1
         for i, s in enumerate(scheduled):

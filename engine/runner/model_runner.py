@@ -114,7 +114,8 @@ class ModelRunner:
         self._prev_ids: torch.Tensor | None = None
         self._prev_rows: dict[str, int] = {}
         # Speculative decoding's MTP proposer reads every step's final hidden states (one row per fed
-        # token, in the step's order); while set, steps take the plain path (no decode graphs).
+        # token, in the step's order); while set, steps take the plain path (the decode graphs
+        # output logits only).
         self.hidden_sink: Callable[[SchedulerOutput, torch.Tensor], None] | None = None
         # Benchmarks only (engine/bench/speculative_grid.py installs it; no setting reaches it):
         # replaces the verification's accept/reject decision by one of known rate, same GPU work.
@@ -237,6 +238,8 @@ class ModelRunner:
         feed = self._feeder(out)
         if self.graphs is not None and self.hidden_sink is None and self.graphs.can_run(out):
             logits = self.graphs.run(out, self._gpu_work_begins, feed)
+            if out.num_draft_tokens:  # one row per fed token, as the eager verify's logits_indices
+                return self._verify_step(logits, out.scheduled, share)
             return self._sample_step(logits, [s.request for s in out.scheduled], share)
         inputs = build_inputs(
             out,
@@ -272,10 +275,17 @@ class ModelRunner:
         sampled: dict[str, int] = {}
         accepted: dict[str, list[int]] = {}
         logprobs: dict[str, Logprob] = {}
-        greedy = [greedy_only([s.request]) for s in scheduled]
-        argmax = logits.argmax(dim=-1).tolist() if any(greedy) else None  # one read for the batch
+        # A request whose every row is chosen up front (the argmax, or unseeded: no generator whose
+        # order must be kept) reads its tokens with the batch's one device read; seeded requests
+        # sample position by position, consuming their generator once per emitted token.
+        up_front = [
+            s.request.sampling_params.logprobs is None
+            and (greedy_only([s.request]) or s.request.request_id not in self._generators)
+            for s in scheduled
+        ]
+        chosen = self._chosen_up_front(logits, scheduled, up_front) if any(up_front) else None
         row = 0
-        for s, plain_greedy in zip(scheduled, greedy, strict=True):
+        for s, known in zip(scheduled, up_front, strict=True):
             request, draft = s.request, s.draft_token_ids
             lo, row = row, row + len(draft) + 1
             rows = logits[lo:row]
@@ -284,8 +294,8 @@ class ModelRunner:
                 sampled.update(plain.sampled)
                 logprobs.update(plain.logprobs)
                 continue
-            state_at, greedy_ids = None, argmax[lo:row] if plain_greedy else None
-            if not plain_greedy:
+            state_at, greedy_ids = None, chosen[lo:row] if known else None
+            if not known:
                 state_at = lambda i, request=request, draft=draft: self._state(request, draft[:i])  # noqa: E731
             if self.acceptance_override is not None:
                 n = self.acceptance_override.accepted_prefix(request, len(draft))
@@ -296,6 +306,27 @@ class ModelRunner:
             if draft:
                 accepted[request.request_id] = emitted[:-1]
         return LaunchedStep(ids, None, StepResult(sampled, logprobs, accepted=accepted))
+
+    def _chosen_up_front(self, logits: torch.Tensor, scheduled: list, up_front: list[bool]) -> list[int]:
+        """Every row's token, read in one go: the argmax, except rows of up-front requests that are
+        not plain greedy (penalties, banned ids under min_tokens, unseeded sampling), chosen with
+        the state after the draft tokens before the row. Sampling every position of an unseeded
+        request, also those after its first rejection (dropped), keeps its tokens' distribution:
+        each position's sample is drawn from that position's own conditional distribution."""
+        chosen = logits.argmax(dim=-1)
+        rows: list[int] = []
+        states: list[SamplingState] = []
+        row = 0
+        for s, known in zip(scheduled, up_front, strict=True):
+            lo, row = row, row + s.num_draft_tokens + 1
+            if known and not greedy_only([s.request]):
+                draft = s.draft_token_ids
+                rows.extend(range(lo, row))
+                states.extend(self._state(s.request, draft[:i]) for i in range(len(draft) + 1))
+        if rows:
+            index = torch.tensor(rows, dtype=torch.int64, device=logits.device)
+            chosen[index] = choose_tokens(logits[index], states)
+        return chosen.tolist()
 
     def _sample_step(self, logits: torch.Tensor, requests: list, share: bool) -> LaunchedStep:
         self._sampling_begins()

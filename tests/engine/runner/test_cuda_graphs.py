@@ -8,6 +8,7 @@ tables wider or narrower than last step, and that the results equal the plain ea
 import random
 
 import pytest
+import torch
 
 from engine import LLM, SamplingParams
 from engine.runner.cuda_graphs import capture_sizes
@@ -42,6 +43,70 @@ def test_graph_path_gives_the_eager_tokens(tiny_models, arch):
     assert actual == expected
     assert calls and min(calls) < max(calls)  # several padded sizes were replayed
     assert all(n <= 5 for n in calls)
+
+
+def _repeating_prompts(n, seed=5):
+    """Prompts that repeat a phrase, so n-gram lookup drafts (some drafts right, most wrong)."""
+    rng = random.Random(seed)
+    prompts = []
+    for _ in range(n):
+        phrase = [rng.randrange(3, 300) for _ in range(rng.randrange(3, 9))]
+        prompts.append([rng.randrange(3, 300) for _ in range(rng.randrange(1, 20))] + phrase * 3)
+    return prompts
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen3_moe", "deepseek_v3"])  # deepseek_v3: latent attention
+def test_verify_steps_through_the_graphs_give_the_eager_verify_tokens(tiny_models, arch):
+    """A verify step's requests expand to one graph row per fed token; steps whose rows exceed the
+    largest captured size (8 here) verify eagerly, next to graphed ones."""
+    prompts = _repeating_prompts(6)
+    params = SamplingParams(max_tokens=24, temperature=0.0, ignore_eos=True)
+    kwargs = dict(device="cpu", dtype="float32", max_num_seqs=6, speculative_method="ngram")
+    kwargs["speculative_scheduling"] = "fixed"
+
+    def run(graphs: bool):
+        llm = LLM(tiny_models[arch], **kwargs)
+        runner = llm.engine.runner
+        verify_steps = []
+        original = runner._verify_step
+        runner._verify_step = lambda logits, *a: verify_steps.append(logits.shape[0]) or original(logits, *a)
+        if graphs:
+            runner.capture_decode_graphs(8, eager=True)
+        outs = [o.token_ids for o in llm.generate(prompts, params)]
+        return outs, llm.stats(), verify_steps, runner.graphs
+
+    eager, eager_stats, _, _ = run(graphs=False)
+    graphed, stats, verify_steps, graphs = run(graphs=True)
+    assert graphed == eager
+    assert stats.spec_decode_num_accepted_tokens == eager_stats.spec_decode_num_accepted_tokens > 0
+    assert 0 < graphs.verify_steps_run < len(verify_steps)  # some graphed, some too large
+    assert any(rows > 8 for rows in verify_steps)
+    plain = LLM(tiny_models[arch], device="cpu", dtype="float32")
+    assert graphed == [o.token_ids for o in plain.generate(prompts, params)]  # speculation off
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("arch", ["llama", "deepseek_v3"])
+def test_captured_graphs_verify_like_the_eager_path(tiny_models, arch):
+    """Real CUDA graphs (captured up to 16 rows): verify steps replayed from them emit the tokens
+    and accept the drafts that eager verification does, and greedy output equals speculation off."""
+    prompts = _repeating_prompts(6)
+    params = SamplingParams(max_tokens=24, temperature=0.0, ignore_eos=True)
+    kwargs = dict(device="cuda", dtype="float32", max_num_seqs=16)
+    spec = dict(speculative_method="ngram", speculative_scheduling="fixed")
+
+    def run(**more):
+        llm = LLM(tiny_models[arch], **kwargs, **more)
+        outs = [o.token_ids for o in llm.generate(prompts, params)]
+        return outs, llm.stats(), llm.engine.runner.graphs
+
+    eager, eager_stats, no_graphs = run(enforce_eager=True, **spec)
+    graphed, stats, graphs = run(**spec)
+    off, _, _ = run()
+    assert no_graphs is None and graphs is not None
+    assert graphs.verify_steps_run > 0
+    assert graphed == eager == off
+    assert stats.spec_decode_num_accepted_tokens == eager_stats.spec_decode_num_accepted_tokens > 0
 
 
 def test_sampled_requests_still_use_the_full_sampler(tiny_llama):

@@ -21,20 +21,28 @@ def _prompts(n, seed=5):
     return prompts
 
 
-def _generate(model, prompts, params, **kwargs):
+def _generate(model, prompts, params, graphs: int = 0, **kwargs):
+    """``graphs``: capture decode graphs up to that many rows, replayed eagerly (the CPU's stand-in
+    for CUDA graphs: the same static-buffer path); plain and verify steps that fit run through them."""
     llm = LLM(model, device="cpu", dtype="float32", **kwargs)
+    if graphs:
+        llm.engine.runner.capture_decode_graphs(graphs, eager=True)
     outs = llm.generate(prompts, params)
     assert llm.engine.kv.pool.num_used_blocks == 0
+    if graphs and llm.engine.speculator is not None:
+        assert llm.engine.runner.graphs.verify_steps_run > 0
     return [(o.token_ids, o.text, o.finish_reason) for o in outs], llm.stats()
 
 
-@pytest.mark.parametrize("async_scheduling", [False, True])
-def test_ngram_greedy_matches_no_speculation(tiny_llama, async_scheduling):
+@pytest.mark.parametrize(
+    ("async_scheduling", "graphs"), [(False, 0), (True, 0), (True, 32)], ids=["sync", "async", "async-graphs"]
+)
+def test_ngram_greedy_matches_no_speculation(tiny_llama, async_scheduling, graphs):
     prompts = _prompts(12)
     params = SamplingParams(max_tokens=40, temperature=0.0, ignore_eos=True)
-    off, _ = _generate(tiny_llama, prompts, params, async_scheduling=async_scheduling)
+    off, _ = _generate(tiny_llama, prompts, params, graphs, async_scheduling=async_scheduling)
     on, stats = _generate(
-        tiny_llama, prompts, params, async_scheduling=async_scheduling, speculative_method="ngram"
+        tiny_llama, prompts, params, graphs, async_scheduling=async_scheduling, speculative_method="ngram"
     )
     assert on == off
     assert stats.spec_decode_num_drafts > 0 and stats.spec_decode_num_accepted_tokens > 0

@@ -2,11 +2,14 @@
 
 A chi-square test over a six-token vocabulary and 20,000 seeds checks the tokens ``verify_draft``
 emits at the first draft position and, after an accepted first token, at the second (whose
-frequency penalty counts that accepted draft token), against distributions computed here by hand.
+frequency penalty counts that accepted draft token), against distributions computed here by hand,
+for positions sampled in order and for every position sampled up front (the runner's rule for
+unseeded requests: one device read per step).
 Seeds are fixed, so the test is deterministic; a correct rule would fail it with probability below
 1e-6 (two tests at 1e-7 each), and a deliberately wrong rule (on rejection, resample from the target
 instead of from the residual) fails it by a wide margin. End to end, a seeded request gives the
-same tokens with speculation on and off, for every sampling setting, and the same text twice."""
+same tokens with speculation on and off, for every sampling setting, and the same text twice (the
+second time with its verify steps through the decode graphs' path)."""
 
 import random
 
@@ -68,10 +71,13 @@ def _p_value(counts: torch.Tensor, probs: torch.Tensor) -> float:
 
 
 def _p_values(verify) -> tuple[float, float]:
+    return _p_values_of(verify(torch.Generator().manual_seed(seed)) for seed in range(SEEDS))
+
+
+def _p_values_of(emissions) -> tuple[float, float]:
     first = torch.zeros(6, dtype=torch.float64)
     second = torch.zeros(6, dtype=torch.float64)
-    for seed in range(SEEDS):
-        emitted = verify(torch.Generator().manual_seed(seed))
+    for emitted in emissions:
         first[emitted[0]] += 1
         if emitted[0] == DRAFT[0] and len(emitted) > 1:  # accepted: the next position was sampled
             second[emitted[1]] += 1
@@ -80,6 +86,16 @@ def _p_values(verify) -> tuple[float, float]:
 
 def test_rejection_sampling_keeps_the_target_distribution():
     first, second = _p_values(_correct)
+    assert first > SIGNIFICANCE and second > SIGNIFICANCE
+
+
+def test_sampling_every_position_up_front_keeps_the_target_distribution():
+    """The runner's rule for unseeded requests: every position sampled in one call (one device read
+    per step), the positions after the first rejection dropped. One call for all draws here."""
+    generator = torch.Generator().manual_seed(0)
+    states = [_state(generator, DRAFT[:i]) for _ in range(SEEDS) for i in range(len(DRAFT) + 1)]
+    chosen = choose_tokens(LOGITS.repeat(SEEDS, 1), states).view(SEEDS, -1).tolist()
+    first, second = _p_values_of(verify_draft(None, DRAFT, None, row) for row in chosen)
     assert first > SIGNIFICANCE and second > SIGNIFICANCE
 
 
@@ -105,8 +121,16 @@ def _prompts(n, seed=11):
         SamplingParams(max_tokens=24, temperature=0.5, min_p=0.1, repetition_penalty=1.1, seed=3),
         SamplingParams(max_tokens=24, temperature=0.4, frequency_penalty=0.3, presence_penalty=0.2, seed=4),
         SamplingParams(max_tokens=24, temperature=0.0, min_tokens=16, stop_token_ids=[138, 251]),
+        SamplingParams(max_tokens=24, temperature=0.0, repetition_penalty=1.3, frequency_penalty=0.4),
     ],
-    ids=["temperature", "top-p-top-k", "min-p-repetition", "frequency-presence", "greedy-min-tokens"],
+    ids=[
+        "temperature",
+        "top-p-top-k",
+        "min-p-repetition",
+        "frequency-presence",
+        "greedy-min-tokens",
+        "greedy-penalties",  # unseeded: chosen up front with the step's one device read
+    ],
 )
 def test_seeded_request_gives_the_same_tokens_with_speculation_on_and_off(tiny_llama, params):
     prompts = _prompts(4)
@@ -117,9 +141,14 @@ def test_seeded_request_gives_the_same_tokens_with_speculation_on_and_off(tiny_l
         "speculative_model": str(tiny_llama),
         "speculative_scheduling": "fixed",
     }
+    # "again" runs its verify steps through the decode graphs' path (replayed eagerly on CPU).
     for name, kwargs in (("off", {}), ("on", spec), ("again", spec)):
         llm = LLM(tiny_llama, device="cpu", dtype="float32", **kwargs)
+        if name == "again":
+            llm.engine.runner.capture_decode_graphs(32, eager=True)
         runs[name] = [(o.token_ids, o.text) for o in llm.generate(prompts, params)]
+        if name == "again":
+            assert llm.engine.runner.graphs.verify_steps_run > 0
         if name == "on":
             stats = llm.stats()
             assert stats.spec_decode_num_accepted_tokens > 0
