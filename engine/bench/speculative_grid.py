@@ -45,7 +45,7 @@ WARM_UP_TOKENS = 8
 SCHEDULER = "scheduler"
 HEADER = (
     f"{'acc':>5}{'batch':>6}{'off':>9}{{fixed}}{'sched':>9}{'best':>6}{'s/best':>9}{'s/off':>9}"
-    f"{'k.p':>7}{'s.p':>7}{'s.len':>7}{'s.nodraft':>10}"
+    f"{'k.p':>7}{'s.p':>7}{'s.len':>7}{'s.nodraft':>10}{'graphed':>12}"
 )
 
 
@@ -65,6 +65,10 @@ class ModeResult:
     # of those the ones where no request got a draft: host work the overlap would have hidden.
     drafting_steps: int = 0
     steps_without_drafts: int = 0
+    # Steps that verified drafts, and of those the ones replayed from the decode CUDA graphs (the
+    # rest ran eager: more rows than the largest captured size, prompt chunks, no graphs captured).
+    verify_steps: int = 0
+    graphed_verify_steps: int = 0
 
 
 @dataclass
@@ -190,10 +194,10 @@ def random_prompts(n: int, vocab_size: int, seed: int) -> list[list[int]]:
 
 
 class CountingSpeculator(Speculator):
-    """Counts the steps it drafts for (some request is in decode), those where no request got a draft, and the draft positions
-    that were decided (accepted, or the first rejected one of a draft)."""
+    """Counts the steps it drafts for (some request is in decode), those where no request got a draft, the steps that
+    verified drafts, and the draft positions that were decided (accepted, or the first rejected one of a draft)."""
 
-    steps = steps_without_drafts = decided = 0
+    steps = steps_without_drafts = decided = verify_steps = 0
 
     def propose(self, running) -> None:
         eligible = any(self._eligible(r) for r in running)  # before: drafting changes a request's state
@@ -204,6 +208,7 @@ class CountingSpeculator(Speculator):
 
     def observe(self, out, accepted, seconds) -> None:
         super().observe(out, accepted, seconds)
+        self.verify_steps += out.num_draft_tokens > 0
         for s in out.scheduled:
             if s.num_draft_tokens:
                 n = len(accepted.get(s.request.request_id, []))
@@ -244,12 +249,16 @@ class GridRunner:
         from engine.bench.speculative import measure
 
         self._attach(mode, acceptance, step_time or self.step_time)
+        graphs = self.llm.engine.runner.graphs
+        graphed_before = graphs.verify_steps_run if graphs is not None else 0
         try:
             tokens, seconds, counts = measure(self.llm, prompts, params or self.params)
             spec = self.llm.engine.speculator
         finally:
             self._attach("off", acceptance, None)
         result = ModeResult(sum(map(len, tokens)) / seconds, seconds)
+        if graphs is not None:
+            result.graphed_verify_steps = graphs.verify_steps_run - graphed_before
         if spec is not None:
             drafted, drafts = counts["spec_decode_num_draft_tokens"], counts["spec_decode_num_drafts"]
             result.drafted_tokens, result.accepted_tokens = drafted, counts["spec_decode_num_accepted_tokens"]
@@ -257,6 +266,7 @@ class GridRunner:
             result.mean_draft_len = drafted / drafts if drafts else None
             result.drafting_steps, result.steps_without_drafts = spec.steps, spec.steps_without_drafts
             result.decided_tokens = spec.decided
+            result.verify_steps = spec.verify_steps
             result.position_acceptance = result.accepted_tokens / spec.decided if spec.decided else None
         return result
 
@@ -393,10 +403,12 @@ def format_point(p: Point) -> str:
     fixed_accept = "-" if p.fixed_acceptance is None else f"{p.fixed_acceptance:.2f}"
     accept = "-" if s.position_acceptance is None else f"{s.position_acceptance:.2f}"
     draft = "-" if s.mean_draft_len is None else f"{s.mean_draft_len:.2f}"
+    graphed = f"{sum(r.graphed_verify_steps for r in p.modes.values())}/{sum(r.verify_steps for r in p.modes.values())}"
     return (
         f"{p.acceptance:>5.2f}{p.batch_size:>6}{p.modes['off'].tokens_per_s:>9.1f}{fixed}"
         f"{s.tokens_per_s:>9.1f}{p.best_fixed:>6}{p.scheduler_vs_best_fixed:>9.3f}{p.scheduler_vs_off:>9.3f}"
         f"{fixed_accept:>7}{accept:>7}{draft:>7}{f'{s.steps_without_drafts}/{s.drafting_steps}':>10}"
+        f"{graphed:>12}"
     )
 
 
@@ -416,7 +428,8 @@ def format_report(report: GridReport) -> str:
         "k.p: per-position acceptance over the fixed lengths, accepted / decided draft tokens (up to "
         "each draft's first rejection; expect acc); s.p: the scheduler's; s.len: its verified draft "
         "tokens per draft; s.nodraft: its synchronous steps that drafted nothing / all its drafting "
-        "steps (accepted / drafted tokens per mode: acceptance_rate in --json)"
+        "steps; graphed: verify steps replayed from the decode CUDA graphs / all verify steps, over "
+        "every mode of the point (accepted / drafted tokens per mode: acceptance_rate in --json)"
     )
     for goal in report.goals:
         verdict = {True: "PASS", False: "FAIL", None: "NOT RUN"}[goal.passed]

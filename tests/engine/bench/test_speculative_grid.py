@@ -11,6 +11,7 @@ from engine.bench.speculative_grid import estimate_s, ordered_points
 FIELDS = {
     "tokens_per_s", "seconds", "acceptance_rate", "position_acceptance", "mean_draft_len",
     "drafted_tokens", "accepted_tokens", "decided_tokens", "drafting_steps", "steps_without_drafts",
+    "verify_steps", "graphed_verify_steps",
 }  # fmt: skip
 
 
@@ -23,7 +24,7 @@ def test_the_grid_drafts_every_step_and_accepts_at_the_forced_rate(tmp_path, cap
     printed = capsys.readouterr().out
     report = json.loads(out.read_text())
     assert status == (1 if any(g["passed"] is False for g in report["goals"]) else 0)
-    assert "s/best" in printed and "s.nodraft" in printed and "NOT RUN" in printed
+    assert "s/best" in printed and "s.nodraft" in printed and "graphed" in printed and "NOT RUN" in printed
     assert [(p["acceptance"], p["batch_size"]) for p in report["points"]] == [(0.6, 1), (0.6, 2)]
     for point in report["points"]:
         assert list(point["modes"]) == ["off", "k1", "k3", "scheduler"]
@@ -37,6 +38,7 @@ def test_the_grid_drafts_every_step_and_accepts_at_the_forced_rate(tmp_path, cap
                 assert result["drafting_steps"] > 0 and result["steps_without_drafts"] == 0
                 assert result["accepted_tokens"] <= result["decided_tokens"] <= result["drafted_tokens"]
                 assert result["decided_tokens"] > 0
+                assert result["verify_steps"] > 0 and result["graphed_verify_steps"] == 0  # no graphs on CPU
         k1 = point["modes"]["k1"]  # one position per draft: accepted / drafted is p itself
         assert k1["decided_tokens"] == k1["drafted_tokens"]
     assert [g["passed"] is None for g in report["goals"]] == [False, True, True]  # no batch >= 128
