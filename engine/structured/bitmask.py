@@ -99,24 +99,9 @@ def apply_grammars(logits: torch.Tensor, requests: list, masks: GrammarMasks) ->
             matched.append(row)
     if matched:
         masks.fill([requests[row].grammar.matcher for row in matched], mask, matched)
-    apply_bitmask(logits, masks.to_device(mask))
+    import xgrammar as xgr
 
-
-_BIT_SHIFTS: dict[torch.device, torch.Tensor] = {}
-
-
-def apply_bitmask(logits: torch.Tensor, mask: torch.Tensor) -> None:
-    """``logits[i, t] = -inf`` where bit ``t`` of row ``i`` of ``mask`` (int32 words, on the
-    logits' device) is 0: xgrammar's ``apply_token_bitmask_inplace`` in three torch operations,
-    whose host cost is a few microseconds (the Triton launch of xgrammar's kernel costs more on the
-    host than the whole masking costs on the device). Reads the words as little-endian bytes."""
-    shifts = _BIT_SHIFTS.get(mask.device)
-    if shifts is None:
-        shifts = _BIT_SHIFTS[mask.device] = torch.arange(8, dtype=torch.uint8, device=mask.device)
-    rows, width = logits.shape
-    with torch.inference_mode():  # the logits may come from a forward run in inference mode
-        bits = (mask.view(torch.uint8).unsqueeze(-1) >> shifts).view(rows, -1)[:, :width]
-        logits.masked_fill_(bits.bitwise_and_(1) == 0, float("-inf"))
+    xgr.apply_token_bitmask_inplace(logits, masks.to_device(mask))
 
 
 def allow_only(row: torch.Tensor, token_id: int) -> None:

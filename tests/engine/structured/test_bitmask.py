@@ -1,28 +1,15 @@
-"""The mask applied to the logits: torch's three operations give xgrammar's kernel's result, and a
-request's first constrained step copies the start state's row computed with the compiled grammar."""
+"""A request's first constrained step copies the start state's bitmask row computed with its compiled
+grammar; later steps fill their rows from the matcher."""
 
 from __future__ import annotations
 
-import pytest
 import torch
 import xgrammar as xgr
 
-from engine.structured.bitmask import GrammarMasks, apply_bitmask, apply_grammars
+from engine.structured.bitmask import GrammarMasks, apply_grammars
 from engine.structured.compiler import GrammarCompilerPool
 from engine.structured.spec import StructuredSpec
 from engine.tokenizer import Tokenizer
-
-
-@pytest.mark.parametrize(("rows", "width"), [(1, 128256), (3, 49152), (64, 1000), (5, 33)])
-def test_torch_apply_equals_xgrammars_kernel(rows, width):
-    generator = torch.Generator().manual_seed(rows)
-    mask = torch.randint(-(2**31), 2**31 - 1, (rows, -(-width // 32)), dtype=torch.int32, generator=generator)
-    logits = torch.randn(rows, width, generator=generator)
-    expected = logits.clone()
-    xgr.apply_token_bitmask_inplace(expected, mask)
-    apply_bitmask(logits, mask)
-    assert torch.equal(logits, expected)
-    assert torch.isinf(logits).any() and torch.isfinite(logits).any()
 
 
 class _Request:
@@ -54,7 +41,9 @@ def test_the_first_step_copies_the_start_rows_and_later_steps_fill(tiny_checkpoi
             xgr.apply_token_bitmask_inplace(expected, start)
             assert torch.equal(allowed, torch.isfinite(expected[0]))
 
-        digit = tokenizer.hf.convert_tokens_to_ids(next(t for t in tokenizer.hf.get_vocab() if t in "0123456789"))
+        digit = tokenizer.hf.convert_tokens_to_ids(
+            next(t for t in tokenizer.hf.get_vocab() if t in "0123456789")
+        )
         assert requests[0].grammar.accept(digit)
         assert requests[0].grammar.first_mask is None and requests[1].grammar.first_mask is not None
         apply_grammars(torch.zeros(len(requests), vocab), requests, masks)
