@@ -51,7 +51,7 @@ class GatewayMetrics:
             Counter,
             "prefill_phases",
             "Prefill phases of disaggregated requests by outcome: ok, or why the decode replica "
-            "prefilled the prompt itself (no_replica, connect, timeout, status_5xx, http_4xx, ...)",
+            "prefilled the prompt itself (busy, no_replica, connect, timeout, status_5xx, http_4xx, ...)",
             ["model", "outcome"],
         )
         self.matched_blocks = m(

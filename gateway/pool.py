@@ -90,6 +90,17 @@ class ModelPool:
     def prefilling(self, exclude: Sequence[str] = ()) -> list[Replica]:
         return [r for r in self.routable(exclude) if r.spec.role == "prefill"]
 
+    def prefill_saturated(self) -> bool:
+        """Whether even the least loaded prefill replica is busier than the least loaded decode
+        replica by more than the policy's load margin: a prefill phase would then wait in its queue
+        longer than the decode replica takes to prefill, so the request skips it (as mixed)."""
+        prefill = self.prefilling()
+        decode = [r for r in self.routable() if r.spec.role != "prefill"]
+        if not prefill or not decode:
+            return False
+        weight, margin = self.route.policy.kv_usage_weight, self.route.policy.load_margin
+        return min(r.load(weight) for r in prefill) > min(r.load(weight) for r in decode) + margin
+
     def chain_for(self, token_ids: Sequence[int] | None, salt: bytes | None) -> list[bytes]:
         if not token_ids or not self.block_size:
             return []

@@ -189,6 +189,8 @@ class ProxyResponse:
         """Have a prefill replica compute the prompt's KV into the shared tier. Returns the outcome;
         any but "ok" only means the decode replica computes the prompt itself."""
         plan, metrics = self.plan, self.metrics
+        if plan.pool.prefill_saturated():
+            return "busy"
         decision = phase.decide([])
         if decision is None:
             return "no_replica"

@@ -102,17 +102,36 @@ def run_mode(mode: str, args, model_dir: Path, workdir: Path, log=print):
         )
         wall = time.perf_counter() - started
         after = scrape_prefix_cache(urls)
-    return summarize(mode, results, before, after, wall)
+        phases = prefill_phases(cluster.gateway.url)
+    report = summarize(mode, results, before, after, wall)
+    report.decisions = phases  # the prefill phases' outcomes stand in for routing decisions here
+    return report
+
+
+def prefill_phases(gateway_url: str) -> dict[str, int]:
+    """The gateway's prefill phases by outcome (ok, busy, connect, ...); empty for mixed replicas."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    found: dict[str, int] = {}
+    for family in text_string_to_metric_families(httpx.get(f"{gateway_url}/metrics", timeout=5.0).text):
+        for sample in family.samples:
+            if sample.name == "chassis_gateway_prefill_phases_total":
+                outcome = sample.labels.get("outcome", "")
+                found[outcome] = found.get(outcome, 0) + int(sample.value)
+    return found
 
 
 def format_table(reports) -> str:
     lines = [
         f"{'mode':<14} {'TTFT p50':>9} {'TTFT p99':>9} {'ITL p50':>8} {'ITL p99':>8} {'req/s':>6} {'failed':>6}"
+        "  prefill phases"
     ]
     for r in reports:
         lines.append(
             f"{r.policy:<14} {r.ttft_p50_ms:>7.1f}ms {r.ttft_p99_ms:>7.1f}ms {r.itl_p50_ms:>6.1f}ms "
-            f"{r.itl_p99_ms:>6.1f}ms {r.throughput_rps:>6.2f} {r.failed:>6}"
+            f"{r.itl_p99_ms:>6.1f}ms {r.throughput_rps:>6.2f} {r.failed:>6}  "
+            + (" ".join(f"{k}={v}" for k, v in sorted(r.decisions.items())) or "-")
         )
     return "\n".join(lines)
 

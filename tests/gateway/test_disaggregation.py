@@ -60,6 +60,17 @@ def test_phases_pick_their_role_and_prefill_replicas_serve_when_nothing_else_is_
     assert pool.decide(prefill=True) is None  # the decode replica then prefills itself
 
 
+def test_a_prefill_group_busier_than_the_margin_is_skipped():
+    pool = _pool("prefill", "decode")  # least_load, load margin 4
+    prefill, decode = pool.replicas["r0"], pool.replicas["r1"]
+    prefill.in_flight, decode.in_flight = 5, 1
+    assert not pool.prefill_saturated()  # 5 <= 1 + 4
+    prefill.in_flight = 6
+    assert pool.prefill_saturated()
+    decode.health = Health.DOWN  # no decode replica: nothing to compare with
+    assert not pool.prefill_saturated()
+
+
 @pytest.mark.parametrize(
     ("api", "body", "length_field"),
     [
