@@ -207,17 +207,17 @@ class GrammarTimer:
     @contextmanager
     def installed(self):
         import torch
-        import xgrammar as xgr
 
         from engine.runner import model_runner
+        from engine.structured.bitmask import GrammarMasks
 
-        apply, fill = model_runner.apply_grammars, xgr.BatchGrammarMatcher.batch_fill_next_token_bitmask
+        apply, fill = model_runner.apply_grammars, GrammarMasks.fill
         cuda = self.device.type == "cuda"
 
-        def timed_fill(matcher, *args, **kwargs):
+        def timed_fill(masks, *args, **kwargs):
             started = time.perf_counter()
             try:
-                return fill(matcher, *args, **kwargs)
+                return fill(masks, *args, **kwargs)
             finally:
                 self.fill_s += time.perf_counter() - started
 
@@ -233,14 +233,11 @@ class GrammarTimer:
                 end.record()
                 self.events.append((begin, end))
 
-        model_runner.apply_grammars, xgr.BatchGrammarMatcher.batch_fill_next_token_bitmask = (
-            timed_apply,
-            timed_fill,
-        )
+        model_runner.apply_grammars, GrammarMasks.fill = timed_apply, timed_fill
         try:
             yield self
         finally:
-            model_runner.apply_grammars, xgr.BatchGrammarMatcher.batch_fill_next_token_bitmask = apply, fill
+            model_runner.apply_grammars, GrammarMasks.fill = apply, fill
 
     def device_ms(self) -> float | None:
         if not self.events:
