@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU acceptance items of issues 18, 19, 21 and 22 on one H200, in at most two device calls
+# The GPU acceptance items of issues 18, 19, 20, 21 and 22 on one H200, in at most two device calls
 # (docs/performance.md records the figures):
 #   e2e         issue 22 item 5: scripts/gpu/e2e_nvidia.sh (control plane, worker, agent, CUDA replica, streamed answer)
 #   kv-tiers    issue 21 item 3: chassis bench kv-tiers (8k-token TTFT from host / disk vs recompute, bandwidths)
@@ -7,6 +7,8 @@
 #   spec-llama, spec-deepseek   issue 18 item 4: chassis bench speculative --grid (oracle drafts of known acceptance)
 #   cpu-smollm2 issue 15: the CPU engine vs transformers on SmolLM2-135M's shape (random weights: the GGUF
 #               does not travel), pinned to 2 of the host's cores (taskset), on an otherwise idle machine
+#   batch-invariance issue 20 item 1: scripts/gpu/batch_invariance.py (256 prompts alone / in 8s / at once,
+#               chunks 64 and 2048, with and without prefix hits, bitwise; then its cost vs normal mode)
 #
 # Usage on the device machine, from the repo root, carry [".whl", ".gpucarry"]:
 #   bash scripts/gpu/run_open_items.sh [--budget SECONDS] STEP...
@@ -74,6 +76,8 @@ for step in "${STEPS[@]}"; do
     cpu-smollm2) run_step cpu-smollm2 240 taskset -c 0,1 python3 -m chassis bench engine --random-arch smollm2-135m \
         --device cpu --dtype float32 --workload static-batch --compare hf --static-batch-sizes 1,16 \
         --static-prompt-len 32 --static-output-len 64 --json "$OUT/cpu_smollm2.json" ;;
+    batch-invariance) run_step batch-invariance 235 python3 scripts/gpu/batch_invariance.py --device cuda \
+        --time-budget 215 --sweep --json "$OUT/batch_invariance.json" ;;
     *) echo "run_open_items.sh: unknown step $step" | tee -a "$LOG"; status=2 ;;
   esac
 done
