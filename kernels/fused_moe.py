@@ -35,6 +35,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from kernels import cpu_invariant
 from kernels._common import cdiv, check_last_dim_contiguous, next_power_of_2, tl, triton, use_triton
 from kernels._paged import dot_in_fp32
 from kernels.fused_moe_configs import AnyMoeConfig, MoeConfig, MoeGemvConfig, choose_config
@@ -396,9 +397,9 @@ def fused_moe_reference(
         pairs = order[start : start + count]
         start += count
         rows = x.index_select(0, pairs // top_k)
-        gate_up = rows @ w13[expert].t()
+        gate_up = cpu_invariant.linear(rows, w13[expert])  # rows per expert follow the batch
         act = F.silu(gate_up[:, :inter]) * gate_up[:, inter:]
-        down = act @ w2[expert].t()
+        down = cpu_invariant.linear(act, w2[expert])
         weights = topk_weights.reshape(-1).index_select(0, pairs)
         pair_out.index_copy_(0, pairs, down.float() * weights[:, None])
     return _combine(pair_out, tokens, top_k, x.dtype)

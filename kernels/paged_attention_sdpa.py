@@ -1,11 +1,10 @@
-"""Paged attention through torch's fused ``scaled_dot_product_attention``: the path for devices
-without Triton (CPU replicas, the demo).
+"""Paged attention in torch: the path for devices without Triton (CPU replicas, the demo).
 
-The references in ``_paged.py`` (``attend``) spell the math out op by op; on a CPU that cost more
-than the rest of a decode step. Here each sequence is one fused call over exactly the keys it may
-see (its window's blocks only), so no mask is needed for a decode row or a fresh prompt. Sequences
-are never padded into one batched call: the CPU kernel's reduction blocks follow the key count, so
-padding to the batch's longest context would make a row's bits depend on its neighbours.
+Each sequence is one call of ``kernels.cpu_invariant.attend`` over the keys it may see (from the
+``KEY_BLOCK``-aligned position before its window on), never padded into one batched call with its
+neighbours. ``attend`` walks the keys in fixed position-aligned blocks, so a row's bits are the same
+as a decode row, in a chunk of its prompt, after a cached prefix or beside any other request (torch's
+fused CPU attention, used here before, sizes its reduction blocks by the call's query and key counts).
 """
 
 from __future__ import annotations
@@ -13,19 +12,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
+
+from kernels.cpu_invariant import KEY_BLOCK, attend
 
 __all__ = ["paged_attention_decode_sdpa", "paged_attention_sdpa"]
 
 
+def _first_key(context_len: int, num_queries: int, sliding_window: int | None) -> int:
+    """The ``KEY_BLOCK``-aligned position before the first key any of the last ``num_queries``
+    positions of a ``context_len``-token sequence may see."""
+    if sliding_window is None:
+        return 0
+    return max(0, context_len - num_queries - sliding_window + 1) // KEY_BLOCK * KEY_BLOCK
+
+
 def _context(cache: torch.Tensor, table: torch.Tensor, first: int, stop: int) -> torch.Tensor:
-    """Keys (or values) at positions ``first:stop`` of one sequence as ``[1, Hk, stop - first, D]``."""
+    """Keys (or values) at positions ``first:stop`` of one sequence as ``[stop - first, Hk, D]``."""
     block_size = cache.shape[1]
     first_block, end_block = first // block_size, -(-stop // block_size)
     # index_select copies pages several times faster than advanced indexing on a CPU.
     pages = cache.index_select(0, table[first_block:end_block].long())
-    rows = pages.flatten(0, 1)[first - first_block * block_size : stop - first_block * block_size]
-    return rows.transpose(0, 1).unsqueeze(0)
+    return pages.flatten(0, 1)[first - first_block * block_size : stop - first_block * block_size]
 
 
 def _attend_one(
@@ -38,31 +45,10 @@ def _attend_one(
     sliding_window: int | None,
 ) -> torch.Tensor:
     """``q: [n, Hq, D]``, the last ``n`` positions of a ``context_len``-token sequence -> ``[n, Hq, D]``."""
-    n = q.shape[0]
-    prefix = context_len - n
-    first = 0 if sliding_window is None else max(0, prefix - sliding_window + 1)
+    first = _first_key(context_len, q.shape[0], sliding_window)
     keys = _context(k_cache, table, first, context_len)
     values = _context(v_cache, table, first, context_len)
-    mask, causal = None, False
-    if n > 1:
-        if first == 0 and prefix == 0 and sliding_window is None:
-            causal = True  # torch's causal mask is aligned top-left: right only for a fresh prompt
-        else:
-            key_positions = torch.arange(first, context_len, device=q.device)
-            query_positions = torch.arange(prefix, context_len, device=q.device).unsqueeze(1)
-            mask = key_positions <= query_positions
-            if sliding_window is not None:
-                mask &= key_positions > query_positions - sliding_window
-    out = F.scaled_dot_product_attention(
-        q.transpose(0, 1).unsqueeze(0),
-        keys,
-        values,
-        attn_mask=mask,
-        is_causal=causal,
-        scale=scale,
-        enable_gqa=q.shape[1] != keys.shape[1],
-    )
-    return out[0].transpose(0, 1)
+    return attend(q, keys, values, scale, sliding_window, first)
 
 
 @dataclass(frozen=True)
@@ -76,6 +62,7 @@ class _DecodeGather:
     sliding_window: int | None
     block_ids: torch.Tensor  # int64 [sum of rows' blocks]
     ranges: list[tuple[int, int]]  # per row: (first, stop) into the gathered [tokens, Hk, D]
+    first_keys: list[int]  # per row: the position of its first gathered key
 
 
 _last_plan: _DecodeGather | None = None
@@ -95,9 +82,10 @@ def _decode_gather(
         and plan.sliding_window == sliding_window
     ):
         return plan
-    tables, pieces, ranges, gathered = block_tables.tolist(), [], [], 0
+    tables, pieces, ranges, first_keys, gathered = block_tables.tolist(), [], [], [], 0
     for row, context_len in enumerate(seq_lens.tolist()):
-        first = 0 if sliding_window is None else max(0, context_len - sliding_window)
+        first = _first_key(context_len, 1, sliding_window)
+        first_keys.append(first)
         first_block, end_block = first // block_size, -(-context_len // block_size)
         pieces.extend(tables[row][first_block:end_block])
         start = gathered * block_size
@@ -107,7 +95,9 @@ def _decode_gather(
         gathered += end_block - first_block
     block_ids = torch.tensor(pieces, dtype=torch.int64, device=block_tables.device)
     versions = (block_tables._version, seq_lens._version)
-    _last_plan = _DecodeGather(block_tables, seq_lens, versions, sliding_window, block_ids, ranges)
+    _last_plan = _DecodeGather(
+        block_tables, seq_lens, versions, sliding_window, block_ids, ranges, first_keys
+    )
     return _last_plan
 
 
@@ -128,19 +118,11 @@ def paged_attention_decode_sdpa(
     plan = _decode_gather(block_tables, seq_lens, k_cache.shape[1], sliding_window)
     keys = k_cache.index_select(0, plan.block_ids).flatten(0, 1)  # [tokens, Hk, D]
     values = v_cache.index_select(0, plan.block_ids).flatten(0, 1)
-    queries = q.unsqueeze(2)  # [B, Hq, 1, D]
-    gqa = q.shape[1] != k_cache.shape[2]
     rows = [
-        F.scaled_dot_product_attention(
-            queries[b : b + 1],
-            keys[first:stop].transpose(0, 1).unsqueeze(0),
-            values[first:stop].transpose(0, 1).unsqueeze(0),
-            scale=scale,
-            enable_gqa=gqa,
-        )
-        for b, (first, stop) in enumerate(plan.ranges)
+        attend(q[b : b + 1], keys[first:stop], values[first:stop], scale, sliding_window, first_key)
+        for b, ((first, stop), first_key) in enumerate(zip(plan.ranges, plan.first_keys, strict=True))
     ]
-    return torch.cat(rows).squeeze(2)
+    return torch.cat(rows)
 
 
 def paged_attention_sdpa(

@@ -10,6 +10,11 @@ their latents are expanded through ``kv_b_proj`` into per-head keys and values f
 which costs less than absorption when many queries share the context. A mixed step (decode rows next
 to prefill chunks) sends its decode rows through one batched absorbed call and only its prefill
 requests, one at a time, through the expanded one.
+
+Where Triton does not run (CPU) every row, prompt or decode, takes the absorbed formulation through
+``kernels.cpu_invariant`` (one request at a time, keys in position-aligned blocks): the two
+formulations round differently, and which one a token took would otherwise follow how it was
+scheduled (a last prompt token alone in a step, after a cached prefix, is a one-token row).
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from torch import nn
 
 from engine.layers.attention import AttentionMetadata
 from engine.layers.rotary import RotaryEmbedding
+from kernels import cpu_invariant
+from kernels._common import use_triton
 from kernels.latent_cache_write import write_latent
 from kernels.mla_decode import gather_latents, mla_decode
 
@@ -75,6 +82,8 @@ class LatentAttention(nn.Module):
         q_rope, k_rope = self.rotary(positions, q_rope, k_rope.unsqueeze(1))
         k_rope = k_rope.squeeze(1)
         write_latent(self.latent_cache, meta.slot_mapping, c, k_rope)
+        if not use_triton(q_nope, self.latent_cache):
+            return self._row_invariant(q_nope, q_rope, kv_b_weight, meta)
         if meta.decode_only:
             return self._absorbed(q_nope, q_rope, kv_b_weight, meta.block_tables, meta.seq_lens)
         out = q_nope.new_empty(q_nope.shape[0], self.num_heads, self.v_head_dim)
@@ -107,6 +116,26 @@ class LatentAttention(nn.Module):
             q_latent, q_rope.contiguous(), self.latent_cache, block_tables, seq_lens, self.scale
         )
         return torch.einsum("thr,hvr->thv", latent_out, w_uv)
+
+    def _row_invariant(
+        self, q_nope: torch.Tensor, q_rope: torch.Tensor, kv_b_weight: torch.Tensor, meta: AttentionMetadata
+    ) -> torch.Tensor:
+        """The absorbed formulation for every row, one request at a time -> ``[T, H, V]``."""
+        w = kv_b_weight.view(self.num_heads, self.qk_nope_head_dim + self.v_head_dim, self.kv_lora_rank)
+        w_uk, w_uv = w[:, : self.qk_nope_head_dim], w[:, self.qk_nope_head_dim :]
+        q_latent = cpu_invariant.bmm(q_nope.transpose(0, 1), w_uk).transpose(0, 1)  # [T, H, R]
+        queries = torch.cat((q_latent, q_rope.to(q_latent.dtype)), dim=-1)
+        latent_out = q_latent.new_empty(q_latent.shape)
+        starts = meta.query_start_loc.tolist()
+        for b, context_len in enumerate(meta.seq_lens.tolist()):
+            start, stop = starts[b], starts[b + 1]
+            if stop == start:
+                continue
+            tokens = gather_latents(self.latent_cache, meta.block_tables[b], context_len).unsqueeze(1)
+            latent_out[start:stop] = cpu_invariant.attend(
+                queries[start:stop], tokens, tokens[..., : self.kv_lora_rank], self.scale
+            )
+        return cpu_invariant.bmm(latent_out.transpose(0, 1), w_uv.transpose(1, 2)).transpose(0, 1)
 
     def _expanded(
         self,

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.layers.batch_invariant import batch_invariant
+from kernels import cpu_invariant
 from kernels._common import use_triton
 from kernels.gemv import MAX_ROWS, gemv, gemv_silu
 from kernels.gemv_configs import table_entry
@@ -76,12 +77,17 @@ def matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         return invariant_matmul(flat, weight, bias).view(*x.shape[:-1], weight.shape[0])
     if takes_gemv(flat, weight):
         return gemv(flat, weight, bias).view(*x.shape[:-1], weight.shape[0])
-    if not x.is_cuda and weight.shape[0] >= _CPU_SLICED_MIN_ROWS and 1 < flat.shape[0] <= 64:
+    rows = cpu_invariant.padded_rows(flat.shape[0])  # a CPU computes one row as a 4-row product
+    if not x.is_cuda and weight.shape[0] >= _CPU_SLICED_MIN_ROWS and 1 < rows <= 64:
         biases = (
             bias.split(CPU_ROW_SLICE) if bias is not None else [None] * -(-weight.shape[0] // CPU_ROW_SLICE)
         )
-        parts = [F.linear(x, w, b) for w, b in zip(weight.split(CPU_ROW_SLICE), biases, strict=True)]
+        parts = [
+            cpu_invariant.linear(x, w, b) for w, b in zip(weight.split(CPU_ROW_SLICE), biases, strict=True)
+        ]
         return torch.cat(parts, dim=-1)
+    if x.device.type == "cpu":  # a row's bits must not follow the row count (kernels/cpu_invariant.py)
+        return cpu_invariant.linear(x, weight, bias)
     return F.linear(x, weight, bias)
 
 

@@ -14,7 +14,6 @@ for metrics. A CUDA-graph decode step also counts its padding rows.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from engine.checkpoint.moe_config import MoEConfig
@@ -22,6 +21,7 @@ from engine.distributed.group import SINGLE, TPGroup
 from engine.distributed.sharding import even_rows
 from engine.layers.mlp import GatedMLP
 from engine.layers.router import Router
+from kernels import cpu_invariant
 from kernels.activation import silu_and_mul
 from kernels.fused_moe import fused_moe
 
@@ -99,7 +99,7 @@ class MoE(nn.Module):
         if self.shared_experts is not None:
             # This rank's partial product, all-reduced together with the routed one below.
             shared = self.shared_experts
-            out = out + F.linear(silu_and_mul(shared.gate_up_proj(x)), shared.down_proj.weight)
+            out = out + cpu_invariant.linear(silu_and_mul(shared.gate_up_proj(x)), shared.down_proj.weight)
         if self.tp.is_single:
             return out
         # Summed in fp32 and rounded once, as RowParallelLinear does (bf16 sums flip near-ties).

@@ -10,10 +10,10 @@ weights renormalised to sum to one or not, then scaled by ``routed_scaling_facto
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from engine.checkpoint.moe_config import MoEConfig
+from kernels import cpu_invariant
 
 
 def select_experts(
@@ -21,7 +21,9 @@ def select_experts(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``router_logits: [T, E]`` -> ``(topk_weights float32 [T, k], topk_ids int64 [T, k])``."""
     logits = router_logits.float()
-    scores = logits.sigmoid() if moe.scoring == "sigmoid" else logits.softmax(dim=-1)
+    scores = (
+        cpu_invariant.pointwise(torch.sigmoid, logits) if moe.scoring == "sigmoid" else logits.softmax(dim=-1)
+    )
     choice = scores if correction_bias is None else scores + correction_bias.float()
     if moe.num_groups > 1:
         choice = _limit_to_best_groups(choice, moe)
@@ -68,5 +70,5 @@ class Router(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        logits = F.linear(x.float(), self.weight)
+        logits = cpu_invariant.linear(x.float(), self.weight)
         return select_experts(logits, self.moe, self.e_score_correction_bias)

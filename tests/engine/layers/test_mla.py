@@ -158,6 +158,10 @@ def _spy(monkeypatch) -> tuple[list[int], list[int]]:
 
     monkeypatch.setattr(latent_attention, "mla_decode", counting_decode)
     monkeypatch.setattr(LatentAttention, "_attend", counting_attend)
+    # The split into absorbed and expanded calls is the GPU's (Triton) dispatch, which cannot run
+    # here: a CPU takes the absorbed formulation for every row (kernels/cpu_invariant.py). Pretend
+    # to be that device; the kernels themselves still run their torch references.
+    monkeypatch.setattr(latent_attention, "use_triton", lambda *tensors: True)
     return decode_batches, attended
 
 

@@ -1,0 +1,125 @@
+"""CPU products and attention whose rows come out with the same bits whatever else is in the call:
+the batch, the chunk a prompt was cut into, a cached prefix.
+
+MKL's fp32 GEMM sums a row's products in one order when the row sits in a group of 4 rows, and in
+another (a GEMV at one row) for the 1-3 rows left over when a product has fewer than 12 rows
+(measured with MKL 2024.2 on AVX2; tests/kernels/test_cpu_invariant.py checks it on the machine that
+runs it). ``linear`` and ``bmm`` therefore give such a product zero rows up to the next multiple of 4:
+a decode step's one row costs a 4-row product. Other devices pass straight through.
+
+Attention (``attend``) walks the keys in blocks of ``KEY_BLOCK`` positions aligned at position 0,
+with an online softmax, for every query row at once: a row's sums run over the same blocks in the
+same order whether it is a decode row, one of a chunk or of a whole prompt; a block that a row may
+not see (past its position, before its window) leaves its running sums exactly as they were. torch's
+fused CPU attention instead sizes its reduction blocks by the query and key counts of the call.
+
+Elementwise transcendental functions (exp, sigmoid) run 16 fp32 lanes at a time with SIMD
+approximations but finish a tensor's last ``numel % 16`` elements with scalar libm, which rounds
+differently: a row that lands in that tail (the last token of a step, when a row has 8 values) gets
+other bits. ``pointwise`` pads the last dimension to whole vectors first. (With several intra-op
+threads torch also cuts tensors above 32k elements at size-dependent points, each piece with its
+own tail; the tests run one thread.)
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["KEY_BLOCK", "attend", "bmm", "linear", "padded_rows", "pointwise"]
+
+_ROW_GROUP = 4  # MKL's GEMM rows per micro-kernel
+_SMALL_PRODUCT = 12  # below this many rows, rows outside a group of 4 take other kernels
+KEY_BLOCK = 256
+_LANES = 16  # fp32 elements per step of torch's vectorized CPU loops (two AVX2 vectors)
+
+
+def padded_rows(rows: int) -> int:
+    """The row count to compute ``rows`` rows with so that each comes out as in any larger product."""
+    if rows >= _SMALL_PRODUCT or rows % _ROW_GROUP == 0:
+        return rows
+    return rows + _ROW_GROUP - rows % _ROW_GROUP
+
+
+def _pad_rows(x: torch.Tensor, dim: int) -> torch.Tensor:
+    rows = x.shape[dim]
+    extra = padded_rows(rows) - rows
+    if extra == 0 or x.device.type != "cpu":
+        return x
+    pad = [0, 0] * (x.dim() - 1 - dim % x.dim()) + [0, extra]
+    return F.pad(x, pad)
+
+
+def pointwise(fn, x: torch.Tensor) -> torch.Tensor:
+    """``fn(x)`` for an elementwise ``fn``, every element through the vectorized path on a CPU."""
+    extra = -x.shape[-1] % _LANES
+    if extra == 0 or x.device.type != "cpu":
+        return fn(x)
+    return fn(F.pad(x, (0, extra)))[..., : x.shape[-1]]
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``F.linear`` over the last dimension, each row's bits independent of the row count."""
+    flat = x.reshape(-1, x.shape[-1])
+    out = F.linear(_pad_rows(flat, 0), weight, bias)[: flat.shape[0]]
+    return out.view(*x.shape[:-1], weight.shape[0])
+
+
+def bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a: [G, M, K] @ b: [G, K, N]``, each row's bits independent of M."""
+    # Contiguous operands: which GEMM path torch takes may follow the strides, which follow M.
+    return torch.bmm(_pad_rows(a, 1).contiguous(), b.contiguous())[:, : a.shape[1]]
+
+
+def attend(
+    q: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    scale: float,
+    sliding_window: int | None = None,
+    first_key: int = 0,
+) -> torch.Tensor:
+    """Causal attention of ``q: [n, Hq, D]``, the last ``n`` positions of a context whose keys and
+    values from position ``first_key`` (a multiple of ``KEY_BLOCK``: none before it may be visible)
+    on are ``keys: [L, Hk, D]``, ``values: [L, Hk, Dv]`` (Hq a multiple of Hk) -> ``[n, Hq, Dv]`` in
+    q's dtype; softmax in fp32."""
+    if first_key % KEY_BLOCK:
+        raise ValueError(f"first_key must be a multiple of {KEY_BLOCK}, got {first_key}")
+    n, num_heads, _ = q.shape
+    kv_heads = keys.shape[1]
+    context_len = first_key + keys.shape[0]
+    group = num_heads // kv_heads
+    first_query = context_len - n
+    # [Hk, group * n, D]: the heads that read one KV head are rows of one product.
+    queries = q.float().view(n, kv_heads, group, -1).permute(1, 2, 0, 3).reshape(kv_heads, group * n, -1)
+    query_pos = torch.arange(first_query, context_len, device=q.device).repeat(group)[:, None]
+    first_block = first_key // KEY_BLOCK
+    if sliding_window is not None:
+        first_block = max(first_block, max(0, first_query - sliding_window + 1) // KEY_BLOCK)
+    num_blocks = -(-context_len // KEY_BLOCK)
+    padded = num_blocks * KEY_BLOCK - context_len  # zero keys and values, never visible
+    keys = F.pad(keys.float(), (0, 0, 0, 0, 0, padded)).transpose(0, 1)  # [Hk, blocks * B, D]
+    values = F.pad(values.float(), (0, 0, 0, 0, 0, padded)).transpose(0, 1)
+    rows = group * n
+    best = torch.full((kv_heads, rows), float("-inf"), device=q.device)
+    total = torch.zeros(kv_heads, rows, device=q.device)
+    acc = torch.zeros(kv_heads, rows, values.shape[-1], device=q.device)
+    for block in range(first_block, num_blocks):
+        start = block * KEY_BLOCK
+        key_pos = torch.arange(start, start + KEY_BLOCK, device=q.device)[None, :]
+        visible = key_pos <= query_pos
+        if sliding_window is not None:
+            visible &= key_pos > query_pos - sliding_window
+        k = keys[:, start - first_key : start - first_key + KEY_BLOCK]
+        scores = bmm(queries, k.transpose(1, 2)) * scale
+        scores = scores.masked_fill(~visible, float("-inf"))
+        new_best = torch.maximum(best, scores.amax(dim=-1))
+        # A row that has seen no key yet subtracts 0: exp(-inf) = 0 keeps its sums at exactly zero.
+        shift = torch.where(new_best == float("-inf"), 0.0, new_best)
+        probs = torch.exp(scores - shift[..., None])  # rows of KEY_BLOCK: whole vectors
+        keep = pointwise(torch.exp, (best - shift)[..., None])[..., 0]
+        total = total * keep + probs.sum(dim=-1)
+        acc = acc * keep[..., None] + bmm(probs, values[:, start - first_key : start - first_key + KEY_BLOCK])
+        best = new_best
+    out = acc / total[..., None]  # [Hk, group * n, Dv]
+    return out.view(kv_heads, group, n, -1).permute(2, 0, 1, 3).reshape(n, num_heads, -1).to(q.dtype)
