@@ -220,35 +220,37 @@ class GridRunner:
 
     def __init__(self, llm, args: argparse.Namespace) -> None:
         from engine.sampling.params import SamplingParams
-        from engine.spec.policy import StepTimeModel
 
         self.llm = llm
         self.args = args
         self.vocab_size = llm.engine.model_config.vocab_size
-        self.step_time = StepTimeModel()  # shared by the speculating modes, as one engine's would be
+        # Shared by the speculating modes, as one engine's would be: verify (graphed), plain, eager verify.
+        self.models = fresh_models()
         self.params = SamplingParams(max_tokens=args.max_tokens, temperature=0.0, ignore_eos=True)
 
-    def _attach(self, mode: str, acceptance: float, step_time) -> None:
+    def _attach(self, mode: str, acceptance: float, models) -> None:
         from engine.spec.forced_acceptance import ForcedAcceptance
         from engine.spec.oracle import OracleProposer
         from engine.spec.policy import SpeculationPolicy
+        from engine.spec.speculator import verify_graph_tokens
 
         core = self.llm.engine
         if mode == "off":
             core.speculator = core.runner.acceptance_override = None
             return
         if mode == SCHEDULER:
-            policy = SpeculationPolicy(max(self.args.draft_lengths), "confidence", step_time)
+            policy = SpeculationPolicy(max(self.args.draft_lengths), "confidence", *models)
         else:
-            policy = SpeculationPolicy(int(mode[1:]), "fixed", step_time)
+            policy = SpeculationPolicy(int(mode[1:]), "fixed", *models)
+        policy.graph_tokens = verify_graph_tokens(core.runner)
         proposer = OracleProposer(acceptance, self.vocab_size, self.args.seed, self.args.oracle_confidence)
         core.speculator = CountingSpeculator(proposer, policy, self.llm.config.max_num_batched_tokens)
         core.runner.acceptance_override = ForcedAcceptance(acceptance, self.args.seed)
 
-    def run(self, mode: str, prompts, acceptance: float, params=None, step_time=None) -> ModeResult:
+    def run(self, mode: str, prompts, acceptance: float, params=None, models=None) -> ModeResult:
         from engine.bench.speculative import measure
 
-        self._attach(mode, acceptance, step_time or self.step_time)
+        self._attach(mode, acceptance, models or self.models)
         graphs = self.llm.engine.runner.graphs
         graphed_before = graphs.verify_steps_run if graphs is not None else 0
         try:
@@ -274,7 +276,6 @@ class GridRunner:
         """Untimed: puts every prompt in the prefix cache and compiles the verification steps' kernels
         (their own step-time model, so compile time never reaches the measured one)."""
         from engine.sampling.params import SamplingParams
-        from engine.spec.policy import StepTimeModel
 
         short = SamplingParams(max_tokens=WARM_UP_TOKENS, temperature=0.0, ignore_eos=True)
         self.run("off", prompts, 1.0, short)
@@ -282,8 +283,15 @@ class GridRunner:
             return  # nothing is compiled per step shape elsewhere
         longest = max(self.args.draft_lengths)
         for k in sorted(self.args.draft_lengths):
-            self.run(f"k{k}", prompts, 0.5, short, StepTimeModel())
-        self.run(f"k{longest}", prompts[:1], 0.5, short, StepTimeModel())
+            self.run(f"k{k}", prompts, 0.5, short, fresh_models())
+        self.run(f"k{longest}", prompts[:1], 0.5, short, fresh_models())
+
+
+def fresh_models() -> tuple:
+    """A policy's step-time models (verify graphed, plain, verify eager), none measured."""
+    from engine.spec.policy import StepTimeModel
+
+    return StepTimeModel(), StepTimeModel(), StepTimeModel()
 
 
 def build_engine(args: argparse.Namespace, tmp: Path):

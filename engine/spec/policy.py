@@ -23,6 +23,14 @@ also has to beat not drafting: expected emitted tokens per second with the chose
 (decodes + sum of gains) / t_verify(T + drafts), above decodes / t_plain(T). When it does not,
 speculation is off except for a rare probe (``probe_interval``) that keeps the verify model
 current. Until the plain model has observations the decisions are the marginal ones above.
+
+Verify steps of up to ``graph_tokens`` tokens replay the decode CUDA graphs (one row per fed token);
+longer ones run eager and cost several times more per step, a cliff no line fits. So verify steps
+above that size have their own model (``eager_step_time``), and a plan is made twice: as the
+marginal rule gives it, and cut at ``graph_tokens``; the one with more expected tokens per second
+(each priced by its own model; an unmeasured eager plan loses to a measured graphed one) goes on to
+the comparison with a plain step. ``graph_tokens`` None (no graphs: CPU, eager mode, MTP, whose
+verify steps need hidden states) leaves one verify model.
 Pure Python: no torch.
 """
 
@@ -126,11 +134,15 @@ class SpeculationPolicy:
         scheduling: str = "confidence",
         step_time: StepTimeModel | None = None,
         plain_step_time: StepTimeModel | None = None,
+        eager_step_time: StepTimeModel | None = None,
+        graph_tokens: int | None = None,
     ):
         self.max_draft_len = max_draft_len
         self.scheduling = scheduling
-        self.step_time = step_time or StepTimeModel()  # verify steps (with drafts)
+        self.step_time = step_time or StepTimeModel()  # verify steps (with drafts), graphed
         self.plain_step_time = plain_step_time or StepTimeModel()  # decode steps without drafts
+        self.eager_step_time = eager_step_time or StepTimeModel()  # verify steps too long for graphs
+        self.graph_tokens = graph_tokens  # the longest verify step the graphs run (None: no graphs)
         self._estimates: dict[str, _Estimate] = {}
         self._clock = 0  # pays_at decisions so far
         self._since_verify = 0  # pays_at decisions since drafts were last handed out
@@ -163,6 +175,12 @@ class SpeculationPolicy:
         a.accepted = a.accepted * d + num_accepted
         a.rejected = a.rejected * d + (1.0 if num_accepted < num_drafted else 0.0)
 
+    def verify_model(self, num_tokens: int) -> StepTimeModel:
+        """The model that prices a verify step of ``num_tokens``: graphed, or eager past the graphs."""
+        if self.graph_tokens is not None and num_tokens > self.graph_tokens:
+            return self.eager_step_time
+        return self.step_time
+
     def forget(self, request_id: str) -> None:
         self._estimates.pop(request_id, None)
 
@@ -183,7 +201,10 @@ class SpeculationPolicy:
             return self._clock % PLAIN_EXPLORE != 0
         # Each request's later positions priced like its first, as an uncalibrated draft would be.
         chains = {g: [g ** (i + 1) for i in range(self.max_draft_len)] for g in gains}
-        _, expected, tokens = self._plan(chains, batch_tokens, num_decodes, counts=gains)
+        plan = self._best_plan(chains, batch_tokens, num_decodes, counts=gains)
+        if plan is None:
+            return False
+        _, expected, tokens = plan
         verdict = self._versus_plain(expected, tokens, batch_tokens, num_decodes)
         return verdict is None or verdict[0] or self._since_verify >= verdict[1]
 
@@ -200,9 +221,10 @@ class SpeculationPolicy:
                 self.expected_gain(rid, i, confidence if draft.calibrated else None)
                 for i, confidence in enumerate(draft.confidence[: self.max_draft_len])
             ]
-        lengths, expected, tokens = self._plan(chains, batch_tokens, num_decodes)
-        if not lengths:
-            return lengths
+        plan = self._best_plan(chains, batch_tokens, num_decodes)
+        if plan is None:
+            return {}
+        lengths, expected, tokens = plan
         verdict = self._versus_plain(expected, tokens, batch_tokens, num_decodes)
         if verdict is not None and not verdict[0]:
             if self._since_verify < verdict[1]:
@@ -211,11 +233,35 @@ class SpeculationPolicy:
         self._since_verify = 0
         return lengths
 
-    def _plan(self, chains: dict, batch_tokens: int, num_decodes: int, counts: dict | None = None):
+    def _best_plan(self, chains: dict, batch_tokens: int, num_decodes: int, counts: dict | None = None):
+        """The marginal plan, or the one cut to what the graphs run when that one promises more
+        tokens per second (or its uncut rival is unmeasured); None when neither drafts anything."""
+        plans = [self._plan(chains, batch_tokens, num_decodes, counts)]
+        if self.graph_tokens is not None and plans[0][2] > self.graph_tokens:
+            plans.append(self._plan(chains, batch_tokens, num_decodes, counts, max_tokens=self.graph_tokens))
+        plans = [plan for plan in plans if plan[0]]
+        if not plans:
+            return None
+
+        def rate(plan) -> float:
+            seconds = self.verify_model(plan[2]).time(plan[2])
+            return -1.0 if seconds is None else plan[1] / seconds
+
+        return max(plans, key=rate) if len(plans) > 1 and rate(plans[1]) >= 0 else plans[0]
+
+    def _plan(
+        self,
+        chains: dict,
+        batch_tokens: int,
+        num_decodes: int,
+        counts: dict | None = None,
+        max_tokens: int | None = None,
+    ):
         """Draft positions added best first while each raises expected tokens per verify-step
-        time: the lengths, the step's expected emitted tokens and its tokens. ``counts[key]``
-        requests share the chain ``chains[key]`` (so ``pays_at`` prices a batch of equal estimates
-        once); the lengths are per request only without ``counts``."""
+        time (and, with ``max_tokens``, while the step stays within it): the lengths, the step's
+        expected emitted tokens and its tokens. ``counts[key]`` requests share the chain
+        ``chains[key]`` (so ``pays_at`` prices a batch of equal estimates once); the lengths are
+        per request only without ``counts``."""
         candidates = []
         for key, gains in chains.items():
             for i, gain in enumerate(gains):
@@ -235,6 +281,8 @@ class SpeculationPolicy:
             if fit is not None and not gain * (fit[0] + fit[1] * tokens) > expected * fit[1]:
                 break
             n = (counts[key] if counts else 1) if i == 0 else have[-1]
+            if max_tokens is not None and tokens + n > max_tokens:
+                continue
             have.append(n)
             expected += gain * n
             tokens += n
@@ -246,7 +294,7 @@ class SpeculationPolicy:
         """Whether a verify step of ``tokens`` emitting ``expected`` tokens beats a plain step of
         the batch in tokens per second, and the probe interval; None until both models give a time."""
         plain = self.plain_step_time.time(batch_tokens)
-        verify = self.step_time.time(tokens)
+        verify = self.verify_model(tokens).time(tokens)
         if plain is None or verify is None:
             return None
         decodes = max(num_decodes, 1)

@@ -75,8 +75,9 @@ class Speculator:
         # the fitted slope down to its per-token cost and make drafts look cheap.
         # Steps with drafts price a verify step, steps without a plain one (graphed, overlapped).
         if seconds is not None and all(s.num_tokens - s.num_draft_tokens == 1 for s in out.scheduled):
-            model = self.policy.step_time if out.num_draft_tokens else self.policy.plain_step_time
-            model.observe(out.total_num_tokens, seconds)
+            tokens = out.total_num_tokens
+            model = self.policy.verify_model(tokens) if out.num_draft_tokens else self.policy.plain_step_time
+            model.observe(tokens, seconds)
         for s in out.scheduled:
             if not s.num_draft_tokens:
                 continue
@@ -101,3 +102,13 @@ def make_speculator(config: EngineConfig, build_proposer) -> Speculator | None:
         return None
     policy = SpeculationPolicy(config.num_speculative_tokens, config.speculative_scheduling)
     return Speculator(build_proposer(config.speculative_method), policy, config.max_num_batched_tokens)
+
+
+def verify_graph_tokens(runner) -> int | None:
+    """The longest verify step (in tokens) the runner's decode graphs replay, None when none does:
+    no graphs, or a proposer that reads the verify step's hidden states (MTP), which graphs do not
+    output."""
+    graphs = getattr(runner, "graphs", None)
+    if graphs is None or getattr(runner, "hidden_sink", None) is not None:
+        return None
+    return graphs.max_batch

@@ -198,3 +198,42 @@ def test_until_plain_steps_are_measured_some_steps_go_without_drafts_to_measure_
     for _ in range(MIN_STEPS_FOR_FIT):
         policy.plain_step_time.observe(1, 0.0043)
     assert not any(policy.pays_at(1, 1, ["r"]) for _ in range(4 * PLAIN_EXPLORE))  # now: 18 ms verify loses
+
+
+# Batch 64 on the H200 with graphs up to 256 tokens: a graphed verify step costs about a plain
+# step; past 256 tokens it runs eager, several times slower.
+def _graph_cliff(eager_measured: bool) -> SpeculationPolicy:
+    policy = SpeculationPolicy(
+        5,
+        step_time=_model(0.006, 0.00001),
+        plain_step_time=_model(0.0055, 0.00001),
+        eager_step_time=_model(0.030, 0.00005) if eager_measured else None,
+        graph_tokens=256,
+    )
+    return policy
+
+
+def test_drafts_stop_where_the_graphs_end_when_eager_steps_cost_more():
+    policy = _graph_cliff(eager_measured=True)
+    drafts = {f"r{i}": _calibrated(0.9, 5) for i in range(64)}
+    lengths = policy.draft_lengths(drafts, batch_tokens=64, num_decodes=64)
+    assert lengths and 64 + sum(lengths.values()) <= 256  # the marginal rule alone takes all 5 each
+    assert policy.pays_at(64, 64, list(drafts))
+
+
+def test_an_unmeasured_eager_step_loses_to_a_measured_graphed_one():
+    policy = _graph_cliff(eager_measured=False)
+    drafts = {f"r{i}": _calibrated(0.9, 5) for i in range(64)}
+    assert 64 + sum(policy.draft_lengths(drafts, batch_tokens=64, num_decodes=64).values()) <= 256
+
+
+def test_past_the_graphs_every_draft_is_priced_as_an_eager_step():
+    policy = _graph_cliff(eager_measured=True)  # 256 decodes: any draft makes the step eager
+    drafts = {f"r{i}": _calibrated(0.9, 5) for i in range(256)}
+    assert policy.verify_model(257) is policy.eager_step_time and policy.verify_model(256) is policy.step_time
+    assert policy.draft_lengths(drafts, batch_tokens=256, num_decodes=256) == {}
+    assert not policy.pays_at(256, 256, list(drafts))
+    without_graphs = SpeculationPolicy(
+        5, step_time=_model(0.006, 0.00001), plain_step_time=_model(0.0055, 0.00001)
+    )
+    assert without_graphs.verify_model(10_000) is without_graphs.step_time
