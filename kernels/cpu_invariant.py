@@ -1,5 +1,8 @@
 """CPU products and attention whose rows come out with the same bits whatever else is in the call:
-the batch, the chunk a prompt was cut into, a cached prefix.
+the batch, the chunk a prompt was cut into, a cached prefix. Only in batch-invariant mode
+(``kernels.invariance``): outside it ``linear``, ``bmm`` and ``pointwise`` are torch's own operations
+(a one-row product stays a GEMV, about half the time of a padded one) and the callers use torch's
+fused attention instead of ``attend``.
 
 MKL's fp32 GEMM sums a row's products in one order when the row sits in a group of 4 rows, and in
 another (a GEMV at one row) for the 1-3 rows left over when a product has fewer than 12 rows
@@ -26,6 +29,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from kernels.invariance import batch_invariant
+
 __all__ = ["KEY_BLOCK", "attend", "bmm", "linear", "padded_rows", "pointwise"]
 
 _ROW_GROUP = 4  # MKL's GEMM rows per micro-kernel
@@ -35,8 +40,9 @@ _LANES = 16  # fp32 elements per step of torch's vectorized CPU loops (two AVX2 
 
 
 def padded_rows(rows: int) -> int:
-    """The row count to compute ``rows`` rows with so that each comes out as in any larger product."""
-    if rows >= _SMALL_PRODUCT or rows % _ROW_GROUP == 0:
+    """The row count to compute ``rows`` rows with so that each comes out as in any larger product
+    (``rows`` itself outside batch-invariant mode)."""
+    if rows >= _SMALL_PRODUCT or rows % _ROW_GROUP == 0 or not batch_invariant():
         return rows
     return rows + _ROW_GROUP - rows % _ROW_GROUP
 
@@ -53,7 +59,7 @@ def _pad_rows(x: torch.Tensor, dim: int) -> torch.Tensor:
 def pointwise(fn, x: torch.Tensor) -> torch.Tensor:
     """``fn(x)`` for an elementwise ``fn``, every element through the vectorized path on a CPU."""
     extra = -x.shape[-1] % _LANES
-    if extra == 0 or x.device.type != "cpu":
+    if extra == 0 or x.device.type != "cpu" or not batch_invariant():
         return fn(x)
     return fn(F.pad(x, (0, extra)))[..., : x.shape[-1]]
 

@@ -1,10 +1,12 @@
 """Paged attention in torch: the path for devices without Triton (CPU replicas, the demo).
 
-Each sequence is one call of ``kernels.cpu_invariant.attend`` over the keys it may see (from the
-``KEY_BLOCK``-aligned position before its window on), never padded into one batched call with its
-neighbours. ``attend`` walks the keys in fixed position-aligned blocks, so a row's bits are the same
-as a decode row, in a chunk of its prompt, after a cached prefix or beside any other request (torch's
-fused CPU attention, used here before, sizes its reduction blocks by the call's query and key counts).
+Each sequence is one call over the keys it may see, never padded into one batched call with its
+neighbours (so a row's bits never follow its neighbours'). The call is torch's fused
+``scaled_dot_product_attention``, or in batch-invariant mode (``kernels.invariance``)
+``kernels.cpu_invariant.attend`` over the keys from the ``KEY_BLOCK``-aligned position before the
+window on: ``attend`` walks the keys in fixed position-aligned blocks, so a row's bits are also the
+same as a decode row, in a chunk of its prompt and after a cached prefix, where the fused kernel
+sizes its reduction blocks by the call's query and key counts (and is the faster one).
 """
 
 from __future__ import annotations
@@ -12,18 +14,56 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
 from kernels.cpu_invariant import KEY_BLOCK, attend
+from kernels.invariance import batch_invariant
 
 __all__ = ["paged_attention_decode_sdpa", "paged_attention_sdpa"]
 
 
-def _first_key(context_len: int, num_queries: int, sliding_window: int | None) -> int:
-    """The ``KEY_BLOCK``-aligned position before the first key any of the last ``num_queries``
-    positions of a ``context_len``-token sequence may see."""
+def _first_key(context_len: int, num_queries: int, sliding_window: int | None, invariant: bool) -> int:
+    """The first key any of the last ``num_queries`` positions of a ``context_len``-token sequence
+    may see; for ``attend`` (``invariant``) the ``KEY_BLOCK``-aligned position before it."""
     if sliding_window is None:
         return 0
-    return max(0, context_len - num_queries - sliding_window + 1) // KEY_BLOCK * KEY_BLOCK
+    first = max(0, context_len - num_queries - sliding_window + 1)
+    return first // KEY_BLOCK * KEY_BLOCK if invariant else first
+
+
+def _fused(
+    q: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    first: int,
+    context_len: int,
+    scale: float,
+    sliding_window: int | None,
+) -> torch.Tensor:
+    """torch's fused attention of ``q: [n, Hq, D]``, the last ``n`` positions, over ``keys``/``values``
+    ``[context_len - first, Hk, D]`` (exactly the keys some row may see) -> ``[n, Hq, D]``."""
+    n = q.shape[0]
+    prefix = context_len - n
+    mask, causal = None, False
+    if n > 1:
+        if first == 0 and prefix == 0 and sliding_window is None:
+            causal = True  # torch's causal mask is aligned top-left: right only for a fresh prompt
+        else:
+            key_positions = torch.arange(first, context_len, device=q.device)
+            query_positions = torch.arange(prefix, context_len, device=q.device).unsqueeze(1)
+            mask = key_positions <= query_positions
+            if sliding_window is not None:
+                mask &= key_positions > query_positions - sliding_window
+    out = F.scaled_dot_product_attention(
+        q.transpose(0, 1).unsqueeze(0),
+        keys.transpose(0, 1).unsqueeze(0),
+        values.transpose(0, 1).unsqueeze(0),
+        attn_mask=mask,
+        is_causal=causal,
+        scale=scale,
+        enable_gqa=q.shape[1] != keys.shape[1],
+    )
+    return out[0].transpose(0, 1)
 
 
 def _context(cache: torch.Tensor, table: torch.Tensor, first: int, stop: int) -> torch.Tensor:
@@ -45,10 +85,13 @@ def _attend_one(
     sliding_window: int | None,
 ) -> torch.Tensor:
     """``q: [n, Hq, D]``, the last ``n`` positions of a ``context_len``-token sequence -> ``[n, Hq, D]``."""
-    first = _first_key(context_len, q.shape[0], sliding_window)
+    invariant = batch_invariant()
+    first = _first_key(context_len, q.shape[0], sliding_window, invariant)
     keys = _context(k_cache, table, first, context_len)
     values = _context(v_cache, table, first, context_len)
-    return attend(q, keys, values, scale, sliding_window, first)
+    if invariant:
+        return attend(q, keys, values, scale, sliding_window, first)
+    return _fused(q, keys, values, first, context_len, scale, sliding_window)
 
 
 @dataclass(frozen=True)
@@ -60,6 +103,7 @@ class _DecodeGather:
     seq_lens: torch.Tensor  # identity, which needs them alive)
     versions: tuple[int, int]  # their version counters then: static buffers are rewritten in place
     sliding_window: int | None
+    invariant: bool  # made for attend (block-aligned first keys) or the fused kernel
     block_ids: torch.Tensor  # int64 [sum of rows' blocks]
     ranges: list[tuple[int, int]]  # per row: (first, stop) into the gathered [tokens, Hk, D]
     first_keys: list[int]  # per row: the position of its first gathered key
@@ -80,11 +124,13 @@ def _decode_gather(
         and plan.seq_lens is seq_lens
         and plan.versions == (block_tables._version, seq_lens._version)
         and plan.sliding_window == sliding_window
+        and plan.invariant == batch_invariant()
     ):
         return plan
+    invariant = batch_invariant()
     tables, pieces, ranges, first_keys, gathered = block_tables.tolist(), [], [], [], 0
     for row, context_len in enumerate(seq_lens.tolist()):
-        first = _first_key(context_len, 1, sliding_window)
+        first = _first_key(context_len, 1, sliding_window, invariant)
         first_keys.append(first)
         first_block, end_block = first // block_size, -(-context_len // block_size)
         pieces.extend(tables[row][first_block:end_block])
@@ -96,7 +142,7 @@ def _decode_gather(
     block_ids = torch.tensor(pieces, dtype=torch.int64, device=block_tables.device)
     versions = (block_tables._version, seq_lens._version)
     _last_plan = _DecodeGather(
-        block_tables, seq_lens, versions, sliding_window, block_ids, ranges, first_keys
+        block_tables, seq_lens, versions, sliding_window, invariant, block_ids, ranges, first_keys
     )
     return _last_plan
 
@@ -118,11 +164,25 @@ def paged_attention_decode_sdpa(
     plan = _decode_gather(block_tables, seq_lens, k_cache.shape[1], sliding_window)
     keys = k_cache.index_select(0, plan.block_ids).flatten(0, 1)  # [tokens, Hk, D]
     values = v_cache.index_select(0, plan.block_ids).flatten(0, 1)
+    if plan.invariant:
+        rows = [
+            attend(q[b : b + 1], keys[first:stop], values[first:stop], scale, sliding_window, first_key)
+            for b, ((first, stop), first_key) in enumerate(zip(plan.ranges, plan.first_keys, strict=True))
+        ]
+        return torch.cat(rows)
+    queries = q.unsqueeze(2)  # [B, Hq, 1, D]
+    gqa = q.shape[1] != k_cache.shape[2]
     rows = [
-        attend(q[b : b + 1], keys[first:stop], values[first:stop], scale, sliding_window, first_key)
-        for b, ((first, stop), first_key) in enumerate(zip(plan.ranges, plan.first_keys, strict=True))
+        F.scaled_dot_product_attention(
+            queries[b : b + 1],
+            keys[first:stop].transpose(0, 1).unsqueeze(0),
+            values[first:stop].transpose(0, 1).unsqueeze(0),
+            scale=scale,
+            enable_gqa=gqa,
+        )
+        for b, (first, stop) in enumerate(plan.ranges)
     ]
-    return torch.cat(rows)
+    return torch.cat(rows).squeeze(2)
 
 
 def paged_attention_sdpa(

@@ -1,21 +1,15 @@
 """Whether this process runs the batch-invariant kernels (``EngineConfig.batch_invariant``).
 
 Set once by ``engine/switches.py`` when an engine builds; read by the layers that dispatch a
-product or an attention call (``linear.py``, ``attention.py``). Where Triton does not run (CPU,
-NPU) the layers keep their torch paths, whose rows are computed one sequence at a time already.
+product or an attention call (``linear.py``, ``attention.py``, ``latent_attention.py``). Where
+Triton runs they take the invariant Triton kernels; on a CPU, ``kernels.cpu_invariant``'s padded
+products and block-wise attention (outside the mode a CPU takes MKL's GEMV and torch's fused
+attention, faster at one row, whose bits follow the row count and the chunking). The switch itself
+lives in ``kernels.invariance``, which the kernels read too.
 """
 
 from __future__ import annotations
 
-from kernels.mode_switch import ModeSwitch
+from kernels.invariance import batch_invariant, set_batch_invariant
 
-_switch = ModeSwitch("batch_invariant", ("off", "on"), default="off")
-
-
-def set_batch_invariant(on: bool) -> bool:
-    """Turn the mode on or off in this process; returns the previous state (so a test can put it back)."""
-    return _switch.set("on" if on else "off") == "on"
-
-
-def batch_invariant() -> bool:
-    return _switch.mode == "on"
+__all__ = ["batch_invariant", "set_batch_invariant"]

@@ -11,8 +11,9 @@ which costs less than absorption when many queries share the context. A mixed st
 to prefill chunks) sends its decode rows through one batched absorbed call and only its prefill
 requests, one at a time, through the expanded one.
 
-Where Triton does not run (CPU) every row, prompt or decode, takes the absorbed formulation through
-``kernels.cpu_invariant`` (one request at a time, keys in position-aligned blocks): the two
+In batch-invariant mode where Triton does not run (CPU) every row, prompt or decode, takes the
+absorbed formulation through ``kernels.cpu_invariant`` (one request at a time, keys in
+position-aligned blocks): the two
 formulations round differently, and which one a token took would otherwise follow how it was
 scheduled (a last prompt token alone in a step, after a cached prefix, is a one-token row).
 """
@@ -24,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.layers.attention import AttentionMetadata
+from engine.layers.batch_invariant import batch_invariant
 from engine.layers.rotary import RotaryEmbedding
 from kernels import cpu_invariant
 from kernels._common import use_triton
@@ -82,7 +84,7 @@ class LatentAttention(nn.Module):
         q_rope, k_rope = self.rotary(positions, q_rope, k_rope.unsqueeze(1))
         k_rope = k_rope.squeeze(1)
         write_latent(self.latent_cache, meta.slot_mapping, c, k_rope)
-        if not use_triton(q_nope, self.latent_cache):
+        if batch_invariant() and not use_triton(q_nope, self.latent_cache):
             return self._row_invariant(q_nope, q_rope, kv_b_weight, meta)
         if meta.decode_only:
             return self._absorbed(q_nope, q_rope, kv_b_weight, meta.block_tables, meta.seq_lens)

@@ -51,11 +51,12 @@ def load_model(
     tp_group: TPGroup = SINGLE,
 ) -> CausalLMModel:
     """``tp_group``: the tensor-parallel rank this process builds; it loads only its slice of each tensor."""
-    if batch_invariant() and (cfg.moe is not None or cfg.mla is not None):
+    if batch_invariant() and device.type != "cpu" and (cfg.moe is not None or cfg.mla is not None):
         kind = "mixture-of-experts" if cfg.moe is not None else "multi-head latent attention"
         raise ValueError(
-            f"batch_invariant is not supported for {kind} models yet (their expert GEMMs and latent "
-            "attention still tile by batch size); start without batch_invariant"
+            f"batch_invariant is not supported for {kind} models on {device.type} yet (their expert "
+            "GEMMs and latent attention still tile by batch size; a CPU runs them invariantly); start "
+            "without batch_invariant"
         )
     model = registry.model_class(cfg)(cfg, dtype, device, max_position, tp_group)
     if load_format == "dummy":

@@ -1,5 +1,5 @@
-"""Issue 20, acceptance 2: on CPU (fp32) a request's tokens and logprobs, greedy or seeded, are the
-same bits whatever else shares its steps: run alone, in batches of 8 or all at once, with prefill
+"""Issue 20, acceptance 2: on CPU (fp32), in batch-invariant mode, a request's tokens and logprobs,
+greedy or seeded, are the same bits whatever else shares its steps: run alone, in batches of 8 or all at once, with prefill
 chunked at 64 tokens or not, with prefix-cache hits or without; for every architecture."""
 
 import random
@@ -10,6 +10,7 @@ import torch
 from engine import LLM, SamplingParams
 from engine.models.registry import supported_architectures
 from engine.testing.tiny_model import ARCHES, FLAVORS, VOCAB_SIZE
+from kernels.invariance import batch_invariant, set_batch_invariant
 
 PROMPTS = 6
 SHARED_PREFIX = 50  # over three 16-token blocks: later prompts hit the cache on the first pass too
@@ -20,10 +21,11 @@ MAX_TOKENS = 4
 def one_thread():
     """One intra-op thread: on a busy 2-core host a two-thread pool's barriers made these tiny steps
     ~15x slower. (The products' row invariance at two threads: tests/kernels/test_cpu_invariant.py.)"""
-    before = torch.get_num_threads()
+    before, mode = torch.get_num_threads(), batch_invariant()
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+    set_batch_invariant(mode)  # the engines below turn the process-wide mode on
 
 
 def _requests() -> tuple[list[list[int]], list[SamplingParams]]:
@@ -79,15 +81,21 @@ def test_every_registered_architecture_has_a_tiny_checkpoint():
 def test_same_bits_alone_batched_chunked_and_cached(tiny_models, arch, one_thread):
     prompts, params = _requests()
     n = len(prompts)
-    plain = LLM(tiny_models[arch], device="cpu", enable_prefix_caching=False)
+    plain = LLM(tiny_models[arch], device="cpu", batch_invariant=True, enable_prefix_caching=False)
     reference, _ = _run(plain, prompts, params, 1)
     runs = {"all at once": _run(plain, prompts, params, n)}
-    chunked = LLM(tiny_models[arch], device="cpu", enable_prefix_caching=False, max_num_batched_tokens=64)
+    chunked = LLM(
+        tiny_models[arch],
+        device="cpu",
+        batch_invariant=True,
+        enable_prefix_caching=False,
+        max_num_batched_tokens=64,
+    )
     runs["chunked, batches of 8"] = _run(chunked, prompts, params, 8)
-    cached = LLM(tiny_models[arch], device="cpu", max_num_batched_tokens=64)
+    cached = LLM(tiny_models[arch], device="cpu", batch_invariant=True, max_num_batched_tokens=64)
     runs["chunked, cached, batches of 8"] = _run(cached, prompts, params, 8)
     runs["chunked, second pass, all at once"] = _run(cached, prompts, params, n)
-    cached_whole = LLM(tiny_models[arch], device="cpu")
+    cached_whole = LLM(tiny_models[arch], device="cpu", batch_invariant=True)
     runs["cached, all at once"] = _run(cached_whole, prompts, params, n)
     runs["second pass, alone"] = _run(cached_whole, prompts, params, 1)
 

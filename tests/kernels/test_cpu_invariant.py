@@ -6,6 +6,22 @@ import torch
 import torch.nn.functional as F
 
 from kernels.cpu_invariant import KEY_BLOCK, attend, bmm, linear, padded_rows, pointwise
+from kernels.invariance import set_batch_invariant
+
+
+@pytest.fixture(autouse=True)
+def invariant_mode():
+    """The helpers pad only in batch-invariant mode; outside it they are torch's own operations."""
+    before = set_batch_invariant(True)
+    yield
+    set_batch_invariant(before)
+
+
+def test_outside_the_mode_the_helpers_are_torchs_own():
+    set_batch_invariant(False)
+    assert padded_rows(1) == 1
+    x = torch.randn(1, 33)
+    assert torch.equal(pointwise(torch.exp, x), torch.exp(x))
 
 
 @pytest.fixture(params=[1, 2], ids=["1-thread", "2-threads"])
