@@ -19,6 +19,7 @@ from engine.layers.attention import AttentionMetadata, KVCacheLayer
 from engine.layers.batch_invariant import batch_invariant
 from engine.layers.cpu_gemv_copies import add_column_major_copies
 from engine.models import registry
+from kernels._common import kernels_mode
 
 
 class CausalLMModel(Protocol):
@@ -52,12 +53,13 @@ def load_model(
     tp_group: TPGroup = SINGLE,
 ) -> CausalLMModel:
     """``tp_group``: the tensor-parallel rank this process builds; it loads only its slice of each tensor."""
-    if batch_invariant() and device.type != "cpu" and (cfg.moe is not None or cfg.mla is not None):
+    triton = kernels_mode() == "triton" or (kernels_mode() == "auto" and device.type == "cuda")
+    if batch_invariant() and triton and (cfg.moe is not None or cfg.mla is not None):
         kind = "mixture-of-experts" if cfg.moe is not None else "multi-head latent attention"
         raise ValueError(
-            f"batch_invariant is not supported for {kind} models on {device.type} yet (their expert "
-            "GEMMs and latent attention still tile by batch size; a CPU runs them invariantly); start "
-            "without batch_invariant"
+            f"batch_invariant is not supported for {kind} models on Triton kernels yet (their expert "
+            "GEMMs and latent attention still tile by batch size; a CPU's torch path runs them "
+            "invariantly); start without batch_invariant"
         )
     model = registry.model_class(cfg)(cfg, dtype, device, max_position, tp_group)
     if load_format == "dummy":

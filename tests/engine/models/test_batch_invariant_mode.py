@@ -67,6 +67,8 @@ def test_llama_in_batch_invariant_mode(tiny_llama, invariant_launches):
 
 
 @pytest.mark.parametrize("arch", ["qwen3_moe", "deepseek_v2"])
-def test_moe_and_mla_models_are_refused_by_name(tiny_models, arch):
+def test_moe_and_mla_models_are_refused_by_name_where_triton_runs(tiny_models, arch, monkeypatch):
+    monkeypatch.setenv("CHASSIS_KERNELS", "triton")  # as on a GPU (here Triton's interpreter)
     with pytest.raises(ValueError, match="batch_invariant is not supported for"):
         LLM(tiny_models[arch], device="cpu", dtype="float32", batch_invariant=True)
+    # A CPU's torch path runs them invariantly (tests/engine/test_seed_batch_invariance.py).
