@@ -21,7 +21,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.layers.batch_invariant import batch_invariant
-from engine.layers.cpu_gemv_copies import column_major_copy
 from kernels import cpu_invariant
 from kernels._common import use_triton
 from kernels.gemv import MAX_ROWS, gemv, gemv_silu
@@ -78,10 +77,6 @@ def matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         return invariant_matmul(flat, weight, bias).view(*x.shape[:-1], weight.shape[0])
     if takes_gemv(flat, weight):
         return gemv(flat, weight, bias).view(*x.shape[:-1], weight.shape[0])
-    if flat.shape[0] == 1 and not x.is_cuda and not batch_invariant():
-        column_major = column_major_copy(weight)  # MKL's one-row GEMV streams it faster
-        if column_major is not None:
-            return F.linear(x, column_major.t(), bias)
     rows = cpu_invariant.padded_rows(flat.shape[0])  # a CPU computes one row as a 4-row product
     if not x.is_cuda and weight.shape[0] >= _CPU_SLICED_MIN_ROWS and 1 < rows <= 64:
         biases = (
