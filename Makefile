@@ -44,8 +44,14 @@ lint: venv
 system-tools:
 	@bash scripts/install-system-tools.sh
 
+# Two passes: most tests spread over TEST_WORKERS processes (pytest-xdist; much of the suite waits on
+# servers, browsers and subprocesses), then the tests marked `serial` alone, because they measure a
+# rate that a neighbour test's load would disturb.
+TEST_WORKERS ?= 2
+
 test: venv client-venvs system-tools lint
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) -m "not serial" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m serial $(PYTEST_ARGS)
 
 clean:
 	rm -rf var .pytest_cache .ruff_cache

@@ -62,6 +62,7 @@ def assert_every_vllm_panel_has_data(prometheus: Prometheus, started: float) -> 
             )
 
 
+@pytest.mark.serial
 def test_chat_users_send_at_a_steady_rate_and_every_vllm_panel_has_data(replica, prometheus, tmp_path):
     started = time.time()
     instance = replica.url.removeprefix("http://")
