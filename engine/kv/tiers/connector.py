@@ -4,8 +4,10 @@ Offload is write-through: an evicted block goes to every tier that lacks it (hos
 disk and the shared store so it survives a restart and serves the other replicas). Onload looks in
 each tier from the fastest, checks the record's parent and tokens, copies it into the device block
 and copies a lower tier's hit into the tiers above it. A block is written to a tier before that
-tier can return it, and read into the device before the step that attends over it is scheduled.
-Pure Python: the device side is a ``BlockCopier`` (``block_io.BlockIO`` on torch).
+tier can return it. On an accelerator an onload only queues its copies on the device's stream: the
+step that attends over the blocks is queued after them, so it cannot read a block before its copy
+has landed, and the host goes on scheduling and launching that step while the copies run. Pure
+Python: the device side is a ``BlockCopier`` (``block_io.BlockIO`` on torch).
 """
 
 from __future__ import annotations
@@ -22,14 +24,24 @@ from engine.kv.tiers.record import decode_record, encode_record
 SWEEP_EVERY_S = 300.0  # expired entries also go when touched; the sweep frees what nobody asks for
 
 
+class CopiesInFlight(Protocol):
+    def seconds(self) -> float | None:
+        """How long an onload's copies took, None while the device still runs them."""
+        ...
+
+
 class BlockCopier(Protocol):
     def read_block(self, block_id: int) -> bytearray: ...
 
     def write_block(self, block_id: int, kv) -> bool:
-        """May only queue the copy: the pages hold ``kv`` once ``finish`` has returned."""
+        """May only queue the copy; ``finish`` ends the onload."""
         ...
 
-    def finish(self) -> None: ...
+    def finish(self) -> CopiesInFlight | None:
+        """After this, work queued on the device sees the pages hold what was written. None: the
+        copies are done on return (the onload's wall time is its time); else a handle that tells
+        how long they took once they have."""
+        ...
 
 
 class EvictedBlock(Protocol):
@@ -45,9 +57,10 @@ class TierCounters:
     hit_tokens: int = 0  # prompt tokens onloaded from this tier
     offloads: int = 0  # blocks written
     onloads: int = 0  # blocks read into the device
-    onload_bytes: int = 0  # KV bytes of those blocks
-    # Wall time of the onloads (tier reads, checks, copies, the wait for the device), each call's
-    # time split over its tiers by their bytes: onload_bytes / onload_s is a tier's onload bandwidth.
+    onload_bytes: int = 0  # KV bytes of those blocks (counted once their copies have finished)
+    # Time of the onloads, each call's split over its tiers by their bytes: onload_bytes / onload_s
+    # is a tier's onload bandwidth. On an accelerator, from the device starting the first copy to
+    # it finishing the last (tier reads and checks in between included); else the call's wall time.
     onload_s: float = 0.0
 
 
@@ -60,6 +73,8 @@ class TieredKV:
         self.block_size = block_size
         self.counters = {tier.name: TierCounters() for tier in self.tiers}
         self._next_sweep = 0.0  # the first offload sweeps what a restart found expired
+        # Onloads whose copies may still run: (handle, wall time of the call, bytes per tier).
+        self._in_flight: list[tuple[CopiesInFlight | None, float, dict[str, int]]] = []
 
     def offload(self, block: EvictedBlock) -> None:
         """Called as the pool hands a cached block out for reuse, while its pages still hold its KV."""
@@ -105,14 +120,26 @@ class TieredKV:
                     loaded = n
                     break
         finally:
-            self.copier.finish()
+            copies = self.copier.finish()
             self._announce(())  # what this onload did not take is not read for nothing
-        seconds = time.perf_counter() - started
-        total = sum(moved.values())
-        for name, nbytes in moved.items():
-            self.counters[name].onload_bytes += nbytes
-            self.counters[name].onload_s += seconds * nbytes / total
+        if moved:
+            self._in_flight.append((copies, time.perf_counter() - started, moved))
+        self._settle()
         return loaded
+
+    def _settle(self) -> None:
+        """Count the time of every onload whose copies have finished, split over its tiers by bytes."""
+        running = []
+        for copies, wall, moved in self._in_flight:
+            seconds = wall if copies is None else copies.seconds()
+            if seconds is None:
+                running.append((copies, wall, moved))
+                continue
+            total = sum(moved.values())
+            for name, nbytes in moved.items():
+                self.counters[name].onload_bytes += nbytes
+                self.counters[name].onload_s += seconds * nbytes / total
+        self._in_flight = running
 
     def _announce(self, hashes: Sequence[BlockHash]) -> None:
         """Tell each tier that reads ahead which of ``hashes`` it will be asked for: those no
@@ -153,4 +180,6 @@ class TieredKV:
         return sum(tier.expire() for tier in self.tiers)
 
     def stats(self) -> dict[str, tuple[TierStats, TierCounters]]:
+        """Onload bytes and seconds count once the copies have finished."""
+        self._settle()
         return {tier.name: (tier.stats(), self.counters[tier.name]) for tier in self.tiers}

@@ -121,3 +121,53 @@ def test_a_staged_onload_of_more_blocks_than_the_staging_buffer_holds_is_bitwise
     io.finish()
     for block_id, bits in zip((5, 3, 4), expected, strict=True):
         assert all(torch.equal(a, b) for a, b in zip(bits, block_bits(caches, block_id), strict=True))
+
+
+class RunningCopies:
+    """An accelerator's onload still copying until the test says it is done."""
+
+    def __init__(self) -> None:
+        self.took: float | None = None
+
+    def seconds(self) -> float | None:
+        return self.took
+
+
+def test_an_onload_counts_its_bytes_and_time_once_its_copies_have_finished():
+    host = HostMemoryTier(RETENTION)
+    io = BlockIO(random_caches(), SPECS)
+    copies = RunningCopies()
+    io.finish = lambda: copies  # the CPU copier's own finish returns None (done on return)
+    tiered = TieredKV([host], io, 4)
+    tiered.offload(cached_block(0, [0, 1, 2, 3]))
+    (h,) = hash_chain([0, 1, 2, 3], 4)
+    assert tiered.onload([h], [None], [[0, 1, 2, 3]], [5]) == 1
+    assert tiered.stats()["host"][1].onload_bytes == 0  # still copying: not counted yet
+    copies.took = 0.002
+    counters = tiered.stats()["host"][1]
+    assert (counters.onload_bytes, counters.onload_s) == (io.block_bytes, 0.002)
+    assert tiered.stats()["host"][1].onload_bytes == io.block_bytes  # counted once
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the asynchronous path is CUDA's")
+def test_a_cuda_onload_returns_before_its_copies_and_the_next_kernel_sees_the_blocks():
+    caches = [c.cuda() for c in random_caches()]
+    io = BlockIO(caches, SPECS)
+    host = HostMemoryTier(
+        RETENTION, allocate=lambda n: torch.empty(n, dtype=torch.uint8, pin_memory=True).numpy()
+    )
+    tiered = TieredKV([host], io, 4)
+    chain = hash_chain(list(range(12)), 4)
+    for i, h in enumerate(chain):
+        tiered.offload(Block(i, block_hash=h, parent_hash=chain[i - 1] if i else None,
+                             token_ids=tuple(range(4 * i, 4 * i + 4))))  # fmt: skip
+    expected = [block_bits(caches, b) for b in (0, 1, 2)]
+    torch.cuda._sleep(1_000_000_000)  # ~0.5 s of a busy stream: the onload can only queue its copies
+    loaded = tiered.onload(chain, [None, *chain[:-1]], [range(0, 4), range(4, 8), range(8, 12)], [5, 3, 4])
+    assert loaded == 3
+    assert tiered.stats()["host"][1].onload_bytes == 0  # returned without waiting for the device
+    got = [block_bits(caches, b) for b in (5, 3, 4)]  # queued after the copies on the same stream
+    for want, have in zip(expected, got, strict=True):
+        assert all(torch.equal(a, b) for a, b in zip(want, have, strict=True))
+    assert tiered.stats()["host"][1].onload_bytes == 3 * io.block_bytes  # .cpu() above waited
+    assert tiered.stats()["host"][1].onload_s > 0
