@@ -407,7 +407,9 @@ class EngineCore:
         return self._finish_output(state, list(ids), state.logprobs, state.detokenizer.text)
 
     def shutdown(self) -> None:
-        """Release what outlives the object: the other tensor-parallel ranks' processes."""
+        """Keep the pool's cached KV in the persistent tiers (disk, shared store; a restart finds it
+        there), then release what outlives the object: the other tensor-parallel ranks' processes."""
+        self.kv.offload_idle_blocks()
         self.runner.shutdown()
 
     def routing_statistics(self) -> dict[str, list[int]]:

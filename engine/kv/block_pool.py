@@ -78,6 +78,10 @@ class BlockPool:
         self.events.removed(evicted)
         return out
 
+    def idle_cached_blocks(self) -> list[Block]:
+        """Cached blocks no request holds, least recently freed first (their KV is complete)."""
+        return [b for b in self._free.values() if b.block_hash is not None]
+
     def touch(self, blocks: Iterable[Block]) -> None:
         """Take a reference on blocks found in the prefix cache (reviving them if they were free)."""
         for block in blocks:

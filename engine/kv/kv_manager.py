@@ -143,6 +143,18 @@ class KVCacheManager:
             written += 1
         return written
 
+    def offload_idle_blocks(self) -> int:
+        """Write every cached block no request holds to the durable tiers that lack it (a graceful
+        shutdown: blocks reach the tiers only on eviction, so what the pool holds would die with the
+        process; host memory dies too and is skipped). Least recently freed first, so the tiers' own
+        LRU keeps the most recent. Returns how many blocks were offered."""
+        if self.lower_tiers is None:
+            return 0
+        blocks = self.pool.idle_cached_blocks()
+        for block in blocks:
+            self.lower_tiers.offload(block, durable_only=True)
+        return len(blocks)
+
     def free(self, request: KVRequest) -> None:
         blocks = self._blocks.pop(request.request_id, [])
         self._block_ids.pop(request.request_id, None)

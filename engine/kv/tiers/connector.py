@@ -76,14 +76,20 @@ class TieredKV:
         # Onloads whose copies may still run: (handle, wall time of the call, bytes per tier).
         self._in_flight: list[tuple[CopiesInFlight | None, float, dict[str, int]]] = []
 
-    def offload(self, block: EvictedBlock) -> None:
-        """Called as the pool hands a cached block out for reuse, while its pages still hold its KV."""
+    def offload(self, block: EvictedBlock, durable_only: bool = False) -> None:
+        """Called as the pool hands a cached block out for reuse, while its pages still hold its KV.
+        ``durable_only``: only to the tiers that outlive the process (at shutdown, not host memory)."""
         if block.block_hash is None:
             return
         if time.monotonic() >= self._next_sweep:
             self.expire()
             self._next_sweep = time.monotonic() + SWEEP_EVERY_S
-        targets = [tier for tier in self.tiers if not tier.contains(block.block_hash)]
+        targets = [
+            tier
+            for tier in self.tiers
+            if not (durable_only and not getattr(tier, "durable", True))
+            and not tier.contains(block.block_hash)
+        ]
         if not targets:
             return
         record = encode_record(block.parent_hash, block.token_ids, self.copier.read_block(block.block_id))

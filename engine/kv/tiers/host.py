@@ -18,6 +18,8 @@ Buffer = bytearray | memoryview
 
 
 class HostMemoryTier:
+    durable = False  # gone with the process: a shutdown does not write to it
+
     def __init__(
         self,
         retention: Retention,

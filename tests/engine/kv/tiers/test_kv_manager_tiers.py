@@ -90,3 +90,37 @@ def test_onload_stops_where_the_pool_runs_out():
     hit = kv.find_cached_prefix(Req("b", prefix + [99]))
     assert hit.num_tokens == 8  # only two blocks could be onloaded
     assert [device.pages[b.block_id] for b in hit.blocks] == [bytes(prefix[:4]), bytes(prefix[4:8])]
+
+
+def test_a_graceful_shutdown_writes_the_pools_idle_cached_blocks_to_disk_not_host_memory(tmp_path):
+    from engine.kv.tiers.disk import DiskTier
+
+    device = FakeDevice()
+    host = HostMemoryTier(Retention(1 << 20, 3600))
+    tiered = TieredKV([host, DiskTier(tmp_path / "disk", Retention(1 << 20, 3600))], device, BS)
+    kv = KVCacheManager(8, BS, lower_tiers=tiered)
+    prefix = list(range(1, 13))
+    run(kv, device, Req("a", prefix + [13]))  # 3 full cached blocks, idle once it ends
+    held = Req("held", list(range(100, 109)))
+    kv.allocate_slots(held, 0, 9)  # a running request's 2 full blocks: not offered, still computing
+    assert tiered.counters["disk"].offloads == 0
+    assert kv.offload_idle_blocks() == 3
+    assert tiered.counters["disk"].offloads == 3 and tiered.counters["host"].offloads == 0
+    # A fresh process (empty pool and host memory) over the same directory serves the prefix.
+    device2 = FakeDevice()
+    restarted = TieredKV(
+        [HostMemoryTier(Retention(1 << 20, 3600)), DiskTier(tmp_path / "disk", Retention(1 << 20, 3600))],
+        device2,
+        BS,
+    )
+    kv2 = KVCacheManager(8, BS, lower_tiers=restarted)
+    hit, pages = run(kv2, device2, Req("b", prefix + [99]))
+    assert hit.num_tokens == 12 and restarted.counters["disk"].hit_tokens == 12
+    assert pages[:3] == [bytes(prefix[i : i + BS]) for i in (0, 4, 8)]
+    assert kv.offload_idle_blocks() == 3 and tiered.counters["disk"].offloads == 3  # nothing twice
+
+
+def test_without_tiers_a_shutdown_offloads_nothing():
+    kv = KVCacheManager(4, BS)
+    run(kv, FakeDevice(), Req("a", list(range(1, 10))))
+    assert kv.offload_idle_blocks() == 0
