@@ -13,7 +13,8 @@ HELP = (
     "'kv-capacity' (KV cache tokens per GiB), 'speculative' (speculative decoding vs none), "
     "'kv-tiers' (TTFT of a long prompt from host memory and disk vs recomputed), "
     "'structured' (grammar-constrained decoding's overhead), "
-    "'disaggregation' (TTFT and ITL of prefill/decode replicas vs mixed ones)."
+    "'disaggregation' (TTFT and ITL of prefill/decode replicas vs mixed ones), "
+    "'kv-trace' (cacheable prompt tokens the KV tiers serve on a multi-tenant trace, across a restart)."
 )
 
 
@@ -113,6 +114,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         description=disaggregation.__doc__,
     )
     disaggregation.add_arguments(pd)
+    from gateway.bench import kv_trace  # light: replicas and httpx only when it runs
+
+    trace = subparsers.add_parser(
+        "kv-trace",
+        help="share of a multi-tenant trace's cacheable prompt tokens the KV tiers serve, across a restart",
+        description=kv_trace.__doc__,
+    )
+    kv_trace.add_arguments(trace)
     from engine.bench import engine_bench  # light: torch is imported only when it runs
 
     engine = subparsers.add_parser(
@@ -210,6 +219,15 @@ def run(args: argparse.Namespace) -> int:
         from gateway.bench import disaggregation
 
         return disaggregation.run(args)
+    if args.bench == "kv-trace":
+        from chassis.gateway import load_tokenizer
+        from gateway.bench import kv_trace
+
+        if args.model is None:
+            from engine.testing.smollm2 import smollm2_path
+
+            args.model = str(smollm2_path())
+        return kv_trace.run(args, load_tokenizer)
     if args.bench == "kv-capacity":
         return run_kv_capacity(args)
     if args.bench == "engine":

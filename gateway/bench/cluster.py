@@ -109,6 +109,8 @@ class Cluster:
     roles: tuple[str, ...] = ()
     # Extra environment of replica i (a step gate of its own, for instance).
     replica_env: dict[int, dict[str, str]] = field(default_factory=dict)
+    # Extra ``chassis serve`` arguments of replica i (a KV disk directory of its own, say).
+    replica_args: dict[int, list[str]] = field(default_factory=dict)
 
     def role(self, i: int) -> str:
         return self.roles[i] if i < len(self.roles) else "mixed"
@@ -126,6 +128,7 @@ class Cluster:
             "--replica-id", f"r{i}",
             "--log-level", "warning",
             *self.serve_args,
+            *self.replica_args.get(i, []),
             *self.role_args(i),
         )  # fmt: skip
         # One share of the cores each: torch's default of one thread per core in every replica
@@ -175,6 +178,19 @@ class Cluster:
         self.replicas[i] = self.replica_process(i, port=old.port).start()
         self.replicas[i].wait_ready("/health", time.monotonic() + timeout)
         return self.replicas[i]
+
+    def restart_replicas(self, stop_timeout: float = 60.0, timeout: float = 180.0) -> None:
+        """Every replica as an operator restarts them: SIGTERM to all, wait for each to exit (its
+        engine writes its cached KV to the durable tiers first; SIGKILL after ``stop_timeout``), then
+        relaunch each on its port with the same arguments and wait until all are ready."""
+        for replica in self.replicas:
+            replica.terminate()
+        for replica in self.replicas:
+            replica.reap(stop_timeout)
+        self.replicas = [self.replica_process(i, port=r.port).start() for i, r in enumerate(self.replicas)]
+        deadline = time.monotonic() + timeout
+        for replica in self.replicas:
+            replica.wait_ready("/health", deadline)
 
     def stop(self) -> None:
         """Every process drains at once, then each is waited for (each alone would add its drain)."""

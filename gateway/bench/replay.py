@@ -30,6 +30,7 @@ class RequestResult:
     cached_tokens: int = 0
     streamed: bool = False  # at least one byte of body came back
     itl_s: list[float] = field(default_factory=list)  # gaps between consecutive content chunks
+    turn: int = 0  # which of its session's turns
 
 
 async def _one_request(
@@ -51,6 +52,8 @@ async def _one_request(
         "stream_options": {"include_usage": True},
         "user": session.session_id,
     }
+    if session.cache_salt is not None:
+        body["cache_salt"] = session.cache_salt
     result = RequestResult(session.session_id, session.kind, None, ok=False)
     timer = StreamTimer()
     try:
@@ -79,6 +82,10 @@ async def _one_request(
     return result, record.text
 
 
+def assistant(text: str) -> dict:
+    return {"role": "assistant", "content": text}
+
+
 async def replay(
     url: str,
     model: str,
@@ -87,9 +94,14 @@ async def replay(
     max_tokens: int = 8,
     progress: Callable[[int], None] | None = None,
     timeout_s: float = 120.0,
+    extra: dict | None = None,
+    follow_ups_first: bool = False,
 ) -> list[RequestResult]:
     """Closed loop at ``concurrency``: every turn of every session, a session's turns in order,
-    interleaved with others; start and think times are ignored (for tests that need a fixed load)."""
+    interleaved with others; start and think times are ignored (for tests that need a fixed load).
+    ``follow_ups_first``: a session's next turn goes before sessions not yet started (at most about
+    ``concurrency`` sessions open at once, as in a trace replayed in order), else after all of them.
+    ``extra``: more fields of every request body."""
     pending: deque[tuple[Session, int, list[dict]]] = deque(
         (s, 0, [{"role": "system", "content": s.system}]) for s in sessions
     )
@@ -108,12 +120,19 @@ async def replay(
             active += 1
             try:
                 messages = history + [{"role": "user", "content": session.turns[turn].user_text}]
-                result, reply = await _one_request(client, url, model, session, messages, max_tokens)
+                result, reply = await _one_request(client, url, model, session, messages, max_tokens, extra)
+                result.turn = turn
                 results.append(result)
                 if progress:
                     progress(len(results))
                 if turn + 1 < len(session.turns) and result.ok:
-                    pending.append((session, turn + 1, messages + [{"role": "assistant", "content": reply}]))
+                    answer = session.turns[turn].reply
+                    follow_up = (
+                        session,
+                        turn + 1,
+                        messages + [assistant(reply if answer is None else answer)],
+                    )
+                    (pending.appendleft if follow_ups_first else pending.append)(follow_up)
             finally:
                 active -= 1
 

@@ -41,6 +41,9 @@ _SYLLABLES = (
 class Turn:
     user_text: str
     think_s: float = 0.0  # pause between the previous reply and this turn (0 for a first turn)
+    # What the history holds as this turn's answer; None: the reply the model gave. A fixed one
+    # makes every later prompt known in advance (gateway/bench/kv_trace_workload.py's accounting).
+    reply: str | None = None
 
 
 @dataclass
@@ -52,6 +55,7 @@ class Session:
     system: str
     turns: list[Turn] = field(default_factory=list)
     start_s: float = 0.0  # when the first turn is sent, from the start of the run
+    cache_salt: str | None = None  # the tenant's: no prefix is shared across tenants
 
 
 @dataclass(frozen=True)
