@@ -178,7 +178,8 @@ class TieredKV:
             counters.hit_tokens += len(tokens)
             moved[tier.name] = moved.get(tier.name, 0) + record.kv.nbytes
             for upper in self.tiers[:depth]:  # promote: the next hit comes from the fastest tier
-                upper.put(block_hash, payload, tenant)
+                store = getattr(upper, "adopt", upper.put)  # the read buffer itself, where it can
+                store(block_hash, payload, tenant)
             return True
         return False
 

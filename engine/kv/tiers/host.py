@@ -35,19 +35,28 @@ class HostMemoryTier:
         self._stats = TierStats()
 
     def put(self, block_hash: BlockHash, payload, tenant: str = "") -> bool:
-        data = memoryview(payload).cast("B")
+        return self._store(block_hash, memoryview(payload).cast("B"), tenant, copy=True)
+
+    def _store(self, block_hash: BlockHash, data: memoryview, tenant: str, copy: bool) -> bool:
         if not self._ledger.fits(data.nbytes):
             return False
         self._drop(block_hash)
         for victim in self._ledger.victims_for(tenant, data.nbytes):
             self._drop(victim)
             self._stats.evictions += 1
-        buffer = self._allocate(data.nbytes)
-        memoryview(buffer).cast("B")[:] = data
+        buffer = data
+        if copy:
+            buffer = self._allocate(data.nbytes)
+            memoryview(buffer).cast("B")[:] = data
         self._buffers[block_hash] = buffer
         self._ledger.add(block_hash, tenant, data.nbytes, self._clock())
         self._stats.puts += 1
         return True
+
+    def adopt(self, block_hash: BlockHash, payload, tenant: str = "") -> bool:
+        """``put`` without the copy: the tier keeps ``payload`` itself, which nobody may write
+        again (a lower tier's freshly read buffer, from this tier's kind of allocator)."""
+        return self._store(block_hash, memoryview(payload).cast("B"), tenant, copy=False)
 
     def get(self, block_hash: BlockHash) -> memoryview | None:
         if not self._live(block_hash):

@@ -91,6 +91,40 @@ def test_a_lower_tier_hit_is_promoted_to_the_tier_above(tmp_path):
     assert tiered.counters["disk"].hit_tokens == 4 and tiered.counters["host"].hit_tokens == 0
 
 
+@pytest.mark.parametrize("direct", [False, True], ids=["buffered", "direct"])
+def test_a_promoted_block_keeps_the_buffer_its_file_was_read_into(tmp_path, monkeypatch, direct):
+    """One allocation per block read from disk (into the shared allocator's memory), none more for
+    the host tier's copy: the host tier keeps the read buffer, and serves the same bits later."""
+    from engine.kv.tiers import disk as disk_module
+    from engine.kv.tiers.pinned import PinnedBuffers
+
+    monkeypatch.setattr(disk_module, "DIRECT_READS", direct)
+    caches = random_caches()
+    buffers, calls = PinnedBuffers(pin=False), []
+
+    def allocate(n):
+        calls.append(n)
+        return buffers(n)
+
+    host = HostMemoryTier(RETENTION, allocate=allocate)
+    disk = DiskTier(tmp_path, RETENTION, allocate=allocate)
+    tiered = TieredKV([host, disk], BlockIO(caches, SPECS), block_size=4)
+    blocks = [cached_block(b, [b] * 4) for b in (0, 1)]
+    for b in blocks:
+        disk.put(
+            b.block_hash, encode_record(None, b.token_ids, BlockIO(caches, SPECS).read_block(b.block_id))
+        )
+    expected = [block_bits(caches, b) for b in (0, 1)]
+    for b, target in zip(blocks, (4, 5), strict=True):
+        assert tiered.onload([b.block_hash], [None], [b.token_ids], [target]) == 1
+    assert len(calls) == 2 and host.contains(blocks[0].block_hash) and host.contains(blocks[1].block_hash)
+    for b, target in zip(blocks, (2, 3), strict=True):  # now from the host tier
+        assert tiered.onload([b.block_hash], [None], [b.token_ids], [target]) == 1
+    assert tiered.counters["host"].hit_tokens == 8 and len(calls) == 2
+    for want, target in zip(expected, (2, 3), strict=True):
+        assert all(torch.equal(a, c) for a, c in zip(want, block_bits(caches, target), strict=True))
+
+
 def test_a_damaged_disk_block_stops_the_onload_there(tmp_path):
     caches = random_caches()
     disk = DiskTier(tmp_path, RETENTION)
@@ -162,12 +196,16 @@ def test_a_cuda_onload_returns_before_its_copies_and_the_next_kernel_sees_the_bl
         tiered.offload(Block(i, block_hash=h, parent_hash=chain[i - 1] if i else None,
                              token_ids=tuple(range(4 * i, 4 * i + 4))))  # fmt: skip
     expected = [block_bits(caches, b) for b in (0, 1, 2)]
+    parents, chunks = [None, *chain[:-1]], [range(0, 4), range(4, 8), range(8, 12)]
+    # A first onload allocates the staging buffer: a fresh cudaMalloc may wait for the device.
+    assert tiered.onload(chain, parents, chunks, [5, 3, 4]) == 3
+    torch.cuda.synchronize()
+    before = tiered.stats()["host"][1].onload_bytes
     torch.cuda._sleep(1_000_000_000)  # ~0.5 s of a busy stream: the onload can only queue its copies
-    loaded = tiered.onload(chain, [None, *chain[:-1]], [range(0, 4), range(4, 8), range(8, 12)], [5, 3, 4])
-    assert loaded == 3
-    assert tiered.stats()["host"][1].onload_bytes == 0  # returned without waiting for the device
-    got = [block_bits(caches, b) for b in (5, 3, 4)]  # queued after the copies on the same stream
+    assert tiered.onload(chain, parents, chunks, [3, 4, 5]) == 3
+    assert tiered.stats()["host"][1].onload_bytes == before  # returned without waiting for the device
+    got = [block_bits(caches, b) for b in (3, 4, 5)]  # queued after the copies on the same stream
     for want, have in zip(expected, got, strict=True):
         assert all(torch.equal(a, b) for a, b in zip(want, have, strict=True))
-    assert tiered.stats()["host"][1].onload_bytes == 3 * io.block_bytes  # .cpu() above waited
+    assert tiered.stats()["host"][1].onload_bytes == before + 3 * io.block_bytes  # .cpu() above waited
     assert tiered.stats()["host"][1].onload_s > 0

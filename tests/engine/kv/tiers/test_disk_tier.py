@@ -6,12 +6,21 @@ from __future__ import annotations
 import os
 import threading
 
+import pytest
+
 from engine.kv.block_hash import hash_block
+from engine.kv.tiers import disk
 from engine.kv.tiers.disk import DiskTier
 from engine.kv.tiers.protocol import Retention
 
 DAY = 86_400.0
 RETENTION = Retention(budget_bytes=1 << 20, ttl_s=7 * DAY)
+
+
+@pytest.fixture(autouse=True, params=[False, True], ids=["buffered", "direct"])
+def read_mode(request, monkeypatch):
+    """Every test with buffered reads and with O_DIRECT reads of the block files."""
+    monkeypatch.setattr(disk, "DIRECT_READS", request.param)
 
 
 def block(i: int) -> bytes:
