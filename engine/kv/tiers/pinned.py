@@ -24,6 +24,7 @@ CHUNK_BYTES = 256 << 20
 
 class PinnedBuffers:
     def __init__(self, chunk_bytes: int = CHUNK_BYTES, pin: bool = True) -> None:
+        """``chunk_bytes``: rounded up to a power of two."""
         """``pin`` False: the same bookkeeping over ordinary memory (tests on machines without CUDA)."""
         self.chunk_bytes = chunk_bytes
         self.pin = pin
@@ -45,12 +46,14 @@ class PinnedBuffers:
 
     def _carve(self, size: int) -> np.ndarray:
         if self._chunk is None or self._used + size > len(self._chunk):
-            nbytes = max(self.chunk_bytes, size)
-            raw = torch.empty(nbytes + PAGE, dtype=torch.uint8, pin_memory=self.pin).numpy()
+            # A power of two, which torch's allocator would round up to anyway. Page-locked
+            # memory starts on a page; ordinary memory may not, and the slack is left unused.
+            nbytes = 1 << (max(self.chunk_bytes, size + PAGE) - 1).bit_length()
+            raw = torch.empty(nbytes, dtype=torch.uint8, pin_memory=self.pin).numpy()
             skew = -raw.ctypes.data % PAGE
-            self._chunk = raw[skew : skew + nbytes]
+            self._chunk = raw[skew : skew + (nbytes - skew) // PAGE * PAGE]
             self._used = 0
-            self.bytes_reserved += nbytes + PAGE
+            self.bytes_reserved += nbytes
         slot = self._chunk[self._used : self._used + size]
         self._used += size
         return slot

@@ -20,7 +20,7 @@ def test_buffers_have_the_size_asked_for_start_on_a_page_and_do_not_overlap():
     assert all(address(b) % PAGE == 0 for b in got)
     spans = sorted((address(b), address(b) + len(b)) for b in got)
     assert all(end <= start for (_, end), (start, _) in zip(spans, spans[1:], strict=False))
-    assert buffers.bytes_reserved == 16 * PAGE + PAGE  # one chunk (and its alignment slack)
+    assert buffers.bytes_reserved == 16 * PAGE  # one chunk, a power of two as torch would round it
 
 
 def test_a_buffer_nobody_references_is_handed_out_again_and_a_held_one_is_not():
