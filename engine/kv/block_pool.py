@@ -79,7 +79,7 @@ class BlockPool:
         return out
 
     def idle_cached_blocks(self) -> list[Block]:
-        """Cached blocks no request holds, least recently freed first (their KV is complete)."""
+        """Cached blocks no request holds (their KV is complete), least recently freed first."""
         return [b for b in self._free.values() if b.block_hash is not None]
 
     def touch(self, blocks: Iterable[Block]) -> None:

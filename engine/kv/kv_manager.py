@@ -146,12 +146,13 @@ class KVCacheManager:
     def offload_idle_blocks(self) -> int:
         """Write every cached block no request holds to the durable tiers that lack it (a graceful
         shutdown: blocks reach the tiers only on eviction, so what the pool holds would die with the
-        process; host memory dies too and is skipped). Least recently freed first, so the tiers' own
-        LRU keeps the most recent. Returns how many blocks were offered."""
+        process; host memory dies too and is skipped). Most recently freed first: the engine process
+        is killed if it has not stopped within its stop timeout (subprocess_client.STOP_TIMEOUT_S),
+        and a shutdown cut short should have kept the hottest blocks. Returns how many were offered."""
         if self.lower_tiers is None:
             return 0
         blocks = self.pool.idle_cached_blocks()
-        for block in blocks:
+        for block in reversed(blocks):
             self.lower_tiers.offload(block, durable_only=True)
         return len(blocks)
 

@@ -8,6 +8,7 @@ from engine.kv.kv_manager import KVCacheManager
 from engine.kv.tiers.connector import TieredKV
 from engine.kv.tiers.host import HostMemoryTier
 from engine.kv.tiers.protocol import Retention
+from engine.kv.tiers.record import decode_record
 
 BS = 4
 
@@ -124,3 +125,23 @@ def test_without_tiers_a_shutdown_offloads_nothing():
     kv = KVCacheManager(4, BS)
     run(kv, FakeDevice(), Req("a", list(range(1, 10))))
     assert kv.offload_idle_blocks() == 0
+
+
+def test_a_shutdown_writes_the_most_recently_freed_blocks_first():
+    class Recording(HostMemoryTier):
+        durable = True
+
+        def __init__(self):
+            super().__init__(Retention(1 << 20, 3600))
+            self.order = []
+
+        def put(self, block_hash, payload, tenant=""):
+            self.order.append(bytes(decode_record(memoryview(payload)).kv))
+            return super().put(block_hash, payload, tenant)
+
+    device, tier = FakeDevice(), Recording()
+    kv = KVCacheManager(8, BS, lower_tiers=TieredKV([tier], device, BS))
+    run(kv, device, Req("old", [1, 2, 3, 4, 9]))
+    run(kv, device, Req("new", [5, 6, 7, 8, 9]))
+    kv.offload_idle_blocks()
+    assert tier.order == [bytes([5, 6, 7, 8]), bytes([1, 2, 3, 4])]
