@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shutil
 import sys
 import tempfile
 import time
@@ -130,8 +131,11 @@ def run_bench(args: argparse.Namespace) -> Report:
     per_token = kv_bytes_per_token(config, args.dtype)
     prompt_mib = math.ceil(args.prompt_tokens * per_token / MIB)
     with tempfile.TemporaryDirectory(prefix="chassis-kv-tiers-") as tmp:
-        disk_dir = Path(args.kv_disk_cache_dir or Path(tmp) / "disk")
-        disk_dir.mkdir(parents=True, exist_ok=True)
+        # A fresh directory each run, inside --kv-disk-cache-dir (the disk to measure): blocks an
+        # earlier run left would turn the recompute case into a disk hit.
+        parent = Path(args.kv_disk_cache_dir) if args.kv_disk_cache_dir else Path(tmp)
+        parent.mkdir(parents=True, exist_ok=True)
+        disk_dir = Path(tempfile.mkdtemp(prefix="chassis-kv-tiers-", dir=parent))
         _say(f"pinned host-to-device copy of {args.copy_mib} MiB")
         h2d = bandwidth.host_to_device(device, args.copy_mib * MIB)
         _say(f"{h2d.gb_per_s:.1f} GB/s; uncached read of a {args.disk_read_mib} MiB file in {disk_dir}")
@@ -177,6 +181,7 @@ def run_bench(args: argparse.Namespace) -> Report:
         _say("measured round")
         _serve_three_ways(llm, prompt(), disk_dir, report)
         llm.shutdown()
+        shutil.rmtree(disk_dir, ignore_errors=True)
     _judge(report)
     report.seconds = time.perf_counter() - started
     return report
