@@ -99,6 +99,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "warm-up is off, this compiles the measured steps instead (default: on)",
     )
     parser.add_argument("--seed", type=int, default=0, help="prompt token seed (default: %(default)s)")
+    parser.add_argument(
+        "--profile-host",
+        metavar="OUT",
+        default=None,
+        help="also cProfile the measured host-memory case (host side) and write its top functions to OUT",
+    )
     add_engine_arguments(
         parser,
         model_dir=False,
@@ -179,7 +185,7 @@ def run_bench(args: argparse.Namespace) -> Report:
             _say("warm-up round")
             _serve_three_ways(llm, prompt(), disk_dir, replace(report, cases=[]))
         _say("measured round")
-        _serve_three_ways(llm, prompt(), disk_dir, report)
+        _serve_three_ways(llm, prompt(), disk_dir, report, args.profile_host)
         llm.shutdown()
         shutil.rmtree(disk_dir, ignore_errors=True)
     _judge(report)
@@ -187,12 +193,14 @@ def run_bench(args: argparse.Namespace) -> Report:
     return report
 
 
-def _serve_three_ways(llm, tokens: list[int], disk_dir: Path, report: Report) -> None:
+def _serve_three_ways(
+    llm, tokens: list[int], disk_dir: Path, report: Report, profile_host: str | None = None
+) -> None:
     from engine.bench import bandwidth
 
     report.cases.append(_serve(llm, tokens, "recompute"))
     _evict_device_pool(llm)  # offloads the prompt's blocks to host memory and disk
-    report.cases.append(_serve(llm, tokens, "host"))
+    report.cases.append(_serve(llm, tokens, "host", profile_host))
     _evict_device_pool(llm)  # both tiers hold the blocks already: nothing written
     host = next(t for t in llm.engine.kv_tiers.tiers if t.name == "host")
     host.clear()
@@ -201,13 +209,27 @@ def _serve_three_ways(llm, tokens: list[int], disk_dir: Path, report: Report) ->
     report.cases.append(_serve(llm, tokens, "disk"))
 
 
-def _serve(llm, tokens: list[int], name: str) -> Case:
+def _serve(llm, tokens: list[int], name: str, profile: str | None = None) -> Case:
+    import cProfile
+    import io
+    import pstats
+
     from engine import SamplingParams
 
     before = llm.stats().kv_tiers
+    profiler = cProfile.Profile() if profile else None
     started = time.perf_counter()
+    if profiler:
+        profiler.enable()
     (out,) = llm.generate([tokens], SamplingParams(max_tokens=1, temperature=0.0, ignore_eos=True))
     wall = time.perf_counter() - started
+    if profiler:
+        profiler.disable()
+        text = io.StringIO()
+        stats = pstats.Stats(profiler, stream=text)
+        stats.sort_stats("cumulative").print_stats(45)
+        stats.sort_stats("tottime").print_stats(30)
+        Path(profile).write_text(text.getvalue())
     after = llm.stats().kv_tiers
     metrics = out.metrics
     ttft = wall
