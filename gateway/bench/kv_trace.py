@@ -214,6 +214,7 @@ def run_trace(args, load_tokenizer: Callable[[str], object], log=print) -> dict:
         serve_args=common, replica_args=own,
     )  # fmt: skip
     phases: list[PhaseReport] = []
+    kv_files: dict[str, int] = {}  # block files per KV directory once the replicas are down
     started = time.perf_counter()
     with cluster.start(args.replicas, timeout=300):
         warm_up(cluster, args.max_tokens)
@@ -222,7 +223,8 @@ def run_trace(args, load_tokenizer: Callable[[str], object], log=print) -> dict:
                 log("restarting every replica (SIGTERM, then relaunch on the same KV directories) ...")
                 t0 = time.perf_counter()
                 cluster.restart_replicas()
-                log(f"  restarted in {time.perf_counter() - t0:.1f}s")
+                kv_files = {d.name: sum(1 for _ in d.rglob("*.kvb")) for d in sorted(workdir.glob("*-kv*"))}
+                log(f"  restarted in {time.perf_counter() - t0:.1f}s; KV block files: {kv_files}")
             urls = [r.url for r in cluster.replicas]
             before = scrape_tier_hits(urls)
             log(f"[{name}] replaying {sum(len(s.turns) for s in half)} requests ...")
@@ -238,6 +240,7 @@ def run_trace(args, load_tokenizer: Callable[[str], object], log=print) -> dict:
         "distinct_prefix_tokens": distinct,
         "device_pool_tokens_per_replica": num_gpu_blocks * block_size,
         "restart": not args.no_restart,
+        "kv_files_after_restart": kv_files,
         "wall_s": time.perf_counter() - started,
         "load_average_after": os.getloadavg()[0],
         "goal": GOAL,
