@@ -23,7 +23,6 @@ import torch
 from engine.kv.specs import FullAttentionSpec, KVCacheSpec
 
 STAGING_BYTES = 256 << 20  # device memory the staging buffer may take while an onload runs
-COPY_BATCH = 16  # blocks whose host-to-device copies are queued together
 
 
 class BlockIO:
@@ -45,8 +44,6 @@ class BlockIO:
         self._slots = max(1, STAGING_BYTES // self.block_bytes)
         self._staging: torch.Tensor | None = None
         self._queued: list[int] = []  # block ids, one per filled staging row
-        self._copied = 0  # of those, how many have their copy queued
-        self._slot_rows: list[torch.Tensor] = []
         self._sources: list[torch.Tensor] = []  # host buffers of this onload's copies
         self._started: torch.cuda.Event | None = None  # CUDA: this onload's first copy
         self._in_flight: list[CudaCopies] = []  # earlier onloads, holding their host buffers
@@ -76,23 +73,12 @@ class BlockIO:
             self._staging = torch.empty(
                 (self._slots, self.block_bytes), dtype=torch.uint8, device=self.device
             )
-            self._slot_rows = list(self._staging.unbind(0))
+        self._staging[len(self._queued)].copy_(source, non_blocking=True)
         self._queued.append(block_id)
         self._sources.append(source)
-        if len(self._queued) - self._copied >= COPY_BATCH:
-            self._copy_queued()
         if len(self._queued) == self._slots:
             self._scatter()
         return True
-
-    def _copy_queued(self) -> None:
-        """Queue the host-to-device copies of the blocks written since the last call, in one call
-        (the per-copy Python overhead paces a long onload otherwise)."""
-        n = len(self._queued)
-        if n > self._copied:
-            sources = self._sources[len(self._sources) - (n - self._copied) :]
-            torch._foreach_copy_(self._slot_rows[self._copied : n], sources, non_blocking=True)
-            self._copied = n
 
     def finish(self) -> CudaCopies | None:
         """Every block written so far in its pages for work queued after this on the device; on
@@ -102,7 +88,6 @@ class BlockIO:
             self._scatter()
         started, self._started = self._started, None
         self._staging = None  # back to the allocator's cache (stream-ordered) between onloads
-        self._slot_rows = []
         self._in_flight = [c for c in self._in_flight if c.seconds() is None]
         if started is not None:
             copies = CudaCopies(started, self._mark(), self._sources)
@@ -120,7 +105,6 @@ class BlockIO:
         return event
 
     def _scatter(self) -> None:
-        self._copy_queued()
         n = len(self._queued)
         # Pinned on CUDA: a copy from pageable memory would first wait for the queued copies.
         ids = torch.tensor(self._queued, dtype=torch.long, pin_memory=self.device.type == "cuda")
@@ -130,7 +114,6 @@ class BlockIO:
             rows.index_copy_(0, ids, self._staging[:n, offset : offset + size])
             offset += size
         self._queued.clear()
-        self._copied = 0
 
 
 class CudaCopies:
