@@ -36,7 +36,9 @@ __all__ = ["KEY_BLOCK", "attend", "bmm", "linear", "padded_rows", "pointwise"]
 _ROW_GROUP = 4  # MKL's GEMM rows per micro-kernel
 _SMALL_PRODUCT = 12  # below this many rows, rows outside a group of 4 take other kernels
 KEY_BLOCK = 256
-_LANES = 16  # fp32 elements per step of torch's vectorized CPU loops (two AVX2 vectors)
+# fp32 elements per step of torch's vectorized CPU loops (two vectors: 16 with AVX2, 32 with AVX512),
+# a multiple of either; a tail shorter than a step goes through the scalar loop, with other bits.
+_LANES = 64
 
 
 def padded_rows(rows: int) -> int:
