@@ -51,7 +51,8 @@ def test_streaming_users_record_ttft_and_itl(replica, tmp_path):
 
 def test_a_wrong_api_key_fails_the_requests(replica, tmp_path):
     env = {"CHASSIS_API_KEY": "wrong", "CHASSIS_MODEL": MODEL, "CHASSIS_MAX_TOKENS": "4"}
-    run = run_locust(["chat_stream.py"], replica.url, tmp_path / "bad", 2, 2, env)
+    # 10 s, not 2: on a loaded machine Locust's own start-up took the whole 2 s run, so no request left.
+    run = run_locust(["chat_stream.py"], replica.url, tmp_path / "bad", 2, 10, env)
     post = run["rows"][("POST", "chat")]
     assert int(post["Failure Count"]) == int(post["Request Count"]) > 0
     assert ("TTFT", "chat") not in run["rows"]
