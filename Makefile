@@ -45,8 +45,8 @@ system-tools:
 	@bash scripts/install-system-tools.sh
 
 # Two passes: most tests spread over TEST_WORKERS processes (pytest-xdist; much of the suite waits on
-# servers, browsers and subprocesses), then the tests marked `serial` alone, because they measure a
-# rate that a neighbour test's load would disturb.
+# servers, browsers and subprocesses), then the tests marked `serial` alone: they measure a rate that
+# a neighbour test's load would disturb, or need both cores for minutes.
 TEST_WORKERS ?= 2
 
 test: venv client-venvs system-tools lint

@@ -132,10 +132,15 @@ class ModelRunner:
         if shared_block_size(specs) != self.block_size:  # every layer is indexed by one block table
             raise ValueError(f"KV specs use blocks of {specs[0].block_size} tokens, not {self.block_size}")
         caches: list[torch.Tensor] = []
+        # A slot is written before anything attends to it. On an accelerator the pool is zeroed
+        # anyway (its allocator hands out used memory); on the CPU a pool this large is fresh pages
+        # from the kernel, and zeroing them would make the whole pool resident at start (3 GB for
+        # SmolLM2's default) instead of as blocks fill.
+        allocate = torch.empty if self.device.type == "cpu" else torch.zeros
         for i, (attn, spec) in enumerate(zip(layers, specs, strict=True)):
             if getattr(spec, "window", None) != attn.sliding_window:
                 raise ValueError(f"layer {i}: KV spec {spec} does not match its window {attn.sliding_window}")
-            cache = torch.zeros(spec.cache_shape(num_blocks), dtype=self.dtype, device=self.device)
+            cache = allocate(spec.cache_shape(num_blocks), dtype=self.dtype, device=self.device)
             attn.bind_kv_cache(cache)
             caches.append(cache)
         self.kv_caches = caches  # in spec order: what the KV tiers copy blocks out of and into

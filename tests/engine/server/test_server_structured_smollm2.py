@@ -88,6 +88,7 @@ def via_messages(replica: Replica, schema: dict, seed: int) -> bool:
     return completed(text, body["stop_reason"], schema)
 
 
+@pytest.mark.serial  # 100 generations on 2 cores: beside another test it ran past the 300 s timeout
 def test_a_hundred_json_schemas_validate_through_all_three_apis(smollm2):
     apis = [via_chat, via_responses, via_messages]
     runs = [(apis[i % 3], schema, i) for i, schema in enumerate(SCHEMAS)]
