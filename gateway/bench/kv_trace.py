@@ -45,6 +45,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--concurrency", type=_at_least(1), default=12, help="requests in flight (default: 12)"
     )
+    parser.add_argument(
+        "--open-sessions", type=_at_least(1), default=256,
+        help="sessions open at once, taking turns in trace order (default: %(default)s)",
+    )  # fmt: skip
     parser.add_argument("--max-tokens", type=_at_least(1), default=2, help="tokens per answer, ignore_eos")
     parser.add_argument("--seed", type=int, default=0, help="trace seed (default: %(default)s)")
     parser.add_argument(
@@ -157,7 +161,7 @@ def replay_phase(cluster, sessions, args, log) -> tuple[list, float]:
     results = asyncio.run(
         replay(
             cluster.gateway.url, cluster.model_name, sessions, args.concurrency, args.max_tokens,
-            progress, extra={"ignore_eos": True}, follow_ups_first=True,
+            progress, extra={"ignore_eos": True}, open_sessions=args.open_sessions,
         )
     )  # fmt: skip
     return results, time.perf_counter() - started

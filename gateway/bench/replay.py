@@ -95,21 +95,31 @@ async def replay(
     progress: Callable[[int], None] | None = None,
     timeout_s: float = 120.0,
     extra: dict | None = None,
-    follow_ups_first: bool = False,
+    open_sessions: int | None = None,
 ) -> list[RequestResult]:
     """Closed loop at ``concurrency``: every turn of every session, a session's turns in order,
     interleaved with others; start and think times are ignored (for tests that need a fixed load).
-    ``follow_ups_first``: a session's next turn goes before sessions not yet started (at most about
-    ``concurrency`` sessions open at once, as in a trace replayed in order), else after all of them.
-    ``extra``: more fields of every request body."""
-    pending: deque[tuple[Session, int, list[dict]]] = deque(
-        (s, 0, [{"role": "system", "content": s.system}]) for s in sessions
-    )
+    ``open_sessions``: sessions are opened in order, at most this many at once, each next turn
+    queued behind the other open sessions' (that many users taking turns, as in a trace replayed in
+    order); None: every session is open from the start. ``extra``: more fields of every body."""
+    waiting = deque(sessions)  # not opened yet
+    pending: deque[tuple[Session, int, list[dict]]] = deque()
     results: list[RequestResult] = []
     active = 0
+    opened = 0
+    limit = open_sessions or len(sessions)
+
+    def open_more() -> None:
+        nonlocal opened
+        while waiting and opened < limit:
+            session = waiting.popleft()
+            opened += 1
+            pending.append((session, 0, [{"role": "system", "content": session.system}]))
+
+    open_more()
 
     async def worker(client: httpx.AsyncClient) -> None:
-        nonlocal active
+        nonlocal active, opened
         while True:
             if not pending:
                 if active == 0:
@@ -127,12 +137,12 @@ async def replay(
                     progress(len(results))
                 if turn + 1 < len(session.turns) and result.ok:
                     answer = session.turns[turn].reply
-                    follow_up = (
-                        session,
-                        turn + 1,
-                        messages + [assistant(reply if answer is None else answer)],
+                    pending.append(
+                        (session, turn + 1, messages + [assistant(reply if answer is None else answer)])
                     )
-                    (pending.appendleft if follow_ups_first else pending.append)(follow_up)
+                else:
+                    opened -= 1
+                    open_more()
             finally:
                 active -= 1
 

@@ -44,7 +44,8 @@ def test_the_tiers_serve_the_second_half_after_a_restart_and_the_accounting_adds
     # before came from the files the shut-down replicas wrote (disk, shared).
     assert report["restart"] and second["tier_hit_tokens"]["host"] < second["served_tokens"]
     assert second["tier_hit_tokens"]["disk"] + second["tier_hit_tokens"]["shared"] > 0
-    assert list((tmp_path / "work" / "shared-kv").rglob("*.kvb"))
+    files = report["kv_files_after_restart"]
+    assert set(files) == {"disk-kv-r0", "disk-kv-r1", "shared-kv"} and files["shared-kv"] > 0
 
 
 @pytest.mark.parametrize("argv", [["--requests", "1"], ["--replicas", "0"], ["--concurrency", "0"]])
