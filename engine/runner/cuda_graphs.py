@@ -12,6 +12,13 @@ tokens becomes k + 1 one-token rows, row i at position start + i with seq_len st
 request's block table. Every layer writes all rows' K/V (paged K/V, or the latent cache of latent
 attention) before its attention reads the cache, so row i sees exactly keys 0..start + i: the causal
 attention of the eager verify, with logits in its order (each request's rows consecutively).
+
+A prompt's last chunk of at most ``TAIL_ROWS`` tokens (what a prefix-cache hit leaves to compute)
+runs the same way, one row per token, and the runner keeps its last row's logits: the eager step
+that would run instead is launched kernel by kernel from Python, which on a hit served from the KV
+tiers is most of the TTFT left after the onload. Each row's attention reads the context once, so
+longer chunks stay eager (one pass serves all their queries). Not in batch-invariant mode, where a
+prompt's last token must take the same kernels with or without a cache hit.
 """
 
 from __future__ import annotations
@@ -24,6 +31,9 @@ import torch
 from engine.layers.attention import AttentionMetadata
 from engine.runner.host_copy import copy_to
 from engine.scheduler.output import SchedulerOutput
+from kernels.invariance import batch_invariant
+
+TAIL_ROWS = 16  # the longest prompt chunk the graphs run (one row per token)
 
 # Rows of the packed int64 staging buffer.
 _TOKENS, _POSITIONS, _SLOTS, _SEQ_LENS = range(4)
@@ -54,6 +64,7 @@ class DecodeGraphs:
         self.replays: dict[int, Callable[[], None]] = {}  # size -> replay of that size's step
         self.steps_run = 0  # decode steps served by a replay (the benchmarks report it)
         self.verify_steps_run = 0  # of those, speculative verify steps (some request fed drafts)
+        self.tail_steps_run = 0  # of those, steps where some request fed the last tokens of its prompt
         self.logits: dict[int, torch.Tensor] = {}
         self._host = np.zeros((4, self.max_batch), dtype=np.int64)
         # Host copy of the block table and, per row, (block-id list written, how many of its ids).
@@ -102,16 +113,32 @@ class DecodeGraphs:
             self.replays[size] = replay
 
     def can_run(self, out: SchedulerOutput) -> bool:
-        """Every request samples and feeds one token, or one plus its drafts (a verify step), and
-        their rows fit the largest captured size. Prompt chunks stay eager."""
+        """Every request samples and feeds one token, or one plus its drafts (a verify step), or
+        (no drafts in the step) the last ``TAIL_ROWS`` or fewer tokens of its prompt, and their rows
+        fit the largest captured size. Other prompt chunks stay eager."""
         if not out.scheduled:
             return False
-        rows = 0
+        rows, tails = 0, out.num_draft_tokens == 0 and not batch_invariant()
         for s in out.scheduled:
-            if not s.samples or s.num_tokens != 1 + s.num_draft_tokens:
+            if not s.samples:
+                return False
+            is_tail = tails and s.num_tokens <= TAIL_ROWS and not s.pending_token  # feeds known tokens
+            if s.num_tokens != 1 + s.num_draft_tokens and not is_tail:
                 return False
             rows += s.num_tokens
         return rows <= self.max_batch
+
+    @staticmethod
+    def last_rows(out: SchedulerOutput) -> list[int] | None:
+        """Each request's last row when some request fed several tokens without drafts (a prompt
+        tail: only its last token samples), else None (one row per sampling position already)."""
+        if out.num_draft_tokens or all(s.num_tokens == 1 for s in out.scheduled):
+            return None
+        rows, last = 0, []
+        for s in out.scheduled:
+            rows += s.num_tokens
+            last.append(rows - 1)
+        return last
 
     def run(
         self,
@@ -126,7 +153,8 @@ class DecodeGraphs:
         scheduled = out.scheduled
         n = len(scheduled)
         verify = out.num_draft_tokens > 0
-        if verify:  # one row per fed token: request b's rows are its last token, then its drafts
+        if any(s.num_tokens > 1 for s in scheduled):
+            # One row per fed token: a verify request's last token then its drafts; a prompt tail's tokens.
             owners = [s for s in scheduled for _ in range(s.num_tokens)]
             tokens = [t for s in scheduled for t in s.token_ids]
             positions = [p for s in scheduled for p in range(s.start, s.start + s.num_tokens)]
@@ -159,6 +187,7 @@ class DecodeGraphs:
         self.replays[size]()
         self.steps_run += 1
         self.verify_steps_run += verify
+        self.tail_steps_run += not verify and n > len(scheduled)
         return self.logits[size][:n]
 
     @staticmethod

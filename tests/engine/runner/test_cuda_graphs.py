@@ -46,6 +46,31 @@ def test_graph_path_gives_the_eager_tokens(tiny_models, arch):
     assert all(n <= 5 for n in calls)
 
 
+@pytest.mark.parametrize("arch", ["llama", "qwen3_moe", "deepseek_v3"])  # deepseek_v3: latent attention
+def test_prompt_tails_after_a_prefix_hit_run_through_the_graphs_with_the_eager_tokens(tiny_models, arch):
+    """A prefix-cache hit leaves 1-16 prompt tokens to compute: through the graphs (one row per
+    token, the last row's logits sampled) the tokens equal the eager engine's."""
+    rng = random.Random(11)
+    prefix = [rng.randrange(3, 500) for _ in range(48)]  # three full blocks, cached by the first prompt
+    tails = (7, 1, 16, 4, 11)
+    prompts = [prefix + [rng.randrange(3, 500) for _ in range(k)] for k in tails]
+    params = SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True)
+
+    def run(graphs: bool):
+        llm = LLM(tiny_models[arch], device="cpu", max_num_seqs=4)
+        if graphs:
+            llm.engine.runner.capture_decode_graphs(16, eager=True)
+        outs = [llm.generate([prompt], params)[0] for prompt in prompts]  # one at a time: tails alone
+        assert all(o.num_cached_tokens == 48 for o in outs[1:])
+        return [o.token_ids for o in outs], llm.engine.runner.graphs
+
+    eager, _ = run(graphs=False)
+    graphed, graphs = run(graphs=True)
+    assert graphed == eager
+    # Each later prompt's tail in one step (a one-token tail is a plain one-row step).
+    assert graphs.tail_steps_run == sum(k > 1 for k in tails[1:])
+
+
 def _repeating_prompts(n, seed=5):
     """Prompts that repeat a phrase, so n-gram lookup drafts (some drafts right, most wrong)."""
     rng = random.Random(seed)
