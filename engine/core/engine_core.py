@@ -32,6 +32,7 @@ from engine.kv.events import KVEventLog
 from engine.kv.kv_manager import KVCacheManager
 from engine.kv.tiers.build import build_tiered_kv
 from engine.outputs import EngineStats, KVTierStats, RequestMetrics, RequestOutput
+from engine.runner.cuda_graphs import TAIL_ROWS
 from engine.runner.kv_sizing import num_kv_blocks
 from engine.runner.model_runner import TORCH_DTYPES, LaunchedStep, StepResult
 from engine.sampling.params import SamplingParams
@@ -89,7 +90,8 @@ class EngineCore:
         self.runner.allocate_kv_cache(num_blocks)
         # The torch reference kernels read sizes back to the host, which a graph cannot capture.
         if self.device.type == "cuda" and not config.enforce_eager and kernels_mode() != "torch":
-            self.runner.capture_decode_graphs(config.max_num_seqs)
+            # At least TAIL_ROWS rows: a prompt tail after a prefix hit is one row per token.
+            self.runner.capture_decode_graphs(max(config.max_num_seqs, TAIL_ROWS))
         self.kv_events = kv_events if kv_events is not None else KVEventLog(config.kv_event_capacity)
         self.kv_tiers = None  # host memory, disk, shared store below the device pool (engine/kv/tiers/)
         if config.kv_tiers_enabled:
