@@ -65,8 +65,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-model-len", type=_at_least(16), default=1024, help="the replicas' context (the pool holds one)"
     )
     parser.add_argument("--load-margin", type=float, default=4.0, help="cache_aware load margin")
-    parser.add_argument("--document-words", type=_at_least(1), default=TraceShapeDefaults.document_words)
-    parser.add_argument("--system-words", type=_at_least(1), default=TraceShapeDefaults.system_words)
+    parser.add_argument(
+        "--document-words", type=_at_least(1), default=TraceShapeDefaults.document_words,
+        help="words in each shared document (default: %(default)s)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--system-words", type=_at_least(1), default=TraceShapeDefaults.system_words,
+        help="words in each tenant's system prompt (default: %(default)s)",
+    )  # fmt: skip
     parser.add_argument("--no-restart", action="store_true", help="replay both halves without the restart")
     parser.add_argument("--engine-in-thread", action="store_true", help="replicas run the engine in-process")
     parser.add_argument(
