@@ -191,6 +191,23 @@ class Cluster:
         deadline = time.monotonic() + timeout
         for replica in self.replicas:
             replica.wait_ready("/health", deadline)
+        self.wait_routable(deadline)
+
+    def wait_routable(self, deadline: float) -> None:
+        """Until the gateway routes to every replica again: its health checks ejected the ones that
+        went away and re-admit them only after checks pass (a request before then finds none)."""
+        if self.gateway is None:
+            return
+        while True:
+            try:
+                routable = httpx.get(f"{self.gateway.url}/health", timeout=5).json().get("routable", 0)
+            except (httpx.HTTPError, ValueError):
+                routable = 0
+            if routable >= len(self.replicas):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the gateway routes to {routable} of {len(self.replicas)} replicas")
+            time.sleep(0.2)
 
     def stop(self) -> None:
         """Every process drains at once, then each is waited for (each alone would add its drain)."""
