@@ -49,14 +49,17 @@ def test_operator_flow_and_viewer_without_buttons(stack, live_server, browser, t
         page.locator("#replicas tr[data-state=ready]").wait_for(timeout=120_000)
 
         replica = Replica.objects.get(deployment__name="browser-demo", state="ready")
-        for _ in range(3):  # traffic, so the TTFT chart has something to show
+
+        def chart_has_points() -> bool:
+            # Traffic until the chart shows it. With three requests up front, the fresh-clone CI
+            # at 4e72733 once saw no point within 120 s (and f1a2502 within 30 s); cause not found.
             httpx.post(f"{replica.url}/v1/chat/completions", timeout=60, json={
                 "model": "browser-demo", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3})  # fmt: skip
-        # The chart fills once beat's scrape of the replica has landed and the page has polled the
-        # series: under a loaded CI host that took over 30 s once (fresh-clone CI at f1a2502).
-        page.wait_for_function(
-            "() => Number(document.querySelector('#chart-ttft').dataset.points || 0) > 0", timeout=120_000
-        )
+            return page.evaluate(
+                "() => Number(document.querySelector('#chart-ttft').dataset.points || 0) > 0"
+            )
+
+        wait_until(chart_has_points, "TTFT points on the deployment page's chart", timeout=120, poll=1.0)
         assert page.locator("#chart-ttft canvas").count() == 1
         assert "→ ready" in page.locator("#events").inner_text()
 
