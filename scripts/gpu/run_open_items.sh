@@ -7,6 +7,10 @@
 #   spec-llama, spec-deepseek   issue 18 item 4: chassis bench speculative --grid (oracle drafts of known acceptance)
 #   cpu-smollm2 issue 15: the CPU engine vs transformers on SmolLM2-135M's shape (random weights: the GGUF
 #               does not travel), pinned to 2 of the host's cores (taskset), on an otherwise idle machine
+#   kv-trace    issue 21 item 1: chassis bench kv-trace on 4 CPU replicas of SmolLM2-135M's shape (random weights,
+#               SmolLM2's real tokenizer and chat template from .gpucarry: the GGUF does not travel), on the
+#               host's 16 cores; KV_TRACE_ARGS (default "--requests 20000") is passed on
+#   cuda-graphs issue 21: tests/engine/runner/test_cuda_graphs.py on the GPU (prompt tails through decode graphs)
 #   batch-invariance issue 20 item 1: scripts/gpu/batch_invariance.py (256 prompts alone / in 8s / at once,
 #               chunks 64 and 2048, with and without prefix hits, bitwise; then its cost vs normal mode)
 #
@@ -76,6 +80,10 @@ for step in "${STEPS[@]}"; do
     cpu-smollm2) run_step cpu-smollm2 240 taskset -c 0,1 python3 -m chassis bench engine --random-arch smollm2-135m \
         --device cpu --dtype float32 --workload static-batch --compare hf --static-batch-sizes 1,16 \
         --static-prompt-len 32 --static-output-len 64 --json "$OUT/cpu_smollm2.json" ;;
+    kv-trace) python3 scripts/gpu/smollm2_random_checkpoint.py /tmp/smollm2-random .gpucarry/smollm2-tokenizer
+      run_step kv-trace 560 python3 -m chassis bench kv-trace --model /tmp/smollm2-random \
+        --workdir /tmp/kv-trace ${KV_TRACE_ARGS:---requests 20000} --json "$OUT/kv_trace.json" ;;
+    cuda-graphs) run_step cuda-graphs 120 python3 -m pytest -q -p no:cacheprovider tests/engine/runner/test_cuda_graphs.py ;;
     batch-invariance) run_step batch-invariance 235 python3 scripts/gpu/batch_invariance.py --device cuda \
         --time-budget 215 --sweep --json "$OUT/batch_invariance.json" ;;
     *) echo "run_open_items.sh: unknown step $step" | tee -a "$LOG"; status=2 ;;
