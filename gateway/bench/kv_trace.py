@@ -241,7 +241,9 @@ def run_trace(args, load_tokenizer: Callable[[str], object], log=print) -> dict:
     kv_files: dict[str, int] = {}  # block files per KV directory once the replicas are down
     if args.phase == "second":
         first = json.loads((workdir / "first-half.json").read_text())
-        phases.append(PhaseReport(**{k: v for k, v in first.items() if k in PhaseReport.__dataclass_fields__}))
+        phases.append(
+            PhaseReport(**{k: v for k, v in first.items() if k in PhaseReport.__dataclass_fields__})
+        )
         kv_files = _count_kv_files(workdir)
         log(f"starting every replica again on the first half's KV directories; KV block files: {kv_files}")
     started = time.perf_counter()

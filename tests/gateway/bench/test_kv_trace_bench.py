@@ -59,14 +59,18 @@ def test_bad_arguments_are_refused(argv):
 def test_a_run_split_in_two_phases_restarts_the_replicas_between_them(tiny_checkpoint, tmp_path, capsys):
     parser = argparse.ArgumentParser()
     kv_trace.add_arguments(parser)
-    common = ["--requests", "40", "--replicas", "2", "--concurrency", "1", "--max-tokens", "1", "--num-gpu-blocks", "64"]
-    common += ["--document-words", "40", "--system-words", "20", "--engine-in-thread"]
-    common += ["--model", str(tiny_checkpoint), "--workdir", str(tmp_path / "work")]
+    common = ["--requests", "40", "--replicas", "2", "--concurrency", "1", "--max-tokens", "1"]
+    common += ["--num-gpu-blocks", "64", "--document-words", "40", "--system-words", "20"]
+    common += ["--engine-in-thread", "--model", str(tiny_checkpoint), "--workdir", str(tmp_path / "work")]
     first_out, second_out = tmp_path / "first.json", tmp_path / "second.json"
-    assert kv_trace.run(parser.parse_args(common + ["--phase", "first", "--json", str(first_out)]), Tokenizer) == 0
+
+    def phase(name: str, out) -> int:
+        return kv_trace.run(parser.parse_args(common + ["--phase", name, "--json", str(out)]), Tokenizer)
+
+    assert phase("first", first_out) == 0
     first = json.loads(first_out.read_text())
     assert [p["phase"] for p in first["phases"]] == ["first half"]
-    assert kv_trace.run(parser.parse_args(common + ["--phase", "second", "--json", str(second_out)]), Tokenizer) == 0
+    assert phase("second", second_out) == 0
     report = json.loads(second_out.read_text())
     assert report["phases"][0] == first["phases"][0]
     second = report["phases"][1]
