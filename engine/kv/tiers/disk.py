@@ -14,9 +14,12 @@ CRC-32 release the GIL); ``get`` then takes the result. The threads only read; e
 index, the statistics and the files happens in the caller's thread.
 
 ``shared=True``: other processes add and delete files too. A hash this process has not seen is
-looked up on disk, and a put that needs room rescans the directory first (at most every
-``SHARED_RESCAN_S``, so writers do not list the store at every put once it is full), so the budget
-counts every replica's files.
+looked up on disk, and a put rescans the directory first once ``SHARED_RESCAN_S`` have passed since
+the last scan (or 50 times the last scan's duration, if longer: at most 2 % of the writer's time
+goes to listing a large store), so the budget counts every replica's files: together the replicas
+overshoot it by at most what they write in that interval (each one alone would count only its own
+files, and N replicas would fill N budgets). A rescan reads the headers of new files only; the
+others are a ``stat`` from the directory listing.
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ MAGIC = b"CHKV"
 VERSION = 1
 HEADER = struct.Struct(f"<4sB{HASH_BYTES}sHQI")  # magic, version, hash, tenant length, payload length, crc
 SUFFIX = ".kvb"
-SHARED_RESCAN_S = 60.0
+SHARED_RESCAN_S = 5.0
+SCAN_TIME_SHARE = 0.02
 READ_AHEAD = 16  # block files read ahead of an onload (32 MiB of Llama-8B blocks)
 READ_THREADS = 8
 # Read block files with O_DIRECT (one aligned read of the whole file, no page cache copy) where the
@@ -177,24 +181,46 @@ class DiskTier:
 
     # -- index ---------------------------------------------------------------------------------
     def rebuild_index(self) -> None:
-        """Read every file's header (not its payload): the index a restarted replica starts from.
-        A header that does not parse is a damaged file and is deleted."""
+        """The index from the files: a restarted replica starts from it, and a shared tier refreshes
+        it with the other replicas' files. A file already indexed at the same size keeps its entry's
+        tenant (only its time is read again); a new one's header is read, and one that does not parse
+        is a damaged file and is deleted."""
+        started = time.perf_counter()
+        known = self._ledger.entries
         found: list[tuple[float, BlockHash, str, int]] = []
-        for sub in self.root.iterdir():
+        for sub in os.scandir(self.root):
             if not sub.is_dir():
                 continue
-            for path in sub.iterdir():
-                if path.suffix != SUFFIX or path.name.startswith("."):
+            for item in os.scandir(sub.path):
+                if not item.name.endswith(SUFFIX) or item.name.startswith("."):
                     continue
-                meta = self._read_header(path)
+                meta = self._indexed(item, known)
                 if meta is None:
-                    path.unlink(missing_ok=True)
+                    meta = self._read_header(Path(item.path))
+                if meta is None:
+                    Path(item.path).unlink(missing_ok=True)
                     continue
                 found.append(meta)
         self._ledger = Ledger(self._ledger.retention)
         self._scanned_at = self._clock()
         for mtime, block_hash, tenant, nbytes in sorted(found):
             self._ledger.add(block_hash, tenant, nbytes, mtime)
+        self._rescan_after_s = max(SHARED_RESCAN_S, (time.perf_counter() - started) / SCAN_TIME_SHARE)
+
+    @staticmethod
+    def _indexed(item: os.DirEntry, known: dict) -> tuple[float, BlockHash, str, int] | None:
+        """``item``'s index entry from the directory listing, if the index has its hash at its size."""
+        try:
+            block_hash = bytes.fromhex(item.name[: -len(SUFFIX)])
+            entry = known.get(block_hash)
+            if entry is None:
+                return None
+            stat = item.stat()
+        except (ValueError, OSError):
+            return None
+        if stat.st_size != entry.nbytes:
+            return None
+        return stat.st_mtime, block_hash, entry.tenant, stat.st_size
 
     def _adopt(self, block_hash: BlockHash) -> bool:
         """A file another replica wrote: into the index, if its header is sound."""
@@ -235,10 +261,9 @@ class DiskTier:
         return payload
 
     def _make_room(self, tenant: str, nbytes: int) -> None:
-        victims = self._ledger.victims_for(tenant, nbytes)
-        if victims and self.shared and self._clock() - self._scanned_at >= SHARED_RESCAN_S:
+        if self.shared and self._clock() - self._scanned_at >= self._rescan_after_s:
             self.rebuild_index()  # the other replicas' files count too
-            victims = self._ledger.victims_for(tenant, nbytes)
+        victims = self._ledger.victims_for(tenant, nbytes)
         for victim in victims:
             self._delete(victim)
             self._stats.evictions += 1

@@ -100,6 +100,39 @@ def test_replicas_sharing_a_directory_see_each_others_blocks(tmp_path):
     assert bytes(two.get(block(0))) == data
 
 
+def test_replicas_sharing_a_directory_keep_it_within_one_budget_together(tmp_path):
+    """Each replica alone would count only its own files and fill a budget of its own; a put rescans
+    once SHARED_RESCAN_S have passed, so the store overshoots by at most what the other replica wrote
+    since its last scan (one block per second of the fake clock here)."""
+    now = [0.0]
+    file_bytes = len(disk.encode_file(block(0), "t", bytes(4096))) + 4096
+    retention = Retention(budget_bytes=16 * file_bytes, ttl_s=7 * DAY)
+    tiers = [DiskTier(tmp_path, retention, shared=True, clock=lambda: now[0]) for _ in range(2)]
+    held = []
+    for i in range(64):
+        now[0] += 1.0
+        assert tiers[i % 2].put(block(i), os.urandom(4096), tenant="t")
+        held.append(sum(p.stat().st_size for p in tmp_path.glob("*/*.kvb")))
+    assert max(held) <= retention.budget_bytes + (disk.SHARED_RESCAN_S + 1) * file_bytes
+    assert held[-1] >= retention.budget_bytes // 2
+    assert tiers[0].stats().bytes_held <= retention.budget_bytes + file_bytes
+
+
+def test_a_rescan_drops_what_another_replica_deleted_and_keeps_each_tenant(tmp_path):
+    now = [0.0]
+    one = DiskTier(tmp_path, RETENTION, shared=True, clock=lambda: now[0])
+    two = DiskTier(tmp_path, RETENTION, shared=True, clock=lambda: now[0])
+    one.put(block(0), os.urandom(1024), tenant="a")
+    one.put(block(1), os.urandom(1024), tenant="b")
+    two.rebuild_index()
+    file_of(two, block(0)).unlink()
+    two.put(block(2), os.urandom(1024), tenant="c")
+    now[0] += disk.SHARED_RESCAN_S
+    one.put(block(3), os.urandom(1024), tenant="a")
+    assert not one.contains(block(0)) and one.contains(block(2))
+    assert set(one.stats().bytes_by_tenant) == {"a", "b", "c"} and one.stats().entries == 3
+
+
 def test_concurrent_writers_of_one_block_leave_a_whole_file(tmp_path):
     """Writers race on one hash while a reader polls it: every read is a miss or one whole payload."""
     tiers = [DiskTier(tmp_path, RETENTION, shared=True) for _ in range(4)]
