@@ -116,6 +116,57 @@ def build() -> dict:
             ),
         ],
     )
+    tiers = Row(
+        "KV tiers (host memory, disk, shared store)",
+        [
+            Panel(
+                "Prompt tokens served per KV tier",
+                (
+                    Query(
+                        f"{_rate('chassis_kv_tier_hit_tokens_total', 'model_name, tier')}"
+                        f" / ignoring (tier) group_left {_rate('vllm:prompt_tokens_total')}",
+                        "{{model_name}} {{tier}}",
+                    ),
+                ),
+                unit="percentunit",
+                max_value=1,
+                description="Prompt tokens onloaded from each tier below the device pool over all prompt "
+                "tokens; the device pool's own hits are the prefix-cache hit rate.",
+            ),
+            Panel(
+                "Onload bandwidth per tier",
+                (
+                    Query(
+                        f"{_rate('chassis_kv_tier_onload_bytes_total', 'tier')}"
+                        f" / {_rate('chassis_kv_tier_onload_seconds_total', 'tier')}",
+                        "{{tier}}",
+                    ),
+                ),
+                unit="Bps",
+                description="KV bytes read back into the device pool per second spent onloading them.",
+            ),
+            Panel(
+                "Offloaded and onloaded blocks/s per tier",
+                (
+                    Query(_rate("chassis_kv_tier_offloads_total", "tier"), "offload {{tier}}"),
+                    Query(_rate("chassis_kv_tier_onloads_total", "tier"), "onload {{tier}}"),
+                ),
+                unit="short",
+                description="Offloads: blocks written as the device pool evicts them. Onloads: blocks read on a hit.",
+            ),
+            Panel(
+                "Bytes held per tier",
+                (
+                    Query(
+                        f"sum by (instance, tier) (chassis_kv_tier_bytes{{{SELECTOR}}})",
+                        "{{instance}} {{tier}}",
+                    ),
+                ),
+                unit="bytes",
+                description="A shared tier's bytes are the same store seen by each replica.",
+            ),
+        ],
+    )
     drafts = _rate("vllm:spec_decode_num_drafts_total")
     accepted = _rate("vllm:spec_decode_num_accepted_tokens_total")
     speculation = Row(
@@ -171,7 +222,7 @@ def build() -> dict:
         UID,
         "Chassis engine",
         "Engine replicas (chassis serve): TTFT, inter-token latency, tokens/s, prefix cache, KV usage, load, "
-        "speculative decoding.",
-        [latency, throughput, cache, speculation],
+        "KV tiers, speculative decoding.",
+        [latency, throughput, cache, tiers, speculation],
         variables,
     )

@@ -15,7 +15,8 @@ def replica(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("dash-replica")
     model_dir = make_tiny_model(root / "tiny", arch="qwen3", seed=0)
-    # Speculation on, so the speculative-decoding series the engine dashboard queries are exported.
-    args = ("--num-gpu-blocks", "256", "--speculative-method", "ngram")
+    # Speculation and a host KV tier on, so the speculative-decoding and KV-tier series the engine
+    # dashboard queries are exported.
+    args = ("--num-gpu-blocks", "256", "--speculative-method", "ngram", "--kv-host-cache-mib", "16")
     with cpu_replica(model_dir, MODEL, root, *args) as process:
         yield process
