@@ -24,6 +24,63 @@ def _rate(metric: str, by: str = "model_name") -> str:
     return f"sum by ({by}) (rate({metric}{{{SELECTOR}}}{RATE}))"
 
 
+def _busy(work: str) -> str:
+    return f'sum by (model_name) (rate(chassis_engine_busy_seconds_total{{work="{work}", {SELECTOR}}}{RATE}))'
+
+
+def cost_row() -> Row:
+    """Spend from the price the operator set (accelerator_hour_price) and the accelerators held; each
+    kind of token carries the share of spend that its work took of the engine's busy time: prompt
+    rows computed (uncached input), generated rows (output), onloads from the KV tiers (cached input;
+    a hit in the device pool costs no step time)."""
+    accelerators = f"sum by (model_name) (chassis_accelerators{{{SELECTOR}}})"
+    per_hour = f"sum by (model_name) (chassis_accelerators{{{SELECTOR}}} * chassis_accelerator_hour_price{{{SELECTOR}}})"
+    onload = f"({_rate('chassis_kv_tier_onload_seconds_total')} or {accelerators} * 0)"
+    busy = f"({_busy('prefill')} + {_busy('decode')} + {onload})"
+    hits = _rate("vllm:prefix_cache_hits_total")
+    uncached = f"({_rate('vllm:prompt_tokens_total')} - {hits})"
+
+    def per_million(work: str, tokens: str) -> str:
+        return f"{per_hour} / 3600 * {work} / {busy} / {tokens} * 1e6"
+
+    return Row(
+        "Cost (price per accelerator-hour: the accelerator_hour_price engine option)",
+        [
+            Panel(
+                "Spend per hour",
+                (Query(per_hour, "{{model_name}}"),),
+                unit="currencyUSD",
+                description="Accelerators held times the price per accelerator-hour the operator set.",
+            ),
+            Panel(
+                "Tokens/s per accelerator",
+                (
+                    Query(
+                        f"{_rate('vllm:generation_tokens_total')} / {accelerators}", "output {{model_name}}"
+                    ),
+                    Query(f"{_rate('vllm:prompt_tokens_total')} / {accelerators}", "input {{model_name}}"),
+                ),
+                unit="short",
+            ),
+            Panel(
+                "Cost per million tokens",
+                (
+                    Query(per_million(_busy("prefill"), uncached), "input, uncached {{model_name}}"),
+                    Query(per_million(onload, hits), "input, cached {{model_name}}"),
+                    Query(
+                        per_million(_busy("decode"), _rate("vllm:generation_tokens_total")),
+                        "output {{model_name}}",
+                    ),
+                ),
+                unit="currencyUSD",
+                description="Spend over the window shared by the engine's busy time: prompt rows computed, "
+                "onloads from the KV tiers, generated rows; idle time is shared the same way. A cached "
+                "token served from the device pool costs no step time.",
+            ),
+        ],
+    )
+
+
 def build() -> dict:
     latency = Row(
         "Latency",
@@ -222,7 +279,7 @@ def build() -> dict:
         UID,
         "Chassis engine",
         "Engine replicas (chassis serve): TTFT, inter-token latency, tokens/s, prefix cache, KV usage, load, "
-        "KV tiers, speculative decoding.",
-        [latency, throughput, cache, tiers, speculation],
+        "KV tiers, cost per million tokens, speculative decoding.",
+        [latency, throughput, cache, tiers, cost_row(), speculation],
         variables,
     )

@@ -83,6 +83,11 @@ class EngineConfig:
         1, "ranks (accelerators) one replica spans; one process per rank", aliases=("--tp",)
     )
     kv_event_capacity: int = setting(10_000, "KV events kept for /kv/events")
+    accelerator_hour_price: float = setting(
+        0.0,
+        "price of one accelerator-hour (any currency), exported for the cost panels with the replica's "
+        "accelerator count (tensor_parallel_size); 0: not set",
+    )
     # KV tiers below the device pool (engine/kv/tiers/): cached blocks the pool evicts go to each
     # tier set here, and prefix hits continue from them.
     kv_host_cache_mib: int = setting(
@@ -192,6 +197,7 @@ class EngineConfig:
         if self.num_gpu_blocks is not None:
             _require_positive("num_gpu_blocks", self.num_gpu_blocks)
         self._check_kv_tiers()
+        self._check_price()
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
         # Whether the model splits this many ways (heads, MLP rows) is checked when it loads.
@@ -208,6 +214,11 @@ class EngineConfig:
             )
         if self.async_scheduling is not None and not isinstance(self.async_scheduling, bool):
             raise ValueError(f"async_scheduling must be true, false or None, got {self.async_scheduling!r}")
+
+    def _check_price(self) -> None:
+        price = self.accelerator_hour_price
+        if isinstance(price, bool) or not isinstance(price, (int, float)) or not 0 <= price < float("inf"):
+            raise ValueError(f"accelerator_hour_price must be a finite number >= 0, got {price!r}")
 
     def _check_kv_tiers(self) -> None:
         if not isinstance(self.kv_host_cache_mib, int) or self.kv_host_cache_mib < 0:

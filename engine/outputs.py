@@ -70,6 +70,8 @@ class EngineStats:
     spec_decode_num_accepted_tokens: int = 0
     spec_decode_num_accepted_tokens_per_pos: list[int] = field(default_factory=list)
     kv_tiers: dict[str, KVTierStats] = field(default_factory=dict)  # by tier name: host, disk, shared
+    # Step time shared among the rows it ran, cumulative: "prefill" (prompt rows), "decode" (engine/core/busy_time.py).
+    busy_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def spec_decode_acceptance_rate(self) -> float | None:

@@ -26,6 +26,7 @@ import torch
 
 from engine.checkpoint.model_config import load_model_config
 from engine.config import EngineConfig
+from engine.core.busy_time import BusySeconds
 from engine.core.prompt_validation import validated_prompt_ids
 from engine.executor.factory import make_executor
 from engine.kv.events import KVEventLog
@@ -119,6 +120,7 @@ class EngineCore:
         self._grammar_pool_lock = threading.Lock()
         self.prompt_tokens = 0
         self.generation_tokens = 0
+        self.busy_seconds = BusySeconds()
         self.recorded_logits: dict[str, list[torch.Tensor]] = {}  # filled when runner.keep_logits (tests)
         if self.device.type == "cuda" and config.warm_up:
             from engine.core.warm_up import warm_up
@@ -242,6 +244,7 @@ class EngineCore:
         started = time.perf_counter()
         result = self.runner.execute(out)
         self._last_done = time.perf_counter()
+        self.busy_seconds.add(out, self._last_done - started)
         if self.speculator is not None:
             self.speculator.observe(out, result.accepted, self._last_done - started)
         return self._process(out, result)
@@ -299,6 +302,7 @@ class EngineCore:
         self._pending = None
         result = launched.result()
         done = time.perf_counter()
+        self.busy_seconds.add(out, done - max(launched_at, self._last_done))
         if self.speculator is not None:
             self.speculator.observe(out, result.accepted, done - max(launched_at, self._last_done))
         self._last_done = done
@@ -433,6 +437,7 @@ class EngineCore:
             generation_tokens=self.generation_tokens,
             expert_tokens=self._routing_snapshot(),
             kv_tiers=self._tier_stats(),
+            busy_seconds=self.busy_seconds.as_dict(),
             **self._spec_stats(),
         )
 

@@ -164,6 +164,15 @@ class _EngineStatsCollector(Collector):
             yield experts
         if stats.kv_tiers:  # KV tiers below the device pool (engine/kv/tiers/)
             yield from self._kv_tier_families(stats.kv_tiers)
+        busy = CounterMetricFamily(
+            "chassis_engine_busy_seconds",
+            "Step time spent on prompt rows (work=prefill) and generated rows (work=decode), each step "
+            "shared among its rows.",
+            labels=["model_name", "work"],
+        )
+        for work in ("prefill", "decode"):
+            busy.add_metric([self._model_name, work], stats.busy_seconds.get(work, 0.0))
+        yield busy
 
     def _kv_tier_families(self, tiers):
         for name, doc, attr, kind in KV_TIER_METRICS:
@@ -180,6 +189,8 @@ class ServerMetrics:
         stats: Callable[[], Any | None],
         max_model_len: int | None = None,
         batch_invariant: bool = False,
+        accelerators: int = 1,
+        accelerator_hour_price: float = 0.0,
     ):
         self.registry = CollectorRegistry(auto_describe=True)
         self.model_name = model_name
@@ -268,6 +279,13 @@ class ServerMetrics:
             "chassis_batch_invariant", "1 when the engine runs in batch-invariant mode (a request's tokens "
             "and logprobs do not depend on what shares its batch), else 0.", **common,
         ).labels(model_name).set(1 if batch_invariant else 0)  # fmt: skip
+        Gauge(
+            "chassis_accelerators", "Accelerators this replica holds (its tensor-parallel size).", **common
+        ).labels(model_name).set(accelerators)
+        Gauge(
+            "chassis_accelerator_hour_price", "Price of one accelerator-hour the operator set "
+            "(accelerator_hour_price); 0: not set.", **common,
+        ).labels(model_name).set(accelerator_hour_price)  # fmt: skip
         self.registry.register(_EngineStatsCollector(model_name, stats))
 
     def fields_ignored(self, api: str, fields: list[str]) -> None:
