@@ -1,7 +1,9 @@
-"""Prometheus text exposition, read into {(name, labels): value} for assertions."""
+"""Prometheus text exposition, read into {(name, labels): value} for assertions, and a replica's
+exposition with KV tiers for the control plane's scrapes."""
 
 from __future__ import annotations
 
+from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 
@@ -17,3 +19,13 @@ def value(scraped: dict, name: str, **labels) -> float:
     """The sum of ``name``'s samples whose labels include ``labels`` (0 when there are none)."""
     wanted = set(labels.items())
     return sum(v for (n, ls), v in scraped.items() if n == name and wanted <= set(ls))
+
+
+def tiered_exposition(**kv_tiers) -> str:
+    """What a replica of model "m" with these KV tiers (engine.outputs.KVTierStats by tier name)
+    serves on /metrics: the engine's own collector, rendered; 900 prompt tokens so far."""
+    from engine.outputs import EngineStats
+    from engine.server.metrics import ServerMetrics
+
+    stats = EngineStats(0, 0, 0.0, 8, 0, 40, 10, 0, 900, 400, kv_tiers=kv_tiers)
+    return generate_latest(ServerMetrics("m", lambda: stats).registry).decode()

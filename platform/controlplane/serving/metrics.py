@@ -15,6 +15,14 @@ COUNTERS = {
     "vllm:prefix_cache_hits_total": "prefix_cache_hits_total",
 }
 GAUGES = {"vllm:num_requests_running": "requests_running", "vllm:kv_cache_usage_perc": "kv_cache_usage"}
+# Per KV tier below the device pool (the engine's chassis_kv_tier_* families, label ``tier``): the
+# counters the deployment page reads, and the bytes each tier holds (a gauge).
+KV_TIER_SAMPLES = {
+    "chassis_kv_tier_hit_tokens_total": "hit_tokens",
+    "chassis_kv_tier_onload_bytes_total": "onload_bytes",
+    "chassis_kv_tier_onload_seconds_total": "onload_seconds",
+    "chassis_kv_tier_bytes": "bytes_held",
+}
 
 
 @dataclass
@@ -26,6 +34,11 @@ class EngineCounters:
     requests_running: float = 0.0
     kv_cache_usage: float = 0.0
     ttft_buckets: dict[str, float] = field(default_factory=dict)  # upper bound ("0.1", "+Inf") -> count
+    kv_tiers: dict[str, dict[str, float]] = field(default_factory=dict)  # tier -> KV_TIER_SAMPLES values
+
+
+def _tier_values() -> dict[str, float]:
+    return dict.fromkeys(KV_TIER_SAMPLES.values(), 0.0)
 
 
 def parse_engine_metrics(text: str) -> EngineCounters:
@@ -42,6 +55,9 @@ def parse_engine_metrics(text: str) -> EngineCounters:
             elif sample.name == f"{TTFT}_bucket":
                 bound = _bound_key(sample.labels["le"])
                 counters.ttft_buckets[bound] = counters.ttft_buckets.get(bound, 0.0) + sample.value
+            elif sample.name in KV_TIER_SAMPLES:
+                tier = counters.kv_tiers.setdefault(sample.labels["tier"], _tier_values())
+                tier[KV_TIER_SAMPLES[sample.name]] += sample.value
     return counters
 
 

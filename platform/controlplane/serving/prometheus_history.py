@@ -13,16 +13,25 @@ class PrometheusUnavailable(Exception):
     """Prometheus did not answer, or answered with an error: the message says which."""
 
 
+def _selector(deployment: str) -> str:
+    return f'{{job="chassis-replicas",deployment="{deployment}"}}'
+
+
+def _rate(metric: str, deployment: str, window: str, by: str = "") -> str:
+    grouping = f" by ({by})" if by else ""
+    return f"sum{grouping}(rate({metric}{_selector(deployment)}[{window}]))"
+
+
 def _queries(deployment: str, window: str) -> dict[str, str]:
-    selector = f'{{job="chassis-replicas",deployment="{deployment}"}}'
+    """One series each."""
 
     def rate(metric: str) -> str:
-        return f"sum(rate({metric}{selector}[{window}]))"
+        return _rate(metric, deployment, window)
 
     def ttft(q: float) -> str:
         return (
             f"1000 * histogram_quantile({q}, sum by (le) "
-            f"(rate(vllm:time_to_first_token_seconds_bucket{selector}[{window}])))"
+            f"(rate(vllm:time_to_first_token_seconds_bucket{_selector(deployment)}[{window}])))"
         )
 
     return {
@@ -30,6 +39,21 @@ def _queries(deployment: str, window: str) -> dict[str, str]:
         "ttft_p50_ms": ttft(0.5),
         "ttft_p90_ms": ttft(0.9),
         "prefix_cache_hit_rate": f"{rate('vllm:prefix_cache_hits_total')} / {rate('vllm:prefix_cache_queries_total')}",
+    }
+
+
+def _tier_queries(deployment: str, window: str) -> dict[str, str]:
+    """One series per KV tier (label ``tier``), as series.TIER_SERIES."""
+
+    def by_tier(metric: str) -> str:
+        return _rate(metric, deployment, window, by="tier")
+
+    prompt_tokens = _rate("vllm:prompt_tokens_total", deployment, window)
+    return {
+        "kv_tier_hit_rate": f"{by_tier('chassis_kv_tier_hit_tokens_total')} / ignoring (tier) group_left {prompt_tokens}",
+        "kv_tier_onload_gb_per_s": f"{by_tier('chassis_kv_tier_onload_bytes_total')}"
+        f" / {by_tier('chassis_kv_tier_onload_seconds_total')} / 1e9",
+        "kv_tier_bytes_held": f"sum by (tier) (chassis_kv_tier_bytes{_selector(deployment)})",
     }
 
 
@@ -43,23 +67,36 @@ def _value(text: str) -> float | None:
 def query_series(base_url: str, deployment: str, starts: list[float], step: float) -> dict:
     """The same shape as series.deployment_series, one point per bucket start."""
     window = f"{max(int(step), 1) * 2}s"  # two steps: rate() needs two scrapes inside its window
-    series: dict[str, list] = {"t": starts}
-    index = {round(t): position for position, t in enumerate(starts)}
+    series: dict[str, list | dict] = {"t": starts}
     with httpx.Client(base_url=base_url, timeout=TIMEOUT_S) as client:
         for name, query in _queries(deployment, window).items():
-            params = {"query": query, "start": starts[0], "end": starts[-1], "step": step}
-            try:
-                response = client.get("/api/v1/query_range", params=params)
-                body = response.json()
-            except (httpx.HTTPError, ValueError) as exc:
-                raise PrometheusUnavailable(f"Prometheus at {base_url} did not answer: {exc}") from exc
-            if response.status_code != 200 or body.get("status") != "success":
-                raise PrometheusUnavailable(f"Prometheus at {base_url} refused the query: {body.get('error', response.status_code)}")  # fmt: skip
-            values: list[float | None] = [None] * len(starts)
-            for result in body["data"]["result"][:1]:  # sum(...) leaves one series
-                for at, text in result["values"]:
-                    position = index.get(round(float(at)))
-                    if position is not None:
-                        values[position] = _value(text)
-            series[name] = values
+            results = _query_range(client, query, starts, step)  # sum(...) leaves one series
+            series[name] = _values(results[0], starts) if results else [None] * len(starts)
+        for name, query in _tier_queries(deployment, window).items():
+            results = _query_range(client, query, starts, step)
+            by_tier = {result["metric"].get("tier", ""): _values(result, starts) for result in results}
+            series[name] = dict(sorted(by_tier.items()))
     return series
+
+
+def _query_range(client: httpx.Client, query: str, starts: list[float], step: float) -> list[dict]:
+    params = {"query": query, "start": starts[0], "end": starts[-1], "step": step}
+    try:
+        response = client.get("/api/v1/query_range", params=params)
+        body = response.json()
+    except (httpx.HTTPError, ValueError) as exc:
+        raise PrometheusUnavailable(f"Prometheus at {client.base_url} did not answer: {exc}") from exc
+    if response.status_code != 200 or body.get("status") != "success":
+        raise PrometheusUnavailable(f"Prometheus at {client.base_url} refused the query: {body.get('error', response.status_code)}")  # fmt: skip
+    return body["data"]["result"]
+
+
+def _values(result: dict, starts: list[float]) -> list[float | None]:
+    """A result's values at the bucket starts; None where it has none."""
+    index = {round(t): position for position, t in enumerate(starts)}
+    values: list[float | None] = [None] * len(starts)
+    for at, text in result["values"]:
+        position = index.get(round(float(at)))
+        if position is not None:
+            values[position] = _value(text)
+    return values

@@ -6,7 +6,9 @@ of the later scrape; each bucket then adds up every replica's share. So tokens/s
 replicas (not one replica at a time, which drew a saw-tooth when scrapes of different replicas
 interleaved), and TTFT percentiles come from the merged histogram of all replicas' requests, as
 Prometheus' ``histogram_quantile(q, sum by (le) (rate(...)))`` computes them: the quantile over
-every request, never an average of per-replica quantiles. Pure functions: tested without a database.
+every request, never an average of per-replica quantiles. KV tiers below the device pool add, per
+tier, the share of prompt tokens onloaded from it, its onload bandwidth and the bytes it holds (the
+sum over replicas of each one's latest gauge in the bucket). Pure functions: tested without a database.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from dataclasses import dataclass, field
 from controlplane.serving.metrics import histogram_quantile
 
 TTFT_QUANTILES = {"ttft_p50_ms": 0.5, "ttft_p90_ms": 0.9}
+TIER_COUNTERS = ("hit_tokens", "onload_bytes", "onload_seconds")  # cumulative, in metrics.KV_TIER_SAMPLES
+# per tier: the share of prompt tokens onloaded from it, its onload bandwidth, the bytes it holds
+TIER_SERIES = ("kv_tier_hit_rate", "kv_tier_onload_gb_per_s", "kv_tier_bytes_held")
 
 
 @dataclass(frozen=True)
@@ -28,15 +33,20 @@ class Scrape:
     prefix_cache_queries_total: float
     prefix_cache_hits_total: float
     ttft_buckets: dict[str, float]
+    prompt_tokens_total: float = 0.0
+    kv_tiers: dict[str, dict[str, float]] = field(default_factory=dict)  # as metrics.EngineCounters'
 
 
 @dataclass
 class _Bucket:
     reported: bool = False
     tokens: float = 0.0
+    prompt_tokens: float = 0.0
     hits: float = 0.0
     queries: float = 0.0
     ttft: dict[str, float] = field(default_factory=dict)
+    tier_increases: dict[str, dict[str, float]] = field(default_factory=dict)  # tier -> TIER_COUNTERS
+    tier_bytes_held: dict[int, dict[str, float]] = field(default_factory=dict)  # replica -> tier -> bytes
 
 
 def _increase(now: float, before: float) -> float:
@@ -50,9 +60,10 @@ def bucket_starts(start: float, end: float, step: float) -> list[float]:
 
 
 def deployment_series(scrapes: Iterable[Scrape], start: float, end: float, step: float) -> dict:
-    """{"t": bucket starts, "tokens_per_s", "ttft_p50_ms", "ttft_p90_ms", "prefix_cache_hit_rate"};
-    a bucket no replica reported in is None in every series (a gap, not a zero). Scrapes before
-    ``start`` only serve as the baseline of a replica's first increase."""
+    """{"t": bucket starts, "tokens_per_s", "ttft_p50_ms", "ttft_p90_ms", "prefix_cache_hit_rate"}
+    and the per-tier TIER_SERIES (empty dicts without tiers); a bucket no replica reported in is None
+    in every series (a gap, not a zero). Scrapes before ``start`` only serve as the baseline of a
+    replica's first increase."""
     starts = bucket_starts(start, end, step)
     buckets = [_Bucket() for _ in starts]
     previous: dict[int, Scrape] = {}
@@ -64,15 +75,8 @@ def deployment_series(scrapes: Iterable[Scrape], start: float, end: float, step:
             continue
         if before is None:
             continue
-        bucket = buckets[index]
-        bucket.reported = True
-        bucket.tokens += _increase(scrape.generation_tokens_total, before.generation_tokens_total)
-        bucket.hits += _increase(scrape.prefix_cache_hits_total, before.prefix_cache_hits_total)
-        bucket.queries += _increase(scrape.prefix_cache_queries_total, before.prefix_cache_queries_total)
-        restarted = scrape.generation_tokens_total < before.generation_tokens_total
-        for bound, count in scrape.ttft_buckets.items():
-            earlier = 0.0 if restarted else before.ttft_buckets.get(bound, 0.0)
-            bucket.ttft[bound] = bucket.ttft.get(bound, 0.0) + max(count - earlier, 0.0)
+        _add_increases(buckets[index], scrape, before)
+        _add_tier_increases(buckets[index], scrape, before)
     series: dict[str, list] = {"t": starts, "tokens_per_s": [], "prefix_cache_hit_rate": []}
     series.update({name: [] for name in TTFT_QUANTILES})
     for bucket in buckets:
@@ -83,4 +87,55 @@ def deployment_series(scrapes: Iterable[Scrape], start: float, end: float, step:
         for name, q in TTFT_QUANTILES.items():
             seconds = histogram_quantile(q, bucket.ttft) if bucket.ttft else None
             series[name].append(None if seconds is None else round(seconds * 1000, 3))
-    return series
+    return {**series, **_tier_series(buckets)}
+
+
+def _add_increases(bucket: _Bucket, scrape: Scrape, before: Scrape) -> None:
+    bucket.reported = True
+    bucket.tokens += _increase(scrape.generation_tokens_total, before.generation_tokens_total)
+    bucket.prompt_tokens += _increase(scrape.prompt_tokens_total, before.prompt_tokens_total)
+    bucket.hits += _increase(scrape.prefix_cache_hits_total, before.prefix_cache_hits_total)
+    bucket.queries += _increase(scrape.prefix_cache_queries_total, before.prefix_cache_queries_total)
+    restarted = scrape.generation_tokens_total < before.generation_tokens_total
+    for bound, count in scrape.ttft_buckets.items():
+        earlier = 0.0 if restarted else before.ttft_buckets.get(bound, 0.0)
+        bucket.ttft[bound] = bucket.ttft.get(bound, 0.0) + max(count - earlier, 0.0)
+
+
+def _add_tier_increases(bucket: _Bucket, scrape: Scrape, before: Scrape) -> None:
+    for tier, values in scrape.kv_tiers.items():
+        earlier = before.kv_tiers.get(tier)
+        if earlier is None:  # no baseline (say, a sample stored before tiers were scraped): the
+            continue  # tier's whole cumulative count would land in this one bucket
+        increases = bucket.tier_increases.setdefault(tier, dict.fromkeys(TIER_COUNTERS, 0.0))
+        for counter in TIER_COUNTERS:
+            increases[counter] += _increase(values.get(counter, 0.0), earlier.get(counter, 0.0))
+    bucket.tier_bytes_held[scrape.replica_id] = {
+        tier: values.get("bytes_held", 0.0) for tier, values in scrape.kv_tiers.items()
+    }
+
+
+def _tier_series(buckets: list[_Bucket]) -> dict[str, dict[str, list]]:
+    """Each of TIER_SERIES as {tier: one value per bucket}, None where the tier has no data (or, for
+    the bandwidth, no onload)."""
+    tiers = sorted(
+        {tier for bucket in buckets for tier in bucket.tier_increases}
+        | {tier for bucket in buckets for held in bucket.tier_bytes_held.values() for tier in held}
+    )
+    points = {tier: [_tier_point(bucket, tier) for bucket in buckets] for tier in tiers}
+    return {
+        name: {tier: [point[position] for point in points[tier]] for tier in tiers}
+        for position, name in enumerate(TIER_SERIES)
+    }
+
+
+def _tier_point(bucket: _Bucket, tier: str) -> tuple[float | None, float | None, float | None]:
+    """One bucket's values of TIER_SERIES for one tier."""
+    increases = bucket.tier_increases.get(tier)
+    hit_rate = gb_per_s = None
+    if increases and bucket.prompt_tokens:
+        hit_rate = round(increases["hit_tokens"] / bucket.prompt_tokens, 4)
+    if increases and increases["onload_seconds"] > 0:
+        gb_per_s = round(increases["onload_bytes"] / increases["onload_seconds"] / 1e9, 3)
+    held = [by_tier[tier] for by_tier in bucket.tier_bytes_held.values() if tier in by_tier]
+    return hit_rate, gb_per_s, sum(held) if held else None

@@ -14,6 +14,11 @@ class MetricSample(models.Model):
     ttft_buckets = models.JSONField(
         default=dict, help_text="Cumulative TTFT histogram: upper bound -> count."
     )
+    kv_tiers = models.JSONField(
+        default=dict,
+        help_text="Per KV tier below the device pool: tier -> cumulative hit_tokens, onload_bytes and "
+        "onload_seconds, and the bytes_held at the scrape.",
+    )
     # instantaneous
     requests_running = models.FloatField(default=0)
     kv_cache_usage = models.FloatField(default=0)

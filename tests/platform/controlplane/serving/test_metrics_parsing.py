@@ -1,6 +1,9 @@
 import pytest
 from controlplane.serving.metrics import histogram_quantile, parse_engine_metrics, rates_between
 
+from engine.outputs import KVTierStats
+from tests.support.exposition import tiered_exposition
+
 METRICS = """\
 # HELP vllm:time_to_first_token_seconds Time to first token.
 # TYPE vllm:time_to_first_token_seconds histogram
@@ -60,3 +63,22 @@ def test_rates_use_deltas_between_scrapes():
     assert alone.tokens_per_s is None and alone.prefix_cache_hit_rate == pytest.approx(0.25)
     restarted = rates_between(later, first, seconds=4.0)  # counters went down: a new process
     assert restarted.tokens_per_s is None and restarted.prefix_cache_hit_rate == pytest.approx(0.25)
+
+
+def test_parse_reads_each_kv_tier_from_the_engines_exposition():
+    text = tiered_exposition(
+        host=KVTierStats(128, 9, 8, 9, 4096, onload_bytes=2048, onload_seconds=0.5),
+        disk=KVTierStats(16, 3, 1, 3, 8192),
+    )
+    assert 'chassis_kv_tier_hit_tokens_total{model_name="m",tier="host"} 128.0' in text
+    counters = parse_engine_metrics(text)
+    assert counters.prompt_tokens_total == 900
+    assert counters.kv_tiers == {
+        "host": {"hit_tokens": 128.0, "onload_bytes": 2048.0, "onload_seconds": 0.5, "bytes_held": 4096.0},
+        "disk": {"hit_tokens": 16.0, "onload_bytes": 0.0, "onload_seconds": 0.0, "bytes_held": 8192.0},
+    }
+
+
+def test_a_replica_without_kv_tiers_reports_none():
+    assert parse_engine_metrics(tiered_exposition()).kv_tiers == {}
+    assert parse_engine_metrics(METRICS).kv_tiers == {}

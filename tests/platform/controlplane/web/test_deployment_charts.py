@@ -38,6 +38,26 @@ def test_tokens_per_second_is_the_sum_over_replicas(login, two_replicas):
     assert client.get(f"/deployments/{two_replicas.pk}/samples.json?range=1y").status_code == 400
 
 
+def test_kv_tier_series_per_tier(login, tiered_deployment):
+    body = login("viewer").get(f"/deployments/{tiered_deployment.pk}/samples.json?range=15m").json()
+    assert set(body["kv_tier_hit_rate"]) == {"host", "disk"}
+    host = [v for v in body["kv_tier_hit_rate"]["host"] if v is not None]
+    disk = [v for v in body["kv_tier_hit_rate"]["disk"] if v is not None]
+    assert len(host) >= 25 and set(host) == {0.3} and set(disk) == {0.1}
+    assert {v for v in body["kv_tier_onload_gb_per_s"]["host"] if v is not None} == {2.0}
+    assert set(body["kv_tier_onload_gb_per_s"]["disk"]) == {None}  # nothing onloaded: no bandwidth
+    assert {v for v in body["kv_tier_bytes_held"]["disk"] if v is not None} == {4e9}
+
+
+def test_the_page_has_a_kv_tier_chart_and_says_when_no_replica_has_tiers(login, two_replicas):
+    client = login("viewer")
+    page = client.get(f"/deployments/{two_replicas.pk}/").content.decode()
+    assert "Prompt tokens served per KV tier" in page and 'id="chart-kv-tiers" data-chart="tiers"' in page
+    assert "No replica reports KV tiers" in page  # shown by charts.js when the tier series are empty
+    body = client.get(f"/deployments/{two_replicas.pk}/samples.json?range=15m").json()
+    assert body["kv_tier_hit_rate"] == body["kv_tier_onload_gb_per_s"] == body["kv_tier_bytes_held"] == {}
+
+
 def test_longer_than_retention_reads_prometheus(login, two_replicas, settings):
     def answer(query, start, end, step):
         if "generation_tokens_total" in query:
@@ -72,21 +92,40 @@ def test_without_prometheus_long_ranges_say_how_much_is_kept(login, two_replicas
 
 def openmetrics_history(start: int, end: int) -> str:
     """Two replicas of deployment chat over [start, end), one scrape a minute: 30 tokens/s each;
-    chat-0 answers every first token within 0.1 s, chat-1 within 1 s but not 0.1 s."""
-    tokens, ttft = (
-        ["# TYPE vllm:generation_tokens counter"],
-        ["# TYPE vllm:time_to_first_token_seconds histogram"],
-    )
+    chat-0 answers every first token within 0.1 s, chat-1 within 1 s but not 0.1 s. Each takes 100
+    prompt tokens/s, 40 of them onloaded from its host KV tier at 3 GB/s, which holds 2 GB."""
+    families = {
+        "vllm:generation_tokens": ["# TYPE vllm:generation_tokens counter"],
+        "vllm:time_to_first_token_seconds": ["# TYPE vllm:time_to_first_token_seconds histogram"],
+        "vllm:prompt_tokens": ["# TYPE vllm:prompt_tokens counter"],
+        "chassis_kv_tier_hit_tokens": ["# TYPE chassis_kv_tier_hit_tokens counter"],
+        "chassis_kv_tier_onload_bytes": ["# TYPE chassis_kv_tier_onload_bytes counter"],
+        "chassis_kv_tier_onload_seconds": ["# TYPE chassis_kv_tier_onload_seconds counter"],
+        "chassis_kv_tier_bytes": ["# TYPE chassis_kv_tier_bytes gauge"],
+    }
     for at in range(start, end, 60):
-        requests = (at - start) // 60
+        requests, elapsed = (at - start) // 60, at - start
         for replica, fast in (("chat-0", True), ("chat-1", False)):
             labels = f'job="chassis-replicas",deployment="chat",replica="{replica}"'
-            tokens.append(f"vllm:generation_tokens_total{{{labels}}} {30 * (at - start)} {at}")
+            families["vllm:generation_tokens"].append(
+                f"vllm:generation_tokens_total{{{labels}}} {30 * elapsed} {at}"
+            )
+            ttft = families["vllm:time_to_first_token_seconds"]
             for bound, count in (("0.1", requests if fast else 0), ("1.0", requests), ("+Inf", requests)):
                 ttft.append(f'vllm:time_to_first_token_seconds_bucket{{{labels},le="{bound}"}} {count} {at}')
             ttft.append(f"vllm:time_to_first_token_seconds_count{{{labels}}} {requests} {at}")
             ttft.append(f"vllm:time_to_first_token_seconds_sum{{{labels}}} {requests * 0.05} {at}")
-    return "\n".join([*tokens, *ttft, "# EOF", ""])
+            families["vllm:prompt_tokens"].append(
+                f"vllm:prompt_tokens_total{{{labels}}} {100 * elapsed} {at}"
+            )
+            for name, per_s in (("hit_tokens", 40), ("onload_bytes", 3e8), ("onload_seconds", 0.1)):
+                families[f"chassis_kv_tier_{name}"].append(
+                    f'chassis_kv_tier_{name}_total{{{labels},tier="host"}} {per_s * elapsed} {at}'
+                )
+            families["chassis_kv_tier_bytes"].append(
+                f'chassis_kv_tier_bytes{{{labels},tier="host"}} 2e9 {at}'
+            )
+    return "\n".join([*(line for lines in families.values() for line in lines), "# EOF", ""])
 
 
 def test_a_week_from_a_real_prometheus(prometheus_binary, tmp_path, login, make_deployment, settings):
@@ -116,6 +155,10 @@ def test_a_week_from_a_real_prometheus(prometheus_binary, tmp_path, login, make_
     assert all(abs(body["tokens_per_s"][i] - 60.0) < 0.5 for i in inside)
     assert all(abs(body["ttft_p50_ms"][i] - 100.0) < 1 for i in inside)  # half the requests within 0.1 s
     assert all(abs(body["ttft_p90_ms"][i] - 820.0) < 5 for i in inside)  # 0.1 + 0.9 * (0.4 / 0.5) s
+    assert set(body["kv_tier_hit_rate"]) == {"host"}
+    assert all(abs(body["kv_tier_hit_rate"]["host"][i] - 0.4) < 1e-3 for i in inside)
+    assert all(abs(body["kv_tier_onload_gb_per_s"]["host"][i] - 3.0) < 1e-3 for i in inside)
+    assert all(body["kv_tier_bytes_held"]["host"][i] == 4e9 for i in inside)  # 2 GB on each replica
     before = [
         v
         for t, v in zip(body["t"], body["tokens_per_s"], strict=True)

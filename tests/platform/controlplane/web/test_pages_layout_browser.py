@@ -90,3 +90,27 @@ def test_deployment_chart_draws_the_sum_over_interleaved_replicas(admin_page, li
     admin_page.wait_for_selector("#chart-tps[data-range='15m'] canvas")
     drawn = [v for v in json.loads(admin_page.get_attribute("#chart-tps", "data-values")) if v is not None]
     assert len(drawn) >= 50 and all(abs(v - 60.0) < 1e-6 for v in drawn[1:-1]), drawn
+
+
+def test_kv_tier_chart_draws_a_line_per_tier(admin_page, live_server, tiered_deployment):
+    admin_page.goto(f"{live_server.url}/deployments/{tiered_deployment.pk}/")
+    admin_page.select_option("#chart-range", "15m")
+    admin_page.wait_for_selector("#chart-kv-tiers[data-range='15m'] canvas")
+    assert json.loads(admin_page.get_attribute("#chart-kv-tiers", "data-lines")) == ["disk", "host"]
+    drawn = [
+        v for v in json.loads(admin_page.get_attribute("#chart-kv-tiers", "data-values")) if v is not None
+    ]
+    assert len(drawn) >= 25 and all(abs(v - 10.0) < 1e-6 for v in drawn), drawn  # disk: 10 % of prompt tokens
+    assert admin_page.is_hidden("#kv-tiers-none")
+    latest = admin_page.text_content("#kv-tier-latest")
+    assert "host: 1.00 GB held, onload 2.00 GB/s" in latest and "disk: 4.00 GB held, onload —" in latest
+
+
+def test_kv_tier_chart_says_when_no_replica_has_tiers(admin_page, live_server, make_deployment):
+    deployment = make_deployment("untiered", replicas=0)
+    admin_page.goto(f"{live_server.url}/deployments/{deployment.pk}/")
+    admin_page.select_option("#chart-range", "15m")
+    admin_page.wait_for_selector("#chart-tps[data-range='15m'] canvas")
+    admin_page.wait_for_selector("#kv-tiers-none", state="visible")
+    assert admin_page.query_selector("#chart-kv-tiers canvas") is None
+    assert admin_page.get_attribute("#chart-kv-tiers", "data-points") == "0"

@@ -9,7 +9,10 @@
     ttft: { unit: "ms", series: [["ttft_p50_ms", "p50 (ms)", "#2b6cb0"], ["ttft_p90_ms", "p90 (ms)", "#c05621"]] },
     tps: { unit: "tok/s", series: [["tokens_per_s", "sum (tok/s)", "#2f855a"]] },
     hits: { unit: "%", scale: 100, series: [["prefix_cache_hit_rate", "hit rate (%)", "#6b46c1"]] },
+    // one line per KV tier the replicas report; "none" says there is none, "latest" each one's bytes held and onload GB/s
+    tiers: { unit: "%", scale: 100, byTier: "kv_tier_hit_rate", none: "kv-tiers-none", latest: "kv-tier-latest" },
   };
+  const TIER_COLORS = ["#2b6cb0", "#c05621", "#2f855a", "#6b46c1", "#b83280"];
   const charts = {};
 
   function label(value, unit) {
@@ -18,7 +21,27 @@
     return `${value.toFixed(digits)} ${unit}`;
   }
 
-  function build(el, spec, data) {
+  // A chart's lines as [values, legend, colour].
+  function lines(spec, body) {
+    if (!spec.byTier) return spec.series.map(([key, name, stroke]) => [body[key], name, stroke]);
+    return Object.entries(body[spec.byTier] || {}).map(
+      ([tier, values], i) => [values, tier, TIER_COLORS[i % TIER_COLORS.length]]);
+  }
+
+  function newest(values) {
+    const found = (values || []).filter((v) => v !== null);
+    return found.length ? found[found.length - 1] : null;
+  }
+
+  function tierSummary(body) {
+    return Object.keys(body.kv_tier_hit_rate || {}).map((tier) => {
+      const held = newest(body.kv_tier_bytes_held[tier]);
+      const onload = newest(body.kv_tier_onload_gb_per_s[tier]);
+      return `${tier}: ${label(held === null ? null : held / 1e9, "GB")} held, onload ${label(onload, "GB/s")}`;
+    }).join(" · ");
+  }
+
+  function build(el, spec, drawn, data) {
     return new uPlot({
       width: Math.max(el.clientWidth, 240), height: 200,
       scales: { x: { time: true }, y: { range: (u, min, max) => [0, max > 0 ? max * 1.1 : 1] } },
@@ -26,7 +49,7 @@
         { space: 90 },
         { size: 84, values: (u, splits) => splits.map((v) => label(v, spec.unit)) },
       ],
-      series: [{}, ...spec.series.map(([, name, stroke]) => ({
+      series: [{}, ...drawn.map(([, name, stroke]) => ({
         label: name, stroke, width: 2, value: (u, v) => label(v, spec.unit),
         points: { show: true, size: 5, fill: stroke },  // a bucket between two gaps has no line to draw
       }))],
@@ -36,15 +59,26 @@
   function draw(el, body) {
     const spec = SPECS[el.dataset.chart];
     const scale = spec.scale || 1;
-    const columns = spec.series.map(([key]) => body[key].map((v) => (v === null ? null : v * scale)));
+    const drawn = lines(spec, body);
+    el.dataset.range = body.range;
+    if (spec.none) document.getElementById(spec.none).hidden = drawn.length > 0;
+    if (spec.latest) document.getElementById(spec.latest).textContent = tierSummary(body);
+    if (!drawn.length) {  // say so (spec.none) rather than draw empty axes
+      if (charts[el.id]) charts[el.id].plot.destroy();
+      delete charts[el.id];
+      el.dataset.points = 0;
+      return;
+    }
+    const columns = drawn.map(([values]) => values.map((v) => (v === null ? null : v * scale)));
     const data = [body.t, ...columns];
     el.dataset.points = columns[0].filter((v) => v !== null).length;
-    el.dataset.range = body.range;
     el.dataset.max = Math.max(0, ...columns[0].filter((v) => v !== null));
     el.dataset.values = JSON.stringify(columns[0]);  // what the first line draws, for tests and curious readers
-    if (charts[el.id] && charts[el.id].range === body.range) { charts[el.id].plot.setData(data); return; }
+    el.dataset.lines = JSON.stringify(drawn.map(([, name]) => name));
+    const shape = `${body.range} ${el.dataset.lines}`;  // a new range or set of lines needs a new plot
+    if (charts[el.id] && charts[el.id].shape === shape) { charts[el.id].plot.setData(data); return; }
     if (charts[el.id]) charts[el.id].plot.destroy();
-    charts[el.id] = { range: body.range, plot: build(el, spec, data) };
+    charts[el.id] = { shape, plot: build(el, spec, drawn, data) };
   }
 
   let timer = null;

@@ -1,0 +1,46 @@
+"""A replica's /metrics, scraped into a MetricSample: its KV tiers stored per tier and served by the
+REST API (an httpx transport stands in for the replica, serving the engine's own exposition)."""
+
+import httpx
+import pytest
+
+from engine.outputs import KVTierStats
+from tests.support.exposition import tiered_exposition
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def replica(make_deployment):
+    from controlplane.serving.models import Replica
+
+    replica = Replica.create_for(make_deployment("chat", replicas=1), "t", "t")
+    replica.host, replica.port = "127.0.0.1", 8000
+    replica.save()
+    return replica
+
+
+def serving(text: str) -> httpx.Client:
+    return httpx.Client(transport=httpx.MockTransport(lambda request: httpx.Response(200, text=text)))
+
+
+def test_a_scrape_stores_each_kv_tier_and_the_api_serves_them(replica, api):
+    from controlplane.serving.scraping import scrape_replica
+
+    host = KVTierStats(128, 9, 8, 9, 4096, onload_bytes=2048, onload_seconds=0.5)
+    with serving(tiered_exposition(host=host)) as client:
+        sample = scrape_replica(replica, client)
+    sample.refresh_from_db()
+    expected = {
+        "host": {"hit_tokens": 128.0, "onload_bytes": 2048.0, "onload_seconds": 0.5, "bytes_held": 4096.0}
+    }
+    assert sample.kv_tiers == expected and sample.prompt_tokens_total == 900
+    served = api("viewer").get(f"/api/v1/metric-samples/?replica={replica.pk}").json()["results"]
+    assert [row["kv_tiers"] for row in served] == [expected]
+
+
+def test_a_replica_without_tiers_stores_none(replica):
+    from controlplane.serving.scraping import scrape_replica
+
+    with serving(tiered_exposition()) as client:
+        assert scrape_replica(replica, client).kv_tiers == {}
