@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from engine.core.messages import KVChange
 from engine.kv.block_hash import BlockHash
-from engine.kv.events import CLEARED, REMOVED, STORED, KVEventLog
+from engine.kv.events import CLEARED, DEVICE, REMOVED, STORED, KVEventLog
 
 
 class ForwardingKVEventLog(KVEventLog):
@@ -22,21 +22,21 @@ class ForwardingKVEventLog(KVEventLog):
         super().__init__(capacity)
         self._unsent: list[KVChange] = []
 
-    def stored(self, hashes: Iterable[BlockHash]) -> None:
+    def stored(self, hashes: Iterable[BlockHash], tier: str = DEVICE) -> None:
         hashes = list(hashes)
-        super().stored(hashes)
+        super().stored(hashes, tier)
         if hashes:
-            self._unsent.append((STORED, hashes))
+            self._unsent.append((STORED, hashes, tier))
 
-    def removed(self, hashes: Iterable[BlockHash]) -> None:
+    def removed(self, hashes: Iterable[BlockHash], tier: str = DEVICE) -> None:
         hashes = list(hashes)
-        super().removed(hashes)
+        super().removed(hashes, tier)
         if hashes:
-            self._unsent.append((REMOVED, hashes))
+            self._unsent.append((REMOVED, hashes, tier))
 
-    def cleared(self) -> None:
-        super().cleared()
-        self._unsent.append((CLEARED, []))
+    def cleared(self, tier: str = DEVICE) -> None:
+        super().cleared(tier)
+        self._unsent.append((CLEARED, [], tier))
 
     def take(self) -> list[KVChange]:
         """The changes since the last call."""
@@ -45,10 +45,10 @@ class ForwardingKVEventLog(KVEventLog):
 
 
 def replay(log: KVEventLog, changes: list[KVChange]) -> None:
-    for kind, hashes in changes:
+    for kind, hashes, tier in changes:
         if kind == STORED:
-            log.stored(hashes)
+            log.stored(hashes, tier)
         elif kind == REMOVED:
-            log.removed(hashes)
+            log.removed(hashes, tier)
         else:
-            log.cleared()
+            log.cleared(tier)

@@ -18,8 +18,9 @@ from typing import Any, NamedTuple
 from engine.outputs import EngineStats, Logprob, RequestOutput
 from engine.sampling.params import SamplingParams
 
-# A KV event log change as the core made it: ("stored" | "removed" | "cleared", raw block hashes).
-KVChange = tuple[str, list[bytes]]
+# A KV event log change as the core made it: ("stored" | "removed" | "cleared", raw block hashes,
+# the tier: "device", "host", "disk" or "shared").
+KVChange = tuple[str, list[bytes], str]
 
 
 # -- front end -> core (the drive loop's commands, in whichever process it runs) --------------------

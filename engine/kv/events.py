@@ -1,7 +1,8 @@
 """A bounded, sequenced log of prefix-cache changes that routers (the gateway) replay.
 
-Every block stored into or removed from the prefix cache appends an event with a monotonically
-increasing sequence number. A consumer keeps the last seq it saw and asks for what came after; when
+Every block stored into or removed from a KV tier -- the device pool, or below it host memory, disk
+and the shared store (engine/kv/tiers/) -- appends an event with a monotonically increasing sequence
+number and the tier's name. A consumer keeps the last seq it saw and asks for what came after; when
 that seq has fallen out of the ring it gets None and must resync from ``snapshot()``. Written by the
 engine thread, read from the server's event loop: every method takes the lock.
 """
@@ -17,6 +18,7 @@ from engine.kv.block_hash import BlockHash
 STORED = "stored"
 REMOVED = "removed"
 CLEARED = "cleared"
+DEVICE = "device"  # the device pool's tier; events without a tier (older replicas) are this one's
 
 
 class KVEventLog:
@@ -25,7 +27,8 @@ class KVEventLog:
             raise ValueError(f"capacity must be positive, got {capacity}")
         self._events: deque[dict] = deque(maxlen=capacity)
         self._last_seq = 0
-        self._cached: dict[str, None] = {}  # insertion-ordered set of hex hashes now cached
+        # tier -> insertion-ordered set of the hex hashes it holds now
+        self._cached: dict[str, dict[str, None]] = {DEVICE: {}}
         self._lock = threading.Lock()
 
     @property
@@ -33,26 +36,28 @@ class KVEventLog:
         with self._lock:
             return self._last_seq
 
-    def stored(self, hashes: Iterable[BlockHash]) -> None:
+    def stored(self, hashes: Iterable[BlockHash], tier: str = DEVICE) -> None:
         hexes = [h.hex() for h in hashes]
         if hexes:
             with self._lock:
+                held = self._cached.setdefault(tier, {})
                 for h in hexes:
-                    self._cached[h] = None
-                self._append(STORED, hexes)
+                    held[h] = None
+                self._append(STORED, hexes, tier)
 
-    def removed(self, hashes: Iterable[BlockHash]) -> None:
+    def removed(self, hashes: Iterable[BlockHash], tier: str = DEVICE) -> None:
         hexes = [h.hex() for h in hashes]
         if hexes:
             with self._lock:
+                held = self._cached.setdefault(tier, {})
                 for h in hexes:
-                    self._cached.pop(h, None)
-                self._append(REMOVED, hexes)
+                    held.pop(h, None)
+                self._append(REMOVED, hexes, tier)
 
-    def cleared(self) -> None:
+    def cleared(self, tier: str = DEVICE) -> None:
         with self._lock:
-            self._cached.clear()
-            self._append(CLEARED, [])
+            self._cached[tier] = {}
+            self._append(CLEARED, [], tier)
 
     def events_since(self, seq: int) -> list[dict] | None:
         """Events with a sequence number greater than ``seq``; None when some of them were dropped."""
@@ -65,9 +70,15 @@ class KVEventLog:
             return [dict(e, hashes=list(e["hashes"])) for e in self._events if e["seq"] > seq]
 
     def snapshot(self) -> tuple[int, list[str]]:
-        with self._lock:
-            return self._last_seq, list(self._cached)
+        """The last seq and the device pool's hashes."""
+        last_seq, tiers = self.tier_snapshot()
+        return last_seq, tiers[DEVICE]
 
-    def _append(self, kind: str, hexes: list[str]) -> None:
+    def tier_snapshot(self) -> tuple[int, dict[str, list[str]]]:
+        """The last seq and every tier's hashes (the device's always, other tiers once they had any)."""
+        with self._lock:
+            return self._last_seq, {tier: list(held) for tier, held in self._cached.items()}
+
+    def _append(self, kind: str, hexes: list[str], tier: str) -> None:
         self._last_seq += 1
-        self._events.append({"seq": self._last_seq, "type": kind, "hashes": hexes})
+        self._events.append({"seq": self._last_seq, "type": kind, "hashes": hexes, "tier": tier})

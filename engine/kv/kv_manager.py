@@ -59,6 +59,7 @@ class KVCacheManager:
         self.write_through = write_through and self.lower_tiers is not None
         if self.lower_tiers is not None:
             self.pool.on_evict = self.lower_tiers.offload
+            self.lower_tiers.report_to(self.pool.events)
 
     @property
     def events(self) -> KVEventLog:

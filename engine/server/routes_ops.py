@@ -6,6 +6,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from engine.kv.events import DEVICE
 from engine.server.errors import APIError
 from engine.server.http import require_api_key, server_state
 
@@ -78,10 +79,11 @@ async def kv_events(request: Request, after: int = Query(0, ge=0)) -> dict:
 @protected.get("/kv/snapshot")
 async def kv_snapshot(request: Request) -> dict:
     state, log = _kv_log(request)
-    last_seq, hashes = log.snapshot()
+    last_seq, tiers = log.tier_snapshot()
     return {
         "replica_id": state.settings.replica_id,
         "block_size": state.settings.block_size,
         "last_seq": last_seq,
-        "hashes": hashes,
+        "hashes": tiers.pop(DEVICE),  # where gateways from before the tiers read the device's
+        "tiers": tiers,
     }

@@ -15,10 +15,12 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Protocol
 
 from engine.kv.block_hash import BlockHash
-from engine.kv.tiers.protocol import KVTier, ReadsAhead, TierStats, tenant_of
+from engine.kv.events import KVEventLog
+from engine.kv.tiers.protocol import KVTier, ReadsAhead, ReportsChanges, TierStats, tenant_of
 from engine.kv.tiers.record import decode_record, encode_record
 
 SWEEP_EVERY_S = 300.0  # expired entries also go when touched; the sweep frees what nobody asks for
@@ -75,6 +77,15 @@ class TieredKV:
         self._next_sweep = 0.0  # the first offload sweeps what a restart found expired
         # Onloads whose copies may still run: (handle, wall time of the call, bytes per tier).
         self._in_flight: list[tuple[CopiesInFlight | None, float, dict[str, int]]] = []
+
+    def report_to(self, events: KVEventLog) -> None:
+        """Every change of every tier's contents goes to ``events`` under the tier's name, starting
+        with what the tiers hold now (a disk tier's files from before a restart)."""
+        for tier in self.tiers:
+            if isinstance(tier, ReportsChanges):
+                tier.on_stored = partial(events.stored, tier=tier.name)
+                tier.on_removed = partial(events.removed, tier=tier.name)
+                events.stored(tier.held(), tier.name)
 
     def offload(self, block: EvictedBlock, durable_only: bool = False) -> None:
         """Called as the pool hands a cached block out for reuse, while its pages still hold its KV.

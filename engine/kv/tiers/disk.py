@@ -39,7 +39,7 @@ from pathlib import Path
 
 from engine.kv.block_hash import HASH_BYTES, BlockHash
 from engine.kv.tiers.ledger import Ledger
-from engine.kv.tiers.protocol import Clock, Retention, TierStats
+from engine.kv.tiers.protocol import Clock, ReportsChanges, Retention, TierStats
 
 MAGIC = b"CHKV"
 VERSION = 1
@@ -64,7 +64,7 @@ def encode_file(block_hash: BlockHash, tenant: str, payload) -> bytes:
     return HEADER.pack(MAGIC, VERSION, block_hash, len(tenant_bytes), data.nbytes, crc) + tenant_bytes
 
 
-class DiskTier:
+class DiskTier(ReportsChanges):
     def __init__(
         self,
         root: str | Path,
@@ -96,7 +96,7 @@ class DiskTier:
         nbytes = len(header) + data.nbytes
         if not self._ledger.fits(nbytes):
             return False
-        self._ledger.remove(block_hash)
+        replaced = self._ledger.remove(block_hash) is not None  # stored again below, if it lands
         self._make_room(tenant, nbytes)
         path = self._path(block_hash)
         path.parent.mkdir(exist_ok=True)
@@ -110,9 +110,12 @@ class DiskTier:
             os.replace(tmp, path)
         except OSError:
             tmp.unlink(missing_ok=True)
+            if replaced:
+                self._report_removed([block_hash])
             return False
         self._ledger.add(block_hash, tenant, nbytes, now)
         self._stats.puts += 1
+        self._report_stored([block_hash])
         return True
 
     def get(self, block_hash: BlockHash) -> memoryview | None:
@@ -151,8 +154,7 @@ class DiskTier:
         if self.shared:
             self.rebuild_index()
         expired = self._ledger.expired(self._clock())
-        for block_hash in expired:
-            self._delete(block_hash)
+        self._delete(*expired)
         self._stats.expirations += len(expired)
         return len(expired)
 
@@ -184,9 +186,11 @@ class DiskTier:
         """The index from the files: a restarted replica starts from it, and a shared tier refreshes
         it with the other replicas' files. A file already indexed at the same size keeps its entry's
         tenant (only its time is read again); a new one's header is read, and one that does not parse
-        is a damaged file and is deleted."""
+        is a damaged file and is deleted. Entries that appeared or vanished (on a shared tier, other
+        replicas' writes and deletions) are reported to the hooks."""
         started = time.perf_counter()
         known = self._ledger.entries
+        before = set(known)
         found: list[tuple[float, BlockHash, str, int]] = []
         for sub in os.scandir(self.root):
             if not sub.is_dir():
@@ -205,6 +209,9 @@ class DiskTier:
         self._scanned_at = self._clock()
         for mtime, block_hash, tenant, nbytes in sorted(found):
             self._ledger.add(block_hash, tenant, nbytes, mtime)
+        after = set(self._ledger.entries)
+        self._report_removed(list(before - after))
+        self._report_stored(list(after - before))
         self._rescan_after_s = max(SHARED_RESCAN_S, (time.perf_counter() - started) / SCAN_TIME_SHARE)
 
     @staticmethod
@@ -229,6 +236,7 @@ class DiskTier:
             return False
         mtime, _, tenant, nbytes = meta
         self._ledger.add(block_hash, tenant, nbytes, mtime)
+        self._report_stored([block_hash])
         return True
 
     @staticmethod
@@ -254,7 +262,7 @@ class DiskTier:
         """A read's payload; a missing file leaves the index, a damaged one is deleted."""
         payload, missing = result
         if missing:
-            self._ledger.remove(block_hash)
+            self._unindex(block_hash)
         elif payload is None:
             self._stats.corrupt += 1
             self._delete(block_hash)
@@ -264,13 +272,19 @@ class DiskTier:
         if self.shared and self._clock() - self._scanned_at >= self._rescan_after_s:
             self.rebuild_index()  # the other replicas' files count too
         victims = self._ledger.victims_for(tenant, nbytes)
-        for victim in victims:
-            self._delete(victim)
-            self._stats.evictions += 1
+        self._delete(*victims)
+        self._stats.evictions += len(victims)
 
-    def _delete(self, block_hash: BlockHash) -> None:
-        self._ledger.remove(block_hash)
-        self._path(block_hash).unlink(missing_ok=True)
+    def _delete(self, *hashes: BlockHash) -> None:
+        for block_hash in hashes:
+            self._path(block_hash).unlink(missing_ok=True)
+        self._unindex(*hashes)
+
+    def _unindex(self, *hashes: BlockHash) -> None:
+        """Out of the index, reported removed: every removal but a replacement comes here."""
+        for block_hash in hashes:
+            self._ledger.remove(block_hash)
+        self._report_removed(list(hashes))
 
 
 def _read_file(path: Path, block_hash: BlockHash, allocate=bytearray) -> tuple[memoryview | None, bool]:

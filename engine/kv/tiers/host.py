@@ -12,12 +12,12 @@ from collections.abc import Callable
 
 from engine.kv.block_hash import BlockHash
 from engine.kv.tiers.ledger import Ledger
-from engine.kv.tiers.protocol import Clock, Retention, TierStats
+from engine.kv.tiers.protocol import Clock, ReportsChanges, Retention, TierStats
 
 Buffer = bytearray | memoryview
 
 
-class HostMemoryTier:
+class HostMemoryTier(ReportsChanges):
     durable = False  # gone with the process: a shutdown does not write to it
 
     def __init__(
@@ -40,10 +40,10 @@ class HostMemoryTier:
     def _store(self, block_hash: BlockHash, data: memoryview, tenant: str, copy: bool) -> bool:
         if not self._ledger.fits(data.nbytes):
             return False
-        self._drop(block_hash)
-        for victim in self._ledger.victims_for(tenant, data.nbytes):
-            self._drop(victim)
-            self._stats.evictions += 1
+        self._drop(block_hash)  # replaced: reported stored again below, not removed
+        victims = self._ledger.victims_for(tenant, data.nbytes)
+        self._discard(victims)
+        self._stats.evictions += len(victims)
         buffer = data
         if copy:
             buffer = self._allocate(data.nbytes)
@@ -51,6 +51,7 @@ class HostMemoryTier:
         self._buffers[block_hash] = buffer
         self._ledger.add(block_hash, tenant, data.nbytes, self._clock())
         self._stats.puts += 1
+        self._report_stored([block_hash])
         return True
 
     def adopt(self, block_hash: BlockHash, payload, tenant: str = "") -> bool:
@@ -71,8 +72,7 @@ class HostMemoryTier:
 
     def expire(self) -> int:
         expired = self._ledger.expired(self._clock())
-        for block_hash in expired:
-            self._drop(block_hash)
+        self._discard(expired)
         self._stats.expirations += len(expired)
         return len(expired)
 
@@ -81,17 +81,22 @@ class HostMemoryTier:
 
     def clear(self) -> None:
         """Drop every entry (a benchmark's "not in host memory" case; evictions are not counted)."""
-        for block_hash in list(self._buffers):
-            self._drop(block_hash)
+        self._discard(list(self._buffers))
 
     def _live(self, block_hash: BlockHash) -> bool:
         if block_hash not in self._ledger:
             return False
         if self._ledger.is_expired(block_hash, self._clock()):
-            self._drop(block_hash)
+            self._discard([block_hash])
             self._stats.expirations += 1
             return False
         return True
+
+    def _discard(self, hashes: list[BlockHash]) -> None:
+        """Drop entries and report them removed: every removal but a replacement comes here."""
+        for block_hash in hashes:
+            self._drop(block_hash)
+        self._report_removed(hashes)
 
     def _drop(self, block_hash: BlockHash) -> None:
         self._ledger.remove(block_hash)

@@ -46,6 +46,30 @@ class TierStats:
     bytes_by_tenant: dict[str, int] = field(default_factory=dict)
 
 
+TierHook = Callable[[list[BlockHash]], None]
+
+
+class ReportsChanges:
+    """A tier's two hooks, set by the connector to feed the KV event log (engine/kv/events.py):
+    called with the hashes the tier's index gained (a write, a file found) or lost (eviction, expiry,
+    a damaged or vanished file, clear). A tier calls them wherever its index changes, not per read."""
+
+    on_stored: TierHook | None = None
+    on_removed: TierHook | None = None
+
+    def held(self) -> list[BlockHash]:
+        """Every hash the tier holds now (its ledger's)."""
+        return list(self._ledger.entries)
+
+    def _report_stored(self, hashes: list[BlockHash]) -> None:
+        if hashes and self.on_stored is not None:
+            self.on_stored(hashes)
+
+    def _report_removed(self, hashes: list[BlockHash]) -> None:
+        if hashes and self.on_removed is not None:
+            self.on_removed(hashes)
+
+
 @runtime_checkable
 class KVTier(Protocol):
     name: str  # "host", "disk", "shared": the metrics label

@@ -87,9 +87,40 @@ def test_kv_snapshot_and_events(replica, openai_client):
     assert feed["last_seq"] > snapshot["last_seq"]
     stored = [h for e in feed["events"] if e["type"] == "stored" for h in e["hashes"]]
     assert stored and all(len(h) == 32 for h in stored)
-    assert set(stored) <= set(httpx.get(replica.base_url + "/kv/snapshot", headers=AUTH).json()["hashes"])
+    assert {e["tier"] for e in feed["events"]} == {"device"}  # no tiers below the pool here
+    after = httpx.get(replica.base_url + "/kv/snapshot", headers=AUTH).json()
+    assert set(stored) <= set(after["hashes"]) and after["tiers"] == {}
     assert httpx.get(replica.base_url + "/kv/events", params={"after": -1}, headers=AUTH).status_code == 400
     assert httpx.get(replica.base_url + "/kv/events").status_code == 401
+
+
+def test_kv_events_and_snapshot_carry_the_host_tier(tiny_checkpoint, tmp_path):
+    """A device pool of 8 blocks: later prompts evict the earlier ones' blocks into host memory."""
+    replica = start_replica(
+        tiny_checkpoint,
+        tmp_path,
+        "--num-gpu-blocks",
+        "8",
+        "--max-model-len",
+        "128",
+        "--kv-host-cache-mib",
+        "16",
+    )
+    try:
+        client = openai.OpenAI(base_url=f"{replica.base_url}/v1", api_key=API_KEY, max_retries=0, timeout=60)
+        for i in range(3):
+            client.completions.create(model=MODEL, prompt=f"{i} " + "evict me to the host " * 5, max_tokens=1)
+        events = httpx.get(replica.base_url + "/kv/events", params={"after": 0}, headers=AUTH).json()[
+            "events"
+        ]
+        offloaded = {h for e in events if (e["type"], e["tier"]) == ("stored", "host") for h in e["hashes"]}
+        evicted = {h for e in events if (e["type"], e["tier"]) == ("removed", "device") for h in e["hashes"]}
+        assert offloaded and offloaded <= evicted
+        snapshot = httpx.get(replica.base_url + "/kv/snapshot", headers=AUTH).json()
+        assert set(snapshot["tiers"]) == {"host"} and offloaded == set(snapshot["tiers"]["host"])
+        assert not offloaded & set(snapshot["hashes"])
+    finally:
+        stop_replica(replica)
 
 
 def _refuses_connections(replica) -> bool:
