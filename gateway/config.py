@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gateway.kv_index import DEFAULT_TIER_WEIGHTS, TIERS
+
 POLICIES = ("round_robin", "least_load", "cache_aware", "session")
 # A replica's part in prefill/decode disaggregation (gateway/disaggregation.py): mixed replicas serve
 # whole requests; a model with prefill and decode replicas sends each request to both in turn.
@@ -57,11 +59,22 @@ class PolicyConfig:
     # Weight of the replica's KV-cache usage (0..1) in its load score.
     kv_usage_weight: float = 1.0
     session_header: str = DEFAULT_SESSION_HEADER
+    # cache_aware: what a prefix block held in each KV tier counts for ((tier, weight) pairs, each
+    # weight in [0, 1]; a configured mapping overrides the defaults tier by tier).
+    tier_weights: tuple[tuple[str, float], ...] = tuple(DEFAULT_TIER_WEIGHTS.items())
 
     def __post_init__(self) -> None:
         if self.name not in POLICIES:
             raise ConfigError(f"unknown policy {self.name!r}; choose one of {', '.join(POLICIES)}")
         _require_at_least(self, "policy", {"load_margin": 0, "kv_usage_weight": 0})
+        for tier, weight in self.tier_weights:
+            if tier not in TIERS:
+                raise ConfigError(f"policy.tier_weights: unknown tier {tier!r}; known: {', '.join(TIERS)}")
+            if not 0 <= weight <= 1:
+                raise ConfigError(f"policy.tier_weights.{tier} must be in [0, 1], got {weight}")
+
+    def weights(self) -> dict[str, float]:
+        return {**DEFAULT_TIER_WEIGHTS, **dict(self.tier_weights)}
 
 
 @dataclass(frozen=True)
@@ -158,7 +171,20 @@ def parse_policy(data: Any, where: str) -> PolicyConfig:
             kwargs[key] = _as_float(kwargs[key], f"{where}.{key}")
     if "session_header" in kwargs:
         kwargs["session_header"] = str(kwargs["session_header"]).lower()
+    if "tier_weights" in kwargs:
+        kwargs["tier_weights"] = parse_tier_weights(kwargs["tier_weights"], f"{where}.tier_weights")
     return PolicyConfig(**kwargs)
+
+
+def parse_tier_weights(data: Any, where: str) -> tuple[tuple[str, float], ...]:
+    """A mapping of tier name -> weight, over the defaults."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where} must be a mapping of tier name -> weight ({', '.join(TIERS)})")
+    unknown = set(data) - set(TIERS)
+    if unknown:
+        raise ConfigError(f"{where}: unknown tiers {sorted(unknown)}; known: {', '.join(TIERS)}")
+    weights = {**DEFAULT_TIER_WEIGHTS, **{tier: _as_float(w, f"{where}.{tier}") for tier, w in data.items()}}
+    return tuple(weights.items())
 
 
 def parse_replicas(items: Any, where: str) -> tuple[ReplicaSpec, ...]:

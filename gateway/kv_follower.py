@@ -4,6 +4,10 @@ The replica numbers its KV events; we poll ``/kv/events?after=SEQ``. Any doubt a
 every event -- HTTP 410 (our seq fell out of its log), a gap in the numbers, a replica whose
 ``last_seq`` went backwards or whose id changed (it restarted), or any error talking to it -- makes
 the next poll a full resync from ``/kv/snapshot``.
+
+Events and snapshots name the KV tier of their blocks ("device", "host", "disk", "shared"); an event
+without one is the device's (older replicas). A tier this gateway does not know is skipped, not
+resynced over: a newer replica's extra tier would otherwise resync it forever.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from gateway.kv_index import KVIndex
+from gateway.kv_index import DEVICE, TIERS, KVIndex
 from gateway.metrics import GatewayMetrics
 
 log = logging.getLogger(__name__)
@@ -71,7 +75,12 @@ class KVFollower:
         response.raise_for_status()
         data = response.json()
         self._check_header(data)
-        self.index.replace(self.replica_id, [bytes.fromhex(h) for h in data["hashes"]])
+        lower = {
+            tier: [bytes.fromhex(h) for h in hashes]
+            for tier, hashes in (data.get("tiers") or {}).items()
+            if self._known(tier)
+        }
+        self.index.replace(self.replica_id, [bytes.fromhex(h) for h in data["hashes"]], lower)
         self.seq = int(data["last_seq"])
         self.remote_id = data.get("replica_id")
         self.resyncs += 1
@@ -105,15 +114,23 @@ class KVFollower:
         return applied
 
     def _apply(self, event: dict) -> None:
-        kind = event["type"]
-        if kind == "stored":
-            self.index.store(self.replica_id, [bytes.fromhex(h) for h in event["hashes"]])
-        elif kind == "removed":
-            self.index.remove(self.replica_id, [bytes.fromhex(h) for h in event["hashes"]])
-        elif kind == "cleared":
-            self.index.clear(self.replica_id)
-        else:
+        kind, tier = event["type"], event.get("tier", DEVICE)
+        if kind not in ("stored", "removed", "cleared"):
             raise ResyncNeeded(f"unknown event type {kind!r}")
+        if not self._known(tier):
+            return
+        if kind == "stored":
+            self.index.store(self.replica_id, [bytes.fromhex(h) for h in event["hashes"]], tier)
+        elif kind == "removed":
+            self.index.remove(self.replica_id, [bytes.fromhex(h) for h in event["hashes"]], tier)
+        else:
+            self.index.clear(self.replica_id, tier)
+
+    def _known(self, tier: str) -> bool:
+        if tier in TIERS:
+            return True
+        log.debug("kv events of %s: skipping unknown tier %r", self.replica_id, tier)
+        return False
 
     def _check_header(self, data: dict) -> None:
         block_size = data.get("block_size")

@@ -4,6 +4,11 @@ One dict maps a block hash to a bitmask of the replicas that hold it, so matchin
 chain against every replica at once costs one dict lookup per block, not one per block and replica.
 Each replica also keeps its own set, used to clear or resync it and to compare with its snapshot.
 
+Blocks are kept per tier: the device pool, and below it host memory, disk and the shared store,
+from which a replica onloads a block at a copy's cost instead of recomputing it (KV events name the
+tier; an event without one is the device's). A replica matches a request's chain as long as some
+tier of it holds each block, and scores each block by the weight of the cheapest tier holding it.
+
 Besides the blocks the replicas confirmed through their KV events, a request's prefix is marked
 *pending* on the replica it was routed to: the next request with the same prefix, arriving before
 that replica's events do, then goes to the same place. The mark lasts as long as the request (its
@@ -17,19 +22,30 @@ from __future__ import annotations
 import heapq
 import itertools
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+DEVICE = "device"
+TIERS = (DEVICE, "host", "disk", "shared")
+# What a block held in each tier is worth to a request, relative to one on the device: onloading
+# costs a copy (a recompute would cost a forward pass).
+DEFAULT_TIER_WEIGHTS: Mapping[str, float] = {DEVICE: 1.0, "host": 0.8, "disk": 0.5, "shared": 0.5}
 
 
 @dataclass(frozen=True)
 class PrefixMatch:
-    """Leading blocks of one request that each replica holds (replica id -> number of blocks)."""
+    """Leading blocks of one request that each replica holds in some tier (replica id -> number of
+    blocks), and their weighted score (each block weighs its cheapest tier's weight)."""
 
     total_blocks: int
     matched: dict[str, int]
+    scores: dict[str, float] = field(default_factory=dict)
 
     def best(self) -> int:
         return max(self.matched.values(), default=0)
+
+    def best_score(self) -> float:
+        return max(self.scores.values(), default=0.0)
 
 
 class KVIndex:
@@ -38,8 +54,8 @@ class KVIndex:
     ) -> None:
         self._slots: dict[str, int] = {}
         self._free_slots: list[int] = []
-        self._blocks: dict[bytes, int] = {}
-        self._by_replica: dict[str, set[bytes]] = {}
+        self._blocks: dict[str, dict[bytes, int]] = {tier: {} for tier in TIERS}
+        self._by_replica: dict[str, dict[str, set[bytes]]] = {}
         self._pending: dict[bytes, int] = {}
         # mark id -> (expiry, replica bit, hashes); a heap of (expiry, id) finds the due ones, and
         # entries whose mark was released early or dropped are skipped when they surface.
@@ -56,7 +72,7 @@ class KVIndex:
             return
         slot = self._free_slots.pop() if self._free_slots else len(self._slots)
         self._slots[replica_id] = slot
-        self._by_replica[replica_id] = set()
+        self._by_replica[replica_id] = {tier: set() for tier in TIERS}
 
     def remove_replica(self, replica_id: str) -> None:
         if replica_id not in self._slots:
@@ -74,40 +90,47 @@ class KVIndex:
         return list(self._slots)
 
     # -- confirmed blocks (from KV events) ------------------------------------------------------
-    def store(self, replica_id: str, hashes: Iterable[bytes]) -> None:
+    def store(self, replica_id: str, hashes: Iterable[bytes], tier: str = DEVICE) -> None:
+        blocks = self._table(tier)
         bit = self._bit(replica_id)
-        held = self._by_replica[replica_id]
-        blocks = self._blocks
+        held = self._by_replica[replica_id][tier]
         for block_hash in hashes:
             if block_hash not in held:
                 held.add(block_hash)
                 blocks[block_hash] = blocks.get(block_hash, 0) | bit
 
-    def remove(self, replica_id: str, hashes: Iterable[bytes]) -> None:
+    def remove(self, replica_id: str, hashes: Iterable[bytes], tier: str = DEVICE) -> None:
+        blocks = self._table(tier)
         bit = self._bit(replica_id)
-        held = self._by_replica[replica_id]
+        held = self._by_replica[replica_id][tier]
         for block_hash in hashes:
             if block_hash in held:
                 held.discard(block_hash)
-                self._drop_bit(self._blocks, block_hash, bit)
+                self._drop_bit(blocks, block_hash, bit)
 
-    def clear(self, replica_id: str) -> None:
+    def clear(self, replica_id: str, tier: str | None = None) -> None:
+        """Forget what the replica holds in ``tier``, or in every tier."""
         bit = self._bit(replica_id)
-        held = self._by_replica[replica_id]
-        for block_hash in held:
-            self._drop_bit(self._blocks, block_hash, bit)
-        held.clear()
+        for name in TIERS if tier is None else (tier,):
+            blocks, held = self._table(name), self._by_replica[replica_id][name]
+            for block_hash in held:
+                self._drop_bit(blocks, block_hash, bit)
+            held.clear()
 
-    def replace(self, replica_id: str, hashes: Iterable[bytes]) -> None:
-        """Resync: the replica holds exactly ``hashes`` now."""
+    def replace(
+        self, replica_id: str, hashes: Iterable[bytes], tiers: Mapping[str, Iterable[bytes]] | None = None
+    ) -> None:
+        """Resync: the replica holds exactly ``hashes`` on the device and ``tiers``' in the others."""
         self.clear(replica_id)
         self.store(replica_id, hashes)
+        for tier, held in (tiers or {}).items():
+            self.store(replica_id, held, tier)
 
-    def hashes(self, replica_id: str) -> set[bytes]:
-        return set(self._by_replica.get(replica_id, ()))
+    def hashes(self, replica_id: str, tier: str = DEVICE) -> set[bytes]:
+        return set(self._by_replica.get(replica_id, {}).get(tier, ()))
 
-    def size(self, replica_id: str) -> int:
-        return len(self._by_replica.get(replica_id, ()))
+    def size(self, replica_id: str, tier: str = DEVICE) -> int:
+        return len(self._by_replica.get(replica_id, {}).get(tier, ()))
 
     # -- pending prefixes (routed, not yet confirmed) -------------------------------------------
     def mark_pending(self, replica_id: str, hashes: Sequence[bytes]) -> int | None:
@@ -149,34 +172,66 @@ class KVIndex:
         self._drop_bit(self._pending, block_hash, bit)
 
     # -- matching -------------------------------------------------------------------------------
-    def match(self, chain: Sequence[bytes], replica_ids: Iterable[str]) -> PrefixMatch:
-        """For each replica, the number of leading blocks of ``chain`` it holds (stop at first miss)."""
+    def match(
+        self,
+        chain: Sequence[bytes],
+        replica_ids: Iterable[str],
+        weights: Mapping[str, float] = DEFAULT_TIER_WEIGHTS,
+    ) -> PrefixMatch:
+        """For each replica, the number of leading blocks of ``chain`` some tier of it holds (stop at
+        the first block none does) and their score: each block weighs its cheapest tier's weight.
+        Pending prefixes count as on the device."""
         self._expire_pending()
         wanted = {rid: self._slots[rid] for rid in replica_ids if rid in self._slots}
         matched = dict.fromkeys(wanted, 0)
+        scores = dict.fromkeys(wanted, 0.0)
+        # The device first (it carries the pending marks), then each tier that holds anything,
+        # cheapest first (highest weight): a block counts in the first one that holds it.
+        lower = sorted((t for t in TIERS[1:] if self._blocks[t]), key=lambda t: -weights[t])
+        order = sorted([DEVICE, *lower], key=lambda t: -weights[t])
+        tables = [self._blocks[t] for t in order]
+        device = order.index(DEVICE)
+        pending = self._pending
+
+        def credit(layers: tuple[int, ...], run: int) -> None:
+            """``run`` blocks in a row where each replica held its block in the same tier."""
+            if not run:
+                return
+            for tier, mask in zip(order, layers, strict=True):
+                for rid, slot in wanted.items():
+                    if (mask >> slot) & 1:
+                        matched[rid] += run
+                        scores[rid] += weights[tier] * run
+
         alive = 0
         for slot in wanted.values():
             alive |= 1 << slot
-        blocks, pending = self._blocks, self._pending
-        depth = 0
+        layers, run = (), 0
         for block_hash in chain:
-            now_alive = alive & (blocks.get(block_hash, 0) | pending.get(block_hash, 0))
-            if now_alive != alive:
-                # Replicas whose bit dropped out hold exactly ``depth`` leading blocks.
-                for rid, slot in wanted.items():
-                    if (alive >> slot) & 1 and not (now_alive >> slot) & 1:
-                        matched[rid] = depth
-                alive = now_alive
+            left, now = alive, []
+            for i, table in enumerate(tables):
+                held = table.get(block_hash, 0)
+                if i == device:
+                    held |= pending.get(block_hash, 0)
+                now.append(left & held)
+                left &= ~held
+            alive &= ~left
             if not alive:
                 break
-            depth += 1
-        if alive:
-            for rid, slot in wanted.items():
-                if (alive >> slot) & 1:
-                    matched[rid] = depth
-        return PrefixMatch(total_blocks=len(chain), matched=matched)
+            if tuple(now) != layers:
+                credit(layers, run)
+                layers, run = tuple(now), 0
+            run += 1
+        credit(layers, run)
+        return PrefixMatch(total_blocks=len(chain), matched=matched, scores=scores)
 
     # -- helpers --------------------------------------------------------------------------------
+    def _table(self, tier: str) -> dict[bytes, int]:
+        table = self._blocks.get(tier)
+        if table is None:
+            raise ValueError(f"unknown KV tier {tier!r}; known: {', '.join(TIERS)}")
+        return table
+
     def _bit(self, replica_id: str) -> int:
         if replica_id not in self._slots:
             self.add_replica(replica_id)

@@ -67,13 +67,15 @@ class LeastLoad(Policy):
 
 
 class CacheAware(Policy):
-    """Longest cached prefix wins, unless its replica is busier than the least loaded by > margin."""
+    """Longest cached prefix wins, unless its replica is busier than the least loaded by > margin.
+    A prefix's length is weighted by the KV tier each block sits in (device, host, disk, shared)."""
 
     name = "cache_aware"
 
     def __init__(self, config: PolicyConfig, index: KVIndex) -> None:
         super().__init__(config)
         self.index = index
+        self.weights = config.weights()
 
     def choose(self, candidates: Sequence[Replica], request: RoutingRequest) -> Decision:
         chain = request.chain_factory() if request.chain_factory else ()
@@ -82,22 +84,22 @@ class CacheAware(Policy):
         least = min(candidates, key=lambda r: (loads[r.replica_id], r.requests_served))
         if not chain:
             return Decision(least, reason="no_prefix")
-        match: PrefixMatch = self.index.match(chain, loads)
-        best_len = match.best()
-        if best_len == 0:
+        match: PrefixMatch = self.index.match(chain, loads, self.weights)
+        best_score = match.best_score()
+        if best_score == 0:
             return Decision(least, 0, match.total_blocks, reason="no_prefix")
         # Only replicas within the margin of the least loaded one may take it; among those, the
-        # longest prefix, then the lightest load. A hot prefix that has spilled over to several
+        # best-scored prefix, then the lightest load. A hot prefix that has spilled over to several
         # replicas is thereby spread across all of them instead of melting the first.
         ceiling = loads[least.replica_id] + self.config.load_margin
         allowed = [r for r in candidates if loads[r.replica_id] <= ceiling]
         best = max(
             allowed,
-            key=lambda r: (match.matched.get(r.replica_id, 0), -loads[r.replica_id], -r.requests_served),
+            key=lambda r: (match.scores.get(r.replica_id, 0.0), -loads[r.replica_id], -r.requests_served),
         )
-        matched = match.matched.get(best.replica_id, 0)
-        reason = "prefix" if matched == best_len else "load"
-        return Decision(best, matched, match.total_blocks, reason=reason)
+        score = match.scores.get(best.replica_id, 0.0)
+        reason = "prefix" if score == best_score else "load"
+        return Decision(best, match.matched.get(best.replica_id, 0), match.total_blocks, reason=reason)
 
 
 class Session(Policy):

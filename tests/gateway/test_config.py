@@ -74,3 +74,34 @@ def test_unreadable_or_malformed_file(tmp_path):
     bad.write_text("{nope")
     with pytest.raises(ConfigError, match="not valid JSON"):
         load_config_file(bad)
+
+
+def test_tier_weights_override_the_defaults_tier_by_tier():
+    policy = (
+        parse_config(
+            {
+                "models": {
+                    "m": {"policy": {"name": "cache_aware", "tier_weights": {"host": 0.9, "disk": "0.3"}}}
+                }
+            }
+        )
+        .models["m"]
+        .policy
+    )
+    assert policy.weights() == {"device": 1.0, "host": 0.9, "disk": 0.3, "shared": 0.5}
+    assert parse_config({"models": {"m": {}}}).models["m"].policy.weights()["host"] == 0.8
+
+
+@pytest.mark.parametrize(
+    "weights, message",
+    [
+        ({"nvme": 0.5}, r"policy.tier_weights: unknown tiers \['nvme'\]; known: device, host, disk, shared"),
+        ({"host": 1.5}, r"policy.tier_weights.host must be in \[0, 1\], got 1.5"),
+        ({"disk": -0.1}, r"policy.tier_weights.disk must be in \[0, 1\], got -0.1"),
+        ({"disk": "fast"}, r"policy.tier_weights.disk must be a number"),
+        ([0.5], r"policy.tier_weights must be a mapping of tier name -> weight"),
+    ],
+)
+def test_bad_tier_weights_give_a_clear_error(weights, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_config({"models": {"m": {"policy": {"name": "cache_aware", "tier_weights": weights}}}})

@@ -95,3 +95,52 @@ def test_restart_detected_from_sequence_going_backwards(serve):
             assert index.hashes("r0") == as_set(fresh)
 
     run(scenario())
+
+
+def test_follows_tier_events_and_tier_snapshots(serve):
+    upstream = Upstream("r0")
+    server = serve(upstream.app, port=free_port())
+    index = KVIndex(pending_ttl_s=0)
+    hashes = blocks(0, 4)
+
+    async def scenario():
+        async with httpx.AsyncClient(timeout=2) as client:
+            follower = KVFollower("r0", server.url, index, client)
+            upstream.kv.stored(hashes[:2])
+            upstream.kv.stored(hashes[2:], tier="host")
+            await follower.poll_once()  # snapshot: device hashes plus "tiers"
+            assert index.hashes("r0") == set(hashes[:2]) and index.hashes("r0", "host") == set(hashes[2:])
+
+            upstream.kv.removed(hashes[:1])  # device evicts block 0 into host, then disk
+            upstream.kv.stored(hashes[:1], tier="host")
+            upstream.kv.stored(hashes[:1], tier="disk")
+            upstream.kv.removed(hashes[3:], tier="host")
+            upstream.kv.stored(hashes[3:], tier="quantum")  # a tier this gateway does not know
+            assert await follower.poll_once() == 5 and follower.resyncs == 1
+            assert index.hashes("r0") == {hashes[1]}
+            assert index.hashes("r0", "host") == {hashes[0], hashes[2]}
+            assert index.hashes("r0", "disk") == {hashes[0]}
+
+            upstream.kv.cleared(tier="host")
+            await follower.poll_once()
+            assert index.size("r0", "host") == 0 and index.size("r0", "disk") == 1 and index.size("r0") == 1
+
+    run(scenario())
+
+
+def test_an_event_without_a_tier_is_the_devices(serve):
+    """Replicas from before the tiers send no "tier"."""
+    upstream = Upstream("r0")
+    server = serve(upstream.app, port=free_port())
+    index = KVIndex(pending_ttl_s=0)
+
+    async def scenario():
+        async with httpx.AsyncClient(timeout=2) as client:
+            follower = KVFollower("r0", server.url, index, client)
+            await follower.poll_once()
+            upstream.kv.stored(blocks(0, 2), tier="host")
+            upstream.kv._events[-1].pop("tier")  # as an older replica logged it
+            assert await follower.poll_once() == 1
+            assert index.hashes("r0") == set(blocks(0, 2)) and index.size("r0", "host") == 0
+
+    run(scenario())

@@ -1,8 +1,10 @@
 import random
 import time
 
+import pytest
+
 from engine.kv.block_hash import hash_chain
-from gateway.kv_index import KVIndex
+from gateway.kv_index import DEFAULT_TIER_WEIGHTS, KVIndex
 
 
 def chain(tokens, block_size=4):
@@ -91,3 +93,66 @@ def test_match_p99_under_a_millisecond_with_16_replicas_of_10000_blocks():
     times.sort()
     p99 = times[int(len(times) * 0.99)]
     assert p99 < 1e-3, f"match p99 {p99 * 1e6:.0f} us"
+
+
+def test_equal_prefixes_rank_device_over_host_over_disk():
+    index = KVIndex(pending_ttl_s=0)
+    full = chain(list(range(16)))
+    index.store("dev", full[:3])
+    index.store("host", full[:3], tier="host")
+    index.store("disk", full[:3], tier="disk")
+    index.add_replica("none")
+    match = index.match(full, ["dev", "host", "disk", "none"])
+    assert match.matched == {"dev": 3, "host": 3, "disk": 3, "none": 0}
+    assert match.scores == pytest.approx({"dev": 3.0, "host": 2.4, "disk": 1.5, "none": 0.0})
+
+
+def test_a_longer_disk_prefix_against_a_shorter_device_one_goes_by_the_weights():
+    index = KVIndex(pending_ttl_s=0)
+    full = chain(list(range(40)))  # 10 blocks
+    index.store("dev", full[:3])
+    index.store("disk", full[:8], tier="disk")
+    default = index.match(full, ["dev", "disk"])
+    assert default.scores == pytest.approx({"dev": 3.0, "disk": 4.0})  # 8 x 0.5 beats 3 x 1.0
+    cheap_disk = index.match(full, ["dev", "disk"], {**DEFAULT_TIER_WEIGHTS, "disk": 0.25})
+    assert cheap_disk.scores == pytest.approx({"dev": 3.0, "disk": 2.0})
+
+
+def test_a_chain_switching_tiers_scores_each_block_by_its_cheapest_tier():
+    index = KVIndex(pending_ttl_s=0)
+    full = chain(list(range(32)))  # 8 blocks
+    index.store("a", full[:2])
+    index.store("a", full[1:4], tier="host")  # block 1 on device and host: counts as device
+    index.store("a", full[4:6], tier="shared")
+    index.store("a", full[7:], tier="disk")  # past the gap at block 6: not a prefix
+    index.store("b", full[:1], tier="host")
+    index.store("b", full[1:5])
+    match = index.match(full, ["a", "b"])
+    assert match.matched == {"a": 6, "b": 5}
+    assert match.scores == pytest.approx({"a": 2 * 1.0 + 2 * 0.8 + 2 * 0.5, "b": 0.8 + 4 * 1.0})
+    index.remove("a", full[2:3], tier="host")
+    assert index.match(full, ["a"]).matched == {"a": 2}
+
+
+def test_pending_prefixes_count_as_on_the_device_over_a_lower_tier():
+    index = KVIndex(pending_ttl_s=2.0)
+    full = chain(list(range(16)))
+    index.store("a", full[:2], tier="disk")
+    index.mark_pending("a", full[:1])
+    assert index.match(full, ["a"]).scores == pytest.approx({"a": 1.0 + 0.5})
+
+
+def test_an_unknown_tier_is_refused_and_clearing_one_tier_keeps_the_others():
+    index = KVIndex(pending_ttl_s=0)
+    full = chain(list(range(16)))
+    with pytest.raises(ValueError, match="unknown KV tier 'quantum'"):
+        index.store("a", full, tier="quantum")
+    index.store("a", full[:2])
+    index.store("a", full, tier="host")
+    index.clear("a", "host")
+    assert index.match(full, ["a"]).matched == {"a": 2} and index.size("a", "host") == 0
+    index.replace("a", full[:1], {"disk": full})
+    assert index.hashes("a") == {full[0]} and index.hashes("a", "disk") == set(full)
+    index.remove_replica("a")
+    index.add_replica("z")  # reuses a's slot and must not inherit its disk blocks
+    assert index.match(full, ["z"]).matched == {"z": 0}

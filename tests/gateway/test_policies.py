@@ -96,3 +96,27 @@ def test_session_key_with_a_lone_surrogate_still_picks_a_sticky_replica():
     pool = replicas(3)
     owner = policy.choose(pool, RoutingRequest(session_key="\ud800")).replica
     assert policy.choose(pool, RoutingRequest(session_key="\ud800")).replica is owner
+
+
+def test_cache_aware_picks_the_replica_holding_the_prefix_in_its_host_tier_over_one_with_nothing():
+    index = KVIndex(pending_ttl_s=0)
+    a, b = replicas(2)
+    chain = hash_chain(list(range(64)), 16)
+    index.add_replica(a.replica_id)
+    index.store(b.replica_id, chain[:3], tier="host")
+    policy = CacheAware(PolicyConfig("cache_aware", load_margin=2), index)
+    b.in_flight = 1  # busier, within the margin
+    decision = policy.choose([a, b], RoutingRequest(chain_factory=lambda: chain))
+    assert (decision.replica, decision.matched_blocks, decision.reason) == (b, 3, "prefix")
+
+
+def test_cache_aware_weighs_a_longer_disk_prefix_against_a_shorter_device_one():
+    index = KVIndex(pending_ttl_s=0)
+    a, b = replicas(2)
+    chain = hash_chain(list(range(160)), 16)  # 10 blocks
+    index.store(a.replica_id, chain[:3])
+    index.store(b.replica_id, chain[:8], tier="disk")
+    request = RoutingRequest(chain_factory=lambda: chain)
+    assert CacheAware(PolicyConfig("cache_aware"), index).choose([a, b], request).replica is b
+    cheap_disk = PolicyConfig("cache_aware", tier_weights=(("disk", 0.25),))
+    assert CacheAware(cheap_disk, index).choose([a, b], request).replica is a

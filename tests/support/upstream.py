@@ -161,12 +161,13 @@ class Upstream:
         )
 
     async def kv_snapshot(self, request: Request) -> Response:
-        last_seq, hashes = self.kv.snapshot()
+        last_seq, tiers = self.kv.tier_snapshot()
         return JSONResponse(
             {
                 "replica_id": self.replica_id,
                 "block_size": self.block_size,
                 "last_seq": last_seq,
-                "hashes": hashes,
+                "hashes": tiers.pop("device"),
+                "tiers": tiers,
             }
         )
