@@ -82,7 +82,11 @@ class EngineConfig:
     tensor_parallel_size: int = setting(
         1, "ranks (accelerators) one replica spans; one process per rank", aliases=("--tp",)
     )
-    kv_event_capacity: int = setting(10_000, "KV events kept for /kv/events")
+    kv_event_capacity: int = setting(
+        50_000,
+        "KV events kept for /kv/events (a gateway that falls further behind resyncs from /kv/snapshot); "
+        "the KV tiers add an event per block they store or drop",
+    )
     accelerator_hour_price: float = setting(
         0.0,
         "price of one accelerator-hour (any currency), exported for the cost panels with the replica's "
