@@ -1,5 +1,5 @@
 """Prometheus text exposition, read into {(name, labels): value} for assertions, and a replica's
-exposition with KV tiers for the control plane's scrapes."""
+exposition (KV tiers, cost) for the control plane's scrapes."""
 
 from __future__ import annotations
 
@@ -24,8 +24,22 @@ def value(scraped: dict, name: str, **labels) -> float:
 def tiered_exposition(**kv_tiers) -> str:
     """What a replica of model "m" with these KV tiers (engine.outputs.KVTierStats by tier name)
     serves on /metrics: the engine's own collector, rendered; 900 prompt tokens so far."""
+    return replica_exposition(kv_tiers=kv_tiers)
+
+
+def replica_exposition(
+    kv_tiers=None, accelerators: int = 1, accelerator_hour_price: float = 0.0, busy_seconds=None
+) -> str:
+    """What a replica of model "m" serves on /metrics, through the engine's own collector: 900 prompt
+    tokens (10 of them prefix-cache hits) and 400 generated so far, these KV tiers, the accelerators
+    it holds, the price per accelerator-hour set and its busy seconds by work (prefill, decode)."""
     from engine.outputs import EngineStats
     from engine.server.metrics import ServerMetrics
 
-    stats = EngineStats(0, 0, 0.0, 8, 0, 40, 10, 0, 900, 400, kv_tiers=kv_tiers)
-    return generate_latest(ServerMetrics("m", lambda: stats).registry).decode()
+    stats = EngineStats(
+        0, 0, 0.0, 8, 0, 40, 10, 0, 900, 400, kv_tiers=kv_tiers or {}, busy_seconds=busy_seconds or {}
+    )
+    metrics = ServerMetrics(
+        "m", lambda: stats, accelerators=accelerators, accelerator_hour_price=accelerator_hour_price
+    )
+    return generate_latest(metrics.registry).decode()

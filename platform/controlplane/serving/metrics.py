@@ -14,7 +14,16 @@ COUNTERS = {
     "vllm:prefix_cache_queries_total": "prefix_cache_queries_total",
     "vllm:prefix_cache_hits_total": "prefix_cache_hits_total",
 }
-GAUGES = {"vllm:num_requests_running": "requests_running", "vllm:kv_cache_usage_perc": "kv_cache_usage"}
+GAUGES = {
+    "vllm:num_requests_running": "requests_running",
+    "vllm:kv_cache_usage_perc": "kv_cache_usage",
+    # cost (chassis replicas only): accelerators held, and the price per accelerator-hour the operator
+    # set with the engine option accelerator_hour_price (0: not set)
+    "chassis_accelerators": "accelerators",
+    "chassis_accelerator_hour_price": "accelerator_hour_price",
+}
+# Step time spent per kind of work (label ``work``: prefill, decode), each step shared among its rows.
+BUSY_SECONDS = "chassis_engine_busy_seconds_total"
 # Per KV tier below the device pool (the engine's chassis_kv_tier_* families, label ``tier``): the
 # counters the deployment page reads, and the bytes each tier holds (a gauge).
 KV_TIER_SAMPLES = {
@@ -33,8 +42,11 @@ class EngineCounters:
     prefix_cache_hits_total: float = 0.0
     requests_running: float = 0.0
     kv_cache_usage: float = 0.0
+    accelerators: float = 0.0
+    accelerator_hour_price: float = 0.0
     ttft_buckets: dict[str, float] = field(default_factory=dict)  # upper bound ("0.1", "+Inf") -> count
     kv_tiers: dict[str, dict[str, float]] = field(default_factory=dict)  # tier -> KV_TIER_SAMPLES values
+    busy_seconds: dict[str, float] = field(default_factory=dict)  # work ("prefill", "decode") -> seconds
 
 
 def _tier_values() -> dict[str, float]:
@@ -58,6 +70,9 @@ def parse_engine_metrics(text: str) -> EngineCounters:
             elif sample.name in KV_TIER_SAMPLES:
                 tier = counters.kv_tiers.setdefault(sample.labels["tier"], _tier_values())
                 tier[KV_TIER_SAMPLES[sample.name]] += sample.value
+            elif sample.name == BUSY_SECONDS:
+                work = sample.labels["work"]
+                counters.busy_seconds[work] = counters.busy_seconds.get(work, 0.0) + sample.value
     return counters
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import httpx
 
+from dashboards.engine_dashboard import RATE, SELECTOR, cost_row
+
 TIMEOUT_S = 10.0
 
 
@@ -57,6 +59,34 @@ def _tier_queries(deployment: str, window: str) -> dict[str, str]:
     }
 
 
+def _cost_queries(deployment: str, window: str) -> dict[str, str | dict[str, str]]:
+    """The engine dashboard's Cost row (the same PromQL, defined once there), its Grafana variables
+    bound to this deployment's replicas: one series each, as series.COST_SERIES."""
+    queries = {panel.title: [query.expr for query in panel.queries] for panel in cost_row().panels}
+
+    def bind(expr: str) -> str:
+        bound = expr.replace(SELECTOR, _selector(deployment)[1:-1]).replace(RATE, f"[{window}]")
+        if "$" in bound:  # the dashboard grew a variable this does not bind
+            raise ValueError(f"a Grafana variable left in {bound}")
+        return bound
+
+    spend = queries["Spend per hour"]
+    per_accelerator = queries["Tokens/s per accelerator"]
+    per_million = queries["Cost per million tokens"]
+    return {
+        "spend_per_hour": bind(spend[0]),
+        "cost_per_million": {
+            "input_uncached": bind(per_million[0]),
+            "input_cached": bind(per_million[1]),
+            "output": bind(per_million[2]),
+        },
+        "tokens_per_s_per_accelerator": {
+            "output": bind(per_accelerator[0]),
+            "input": bind(per_accelerator[1]),
+        },
+    }
+
+
 def _value(text: str) -> float | None:
     value = float(text)
     return (
@@ -76,7 +106,28 @@ def query_series(base_url: str, deployment: str, starts: list[float], step: floa
             results = _query_range(client, query, starts, step)
             by_tier = {result["metric"].get("tier", ""): _values(result, starts) for result in results}
             series[name] = dict(sorted(by_tier.items()))
+        for name, query in _cost_queries(deployment, window).items():
+            if isinstance(query, dict):
+                series[name] = {line: _one_series(client, expr, starts, step) for line, expr in query.items()}
+            else:
+                series[name] = _one_series(client, query, starts, step)
+    _unpriced_is_none(series)
     return series
+
+
+def _one_series(client: httpx.Client, query: str, starts: list[float], step: float) -> list[float | None]:
+    """A query that leaves one series (a deployment serves one model); None where it has no value."""
+    results = _query_range(client, query, starts, step)
+    return _values(results[0], starts) if results else [None] * len(starts)
+
+
+def _unpriced_is_none(series: dict) -> None:
+    """Without a price (accelerator_hour_price 0) the spend and costs are unknown, not zero."""
+    for position, spend in enumerate(series["spend_per_hour"]):
+        if not spend:
+            series["spend_per_hour"][position] = None
+            for values in series["cost_per_million"].values():
+                values[position] = None
 
 
 def _query_range(client: httpx.Client, query: str, starts: list[float], step: float) -> list[dict]:

@@ -8,7 +8,12 @@ interleaved), and TTFT percentiles come from the merged histogram of all replica
 Prometheus' ``histogram_quantile(q, sum by (le) (rate(...)))`` computes them: the quantile over
 every request, never an average of per-replica quantiles. KV tiers below the device pool add, per
 tier, the share of prompt tokens onloaded from it, its onload bandwidth and the bytes it holds (the
-sum over replicas of each one's latest gauge in the bucket). Pure functions: tested without a database.
+sum over replicas of each one's latest gauge in the bucket). Cost, as the engine dashboard's Cost row
+(dashboards/engine_dashboard.py cost_row) defines it: each replica accrues accelerators × price per
+accelerator-hour over the time between two of its scrapes (busy or idle); a bucket's spend is split
+by each kind of work's share of the busy time (prefill, decode, onloads from the KV tiers) over that
+kind's tokens (uncached input, output, cached input). Only scrape pairs of replicas that report
+accelerators count toward cost and tokens/s per accelerator. Pure functions: tested without a database.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ TTFT_QUANTILES = {"ttft_p50_ms": 0.5, "ttft_p90_ms": 0.9}
 TIER_COUNTERS = ("hit_tokens", "onload_bytes", "onload_seconds")  # cumulative, in metrics.KV_TIER_SAMPLES
 # per tier: the share of prompt tokens onloaded from it, its onload bandwidth, the bytes it holds
 TIER_SERIES = ("kv_tier_hit_rate", "kv_tier_onload_gb_per_s", "kv_tier_bytes_held")
+# per bucket: the spend per hour, the cost per million tokens of each kind and tokens/s per accelerator
+COST_SERIES = ("spend_per_hour", "cost_per_million", "tokens_per_s_per_accelerator")
 
 
 @dataclass(frozen=True)
@@ -35,6 +42,24 @@ class Scrape:
     ttft_buckets: dict[str, float]
     prompt_tokens_total: float = 0.0
     kv_tiers: dict[str, dict[str, float]] = field(default_factory=dict)  # as metrics.EngineCounters'
+    accelerators: float = 0.0  # 0: the replica does not say (not a chassis replica, or an older sample)
+    accelerator_hour_price: float = 0.0  # 0: not set
+    busy_seconds: dict[str, float] = field(default_factory=dict)  # cumulative, work -> seconds
+
+
+@dataclass
+class _Cost:
+    """What the replicas that report accelerators did in one bucket."""
+
+    priced: bool = False  # a replica reported a price
+    spend: float = 0.0  # currency
+    accelerator_seconds: float = 0.0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+    onload_s: float = 0.0
+    prompt_tokens: float = 0.0
+    hit_tokens: float = 0.0  # prefix-cache hits (device pool and tiers)
+    generation_tokens: float = 0.0
 
 
 @dataclass
@@ -47,6 +72,7 @@ class _Bucket:
     ttft: dict[str, float] = field(default_factory=dict)
     tier_increases: dict[str, dict[str, float]] = field(default_factory=dict)  # tier -> TIER_COUNTERS
     tier_bytes_held: dict[int, dict[str, float]] = field(default_factory=dict)  # replica -> tier -> bytes
+    cost: _Cost = field(default_factory=_Cost)
 
 
 def _increase(now: float, before: float) -> float:
@@ -60,8 +86,10 @@ def bucket_starts(start: float, end: float, step: float) -> list[float]:
 
 
 def deployment_series(scrapes: Iterable[Scrape], start: float, end: float, step: float) -> dict:
-    """{"t": bucket starts, "tokens_per_s", "ttft_p50_ms", "ttft_p90_ms", "prefix_cache_hit_rate"}
-    and the per-tier TIER_SERIES (empty dicts without tiers); a bucket no replica reported in is None
+    """{"t": bucket starts, "tokens_per_s", "ttft_p50_ms", "ttft_p90_ms", "prefix_cache_hit_rate"},
+    the per-tier TIER_SERIES (empty dicts without tiers) and COST_SERIES ("spend_per_hour" a list,
+    "cost_per_million" {"input_uncached", "input_cached", "output"} and "tokens_per_s_per_accelerator"
+    {"input", "output"}, lists; None where undefined: no price, no tokens of that kind, no busy time). A bucket no replica reported in is None
     in every series (a gap, not a zero). Scrapes before ``start`` only serve as the baseline of a
     replica's first increase."""
     starts = bucket_starts(start, end, step)
@@ -77,6 +105,7 @@ def deployment_series(scrapes: Iterable[Scrape], start: float, end: float, step:
             continue
         _add_increases(buckets[index], scrape, before)
         _add_tier_increases(buckets[index], scrape, before)
+        _add_cost(buckets[index].cost, scrape, before)
     series: dict[str, list] = {"t": starts, "tokens_per_s": [], "prefix_cache_hit_rate": []}
     series.update({name: [] for name in TTFT_QUANTILES})
     for bucket in buckets:
@@ -87,7 +116,7 @@ def deployment_series(scrapes: Iterable[Scrape], start: float, end: float, step:
         for name, q in TTFT_QUANTILES.items():
             seconds = histogram_quantile(q, bucket.ttft) if bucket.ttft else None
             series[name].append(None if seconds is None else round(seconds * 1000, 3))
-    return {**series, **_tier_series(buckets)}
+    return {**series, **_tier_series(buckets), **_cost_series(buckets, step)}
 
 
 def _add_increases(bucket: _Bucket, scrape: Scrape, before: Scrape) -> None:
@@ -139,3 +168,56 @@ def _tier_point(bucket: _Bucket, tier: str) -> tuple[float | None, float | None,
         gb_per_s = round(increases["onload_bytes"] / increases["onload_seconds"] / 1e9, 3)
     held = [by_tier[tier] for by_tier in bucket.tier_bytes_held.values() if tier in by_tier]
     return hit_rate, gb_per_s, sum(held) if held else None
+
+
+def _add_cost(cost: _Cost, scrape: Scrape, before: Scrape) -> None:
+    """One replica's spend, busy time and tokens between two scrapes that both report accelerators
+    (a pair without, such as a sample stored before these were scraped, has no baseline)."""
+    if scrape.accelerators <= 0 or before.accelerators <= 0:
+        return
+    seconds = scrape.at - before.at
+    cost.priced = cost.priced or scrape.accelerator_hour_price > 0
+    cost.spend += scrape.accelerators * scrape.accelerator_hour_price * seconds / 3600
+    cost.accelerator_seconds += scrape.accelerators * seconds
+    busy, earlier = scrape.busy_seconds, before.busy_seconds
+    cost.prefill_s += _increase(busy.get("prefill", 0.0), earlier.get("prefill", 0.0))
+    cost.decode_s += _increase(busy.get("decode", 0.0), earlier.get("decode", 0.0))
+    for tier, values in scrape.kv_tiers.items():
+        if tier in before.kv_tiers:
+            onload = values.get("onload_seconds", 0.0)
+            cost.onload_s += _increase(onload, before.kv_tiers[tier].get("onload_seconds", 0.0))
+    cost.prompt_tokens += _increase(scrape.prompt_tokens_total, before.prompt_tokens_total)
+    cost.hit_tokens += _increase(scrape.prefix_cache_hits_total, before.prefix_cache_hits_total)
+    cost.generation_tokens += _increase(scrape.generation_tokens_total, before.generation_tokens_total)
+
+
+def _per_million(cost: _Cost, work_s: float, tokens: float) -> float | None:
+    """The spend times this work's share of the busy time, per million of its tokens."""
+    busy = cost.prefill_s + cost.decode_s + cost.onload_s
+    if not cost.priced or busy <= 0 or tokens <= 0:
+        return None
+    return round(cost.spend * work_s / busy / tokens * 1e6, 6)
+
+
+def _cost_series(buckets: list[_Bucket], step: float) -> dict:
+    """COST_SERIES, one value per bucket."""
+    costs = [bucket.cost for bucket in buckets]
+
+    def per_accelerator(tokens: str) -> list[float | None]:
+        return [
+            round(getattr(c, tokens) / c.accelerator_seconds, 3) if c.accelerator_seconds else None
+            for c in costs
+        ]
+
+    return {
+        "spend_per_hour": [round(c.spend / step * 3600, 6) if c.priced else None for c in costs],
+        "cost_per_million": {
+            "input_uncached": [_per_million(c, c.prefill_s, c.prompt_tokens - c.hit_tokens) for c in costs],
+            "input_cached": [_per_million(c, c.onload_s, c.hit_tokens) for c in costs],
+            "output": [_per_million(c, c.decode_s, c.generation_tokens) for c in costs],
+        },
+        "tokens_per_s_per_accelerator": {
+            "input": per_accelerator("prompt_tokens"),
+            "output": per_accelerator("generation_tokens"),
+        },
+    }

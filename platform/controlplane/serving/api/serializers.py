@@ -139,5 +139,6 @@ class MetricSampleSerializer(serializers.ModelSerializer):
         fields = [
             "id", "replica", "at", "ttft_p50_s", "tokens_per_s", "prefix_cache_hit_rate", "requests_running",
             "kv_cache_usage", "generation_tokens_total", "prompt_tokens_total", "kv_tiers",
+            "accelerators", "accelerator_hour_price", "busy_seconds",
         ]  # fmt: skip
         read_only_fields = fields

@@ -19,9 +19,20 @@ class MetricSample(models.Model):
         help_text="Per KV tier below the device pool: tier -> cumulative hit_tokens, onload_bytes and "
         "onload_seconds, and the bytes_held at the scrape.",
     )
+    busy_seconds = models.JSONField(
+        default=dict,
+        help_text="Cumulative step time per kind of work (prefill, decode), each step shared among its rows.",
+    )
     # instantaneous
     requests_running = models.FloatField(default=0)
     kv_cache_usage = models.FloatField(default=0)
+    accelerators = models.FloatField(
+        default=0, help_text="Accelerators the replica holds (0: it does not say, as before it was scraped)."
+    )
+    accelerator_hour_price = models.FloatField(
+        default=0,
+        help_text="Price per accelerator-hour the operator set (accelerator_hour_price); 0: not set.",
+    )
     # derived from the difference with the previous sample (null when there is none, or nothing happened)
     ttft_p50_s = models.FloatField(null=True, blank=True)
     tokens_per_s = models.FloatField(null=True, blank=True)

@@ -33,10 +33,10 @@ def _local_scrapes(deployment: Deployment, start: float, end: float):
         at__lte=datetime.fromtimestamp(end, UTC),
     ).values_list(
         "replica_id", "at", "generation_tokens_total", "prefix_cache_queries_total", "prefix_cache_hits_total",
-        "ttft_buckets", "prompt_tokens_total", "kv_tiers",
+        "ttft_buckets", "prompt_tokens_total", "kv_tiers", "accelerators", "accelerator_hour_price", "busy_seconds",
     )  # fmt: skip
-    for replica_id, at, tokens, queries, hits, ttft, prompt_tokens, kv_tiers in rows.iterator():
-        yield Scrape(replica_id, at.timestamp(), tokens, queries, hits, ttft, prompt_tokens, kv_tiers)
+    for replica_id, at, tokens, queries, hits, ttft, prompt_tokens, kv_tiers, *cost in rows.iterator():
+        yield Scrape(replica_id, at.timestamp(), tokens, queries, hits, ttft, prompt_tokens, kv_tiers, *cost)
 
 
 def series_response(request, deployment: Deployment) -> JsonResponse:

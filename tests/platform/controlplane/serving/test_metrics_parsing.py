@@ -2,7 +2,7 @@ import pytest
 from controlplane.serving.metrics import histogram_quantile, parse_engine_metrics, rates_between
 
 from engine.outputs import KVTierStats
-from tests.support.exposition import tiered_exposition
+from tests.support.exposition import replica_exposition, tiered_exposition
 
 METRICS = """\
 # HELP vllm:time_to_first_token_seconds Time to first token.
@@ -82,3 +82,23 @@ def test_parse_reads_each_kv_tier_from_the_engines_exposition():
 def test_a_replica_without_kv_tiers_reports_none():
     assert parse_engine_metrics(tiered_exposition()).kv_tiers == {}
     assert parse_engine_metrics(METRICS).kv_tiers == {}
+
+
+def test_parse_reads_accelerators_price_and_busy_seconds_from_the_engines_exposition():
+    text = replica_exposition(
+        accelerators=2, accelerator_hour_price=3.6, busy_seconds={"prefill": 18.0, "decode": 36.5},
+        kv_tiers={"host": KVTierStats(128, 9, 8, 9, 4096, onload_bytes=2048, onload_seconds=6.0)},
+    )  # fmt: skip
+    assert 'chassis_engine_busy_seconds_total{model_name="m",work="decode"} 36.5' in text
+    counters = parse_engine_metrics(text)
+    assert counters.accelerators == 2 and counters.accelerator_hour_price == 3.6
+    assert counters.busy_seconds == {"prefill": 18.0, "decode": 36.5}
+    assert counters.kv_tiers["host"]["onload_seconds"] == 6.0
+
+
+def test_a_replica_without_a_price_reports_zero_and_a_vllm_replica_reports_no_cost():
+    counters = parse_engine_metrics(replica_exposition())
+    assert counters.accelerators == 1 and counters.accelerator_hour_price == 0.0
+    assert counters.busy_seconds == {"prefill": 0.0, "decode": 0.0}
+    vllm = parse_engine_metrics(METRICS)
+    assert vllm.accelerators == 0 and vllm.busy_seconds == {}

@@ -5,7 +5,7 @@ import httpx
 import pytest
 
 from engine.outputs import KVTierStats
-from tests.support.exposition import tiered_exposition
+from tests.support.exposition import replica_exposition, tiered_exposition
 
 pytestmark = pytest.mark.django_db
 
@@ -44,3 +44,20 @@ def test_a_replica_without_tiers_stores_none(replica):
 
     with serving(tiered_exposition()) as client:
         assert scrape_replica(replica, client).kv_tiers == {}
+
+
+def test_a_scrape_stores_the_cost_families_and_the_api_serves_them(replica, api):
+    from controlplane.serving.scraping import scrape_replica
+
+    text = replica_exposition(
+        accelerators=2, accelerator_hour_price=3.6, busy_seconds={"prefill": 1.5, "decode": 4.0}
+    )
+    with serving(text) as client:
+        sample = scrape_replica(replica, client)
+    sample.refresh_from_db()
+    assert (sample.accelerators, sample.accelerator_hour_price) == (2, 3.6)
+    assert sample.busy_seconds == {"prefill": 1.5, "decode": 4.0}
+    served = api("viewer").get(f"/api/v1/metric-samples/?replica={replica.pk}").json()["results"]
+    assert [(row["accelerators"], row["accelerator_hour_price"], row["busy_seconds"]) for row in served] == [
+        (2.0, 3.6, {"prefill": 1.5, "decode": 4.0})
+    ]

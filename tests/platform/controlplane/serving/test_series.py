@@ -100,3 +100,104 @@ def test_without_tiers_the_tier_series_are_empty():
     assert (
         series["kv_tier_hit_rate"] == series["kv_tier_onload_gb_per_s"] == series["kv_tier_bytes_held"] == {}
     )
+
+
+def costed(replica, at, per_s, accelerators=2, price=3.6, worked=None):
+    """A replica scraped at ``at`` whose counters hold ``worked`` seconds (default ``at``) of ``per_s``
+    = (output tokens, prompt tokens, prefix-cache hit tokens, prefill busy s, decode busy s, host-tier
+    onload s) each second."""
+    output, prompt, hits, prefill, decode, onload = (
+        value * (at if worked is None else worked) for value in per_s
+    )
+    return Scrape(replica, at, output, prompt, hits, {}, prompt, {"host": {"onload_seconds": onload}},
+                  accelerators, price, {"prefill": prefill, "decode": decode})  # fmt: skip
+
+
+# tests/dashboards/test_cost_panels.py's replica: 2 accelerators at 3.6 an hour; per second 600 output
+# and 1,200 prompt tokens, 300 of them cached; busy 0.3 s prefill, 0.6 s decode, 0.1 s onloading.
+DASHBOARD = (600, 1200, 300, 0.3, 0.6, 0.1)
+SPEND_PER_S = 2 * 3.6 / 3600  # 0.002
+EXPECTED_PER_MILLION = {
+    "input_uncached": round(SPEND_PER_S * 0.3 / 900 * 1e6, 6),  # 0.666667: 900 uncached tokens/s
+    "input_cached": round(SPEND_PER_S * 0.1 / 300 * 1e6, 6),  # 0.666667
+    "output": round(SPEND_PER_S * 0.6 / 600 * 1e6, 6),  # 2.0
+}
+
+
+def test_cost_per_million_tokens_agrees_with_the_dashboards_cost_row():
+    series = deployment_series([costed(1, 0, DASHBOARD), costed(1, 10, DASHBOARD)], start=10, end=10, step=10)
+    assert series["spend_per_hour"] == [7.2]
+    assert series["cost_per_million"] == {kind: [value] for kind, value in EXPECTED_PER_MILLION.items()}
+    assert EXPECTED_PER_MILLION == {"input_uncached": 0.666667, "input_cached": 0.666667, "output": 2.0}
+    assert series["tokens_per_s_per_accelerator"] == {"input": [600.0], "output": [300.0]}
+
+
+def test_two_replicas_add_their_spend_and_share_their_accelerators():
+    # each holds one accelerator and does half the dashboard replica's work: the same figures
+    half = tuple(value / 2 for value in DASHBOARD)
+    scrapes = [costed(replica, at, half, accelerators=1) for replica in (1, 2) for at in (0, 10)]
+    series = deployment_series(scrapes, start=10, end=10, step=10)
+    assert series["spend_per_hour"] == [7.2]
+    assert series["cost_per_million"] == {kind: [value] for kind, value in EXPECTED_PER_MILLION.items()}
+    assert series["tokens_per_s_per_accelerator"] == {"input": [600.0], "output": [300.0]}
+
+
+def test_spend_accrues_while_idle_and_idle_time_is_shared_like_busy_time():
+    # busy 10 s in the first bucket, idle in the second: the spend goes on, no tokens have a cost
+    busy_then_idle = [costed(1, 0, DASHBOARD), costed(1, 10, DASHBOARD)]
+    scrapes = [*busy_then_idle, costed(1, 20, DASHBOARD, worked=10)]  # the totals of 10 s: idle
+    series = deployment_series(scrapes, start=10, end=20, step=10)
+    assert series["spend_per_hour"] == [7.2, 7.2]
+    assert series["cost_per_million"]["output"] == [2.0, None]
+    assert series["tokens_per_s_per_accelerator"]["output"] == [300.0, 0.0]
+
+
+def test_a_cost_counter_reset_counts_from_zero():
+    scrapes = [
+        costed(1, 0, DASHBOARD, worked=1000),
+        costed(1, 10, DASHBOARD, worked=1010),
+        costed(1, 20, DASHBOARD, worked=5),  # restarted 5 s ago: its counters went down
+    ]
+    series = deployment_series(scrapes, start=10, end=20, step=10)
+    # the second bucket's spend still covers 10 s, its tokens and busy time only the 5 s since the restart
+    assert series["spend_per_hour"] == [7.2, 7.2]
+    assert series["cost_per_million"]["output"] == [2.0, 4.0]
+    assert series["cost_per_million"]["input_uncached"] == [0.666667, 1.333333]
+    assert series["tokens_per_s_per_accelerator"] == {"input": [600.0, 300.0], "output": [300.0, 150.0]}
+
+
+def test_without_a_price_there_is_no_spend_nor_cost_but_tokens_per_accelerator():
+    scrapes = [costed(1, 0, DASHBOARD, price=0.0), costed(1, 10, DASHBOARD, price=0.0)]
+    series = deployment_series(scrapes, start=10, end=10, step=10)
+    assert series["spend_per_hour"] == [None]
+    assert series["cost_per_million"] == {"input_uncached": [None], "input_cached": [None], "output": [None]}
+    assert series["tokens_per_s_per_accelerator"] == {"input": [600.0], "output": [300.0]}
+
+
+def test_no_tokens_of_a_kind_or_no_busy_time_has_no_cost():
+    no_hits_nor_onload = (600, 1200, 0, 0.3, 0.6, 0.0)
+    series = deployment_series(
+        [costed(1, 0, no_hits_nor_onload), costed(1, 10, no_hits_nor_onload)], start=10, end=10, step=10
+    )
+    assert series["cost_per_million"]["input_cached"] == [None]
+    assert series["cost_per_million"]["output"] == [round(SPEND_PER_S * (0.6 / 0.9) / 600 * 1e6, 6)]
+    never_busy = (600, 1200, 300, 0.0, 0.0, 0.0)
+    series = deployment_series(
+        [costed(1, 0, never_busy), costed(1, 10, never_busy)], start=10, end=10, step=10
+    )
+    assert series["spend_per_hour"] == [7.2]
+    assert series["cost_per_million"] == {"input_uncached": [None], "input_cached": [None], "output": [None]}
+
+
+def test_a_sample_without_accelerators_is_no_baseline_for_cost():
+    # stored before the cost families were scraped (or from a vLLM replica): its pair adds no cost
+    scrapes = [
+        scrape(1, 0, 0.0),
+        costed(1, 10, DASHBOARD, worked=1010),
+        costed(1, 20, DASHBOARD, worked=1020),
+    ]
+    series = deployment_series(scrapes, start=10, end=20, step=10)
+    assert series["tokens_per_s"] == [60600.0, 600.0]  # the whole count lands in the first bucket
+    assert series["spend_per_hour"] == [None, 7.2]
+    assert series["cost_per_million"]["output"] == [None, 2.0]
+    assert series["tokens_per_s_per_accelerator"]["output"] == [None, 300.0]

@@ -27,3 +27,31 @@ def tiered_deployment(make_deployment):
             replica=replica, at=at, prompt_tokens_total=100.0 * elapsed, kv_tiers=kv_tiers
         )
     return deployment
+
+
+@pytest.fixture
+def make_costed_deployment(make_deployment):
+    """A deployment of one replica scraped every 10 s for 5 minutes, doing what
+    tests/dashboards/test_cost_panels.py's replica does: 2 accelerators at ``price`` an hour; per
+    second 600 output and 1,200 prompt tokens, 300 of them prefix-cache hits; busy 0.3 s prefill,
+    0.6 s decode, 0.1 s onloading from the host tier."""
+    from controlplane.serving.models import MetricSample, Replica
+    from django.utils import timezone
+
+    def make(name: str, price: float = 3.6):
+        deployment = make_deployment(name, replicas=1)
+        replica = Replica.create_for(deployment, "t", "t")
+        now = timezone.now()
+        for seconds_ago in range(300, -1, -10):
+            elapsed = 300 - seconds_ago
+            MetricSample.objects.create(
+                replica=replica, at=now - timedelta(seconds=seconds_ago),
+                generation_tokens_total=600.0 * elapsed, prompt_tokens_total=1200.0 * elapsed,
+                prefix_cache_hits_total=300.0 * elapsed, accelerators=2, accelerator_hour_price=price,
+                busy_seconds={"prefill": 0.3 * elapsed, "decode": 0.6 * elapsed},
+                kv_tiers={"host": {"hit_tokens": 0.0, "onload_bytes": 0.0, "onload_seconds": 0.1 * elapsed,
+                                   "bytes_held": 0.0}},
+            )  # fmt: skip
+        return deployment
+
+    return make

@@ -58,6 +58,62 @@ def test_the_page_has_a_kv_tier_chart_and_says_when_no_replica_has_tiers(login, 
     assert body["kv_tier_hit_rate"] == body["kv_tier_onload_gb_per_s"] == body["kv_tier_bytes_held"] == {}
 
 
+def test_prometheus_without_a_price_has_no_spend_nor_cost(login, two_replicas, settings):
+    def answer(query, start, end, step):
+        if "chassis_accelerator_hour_price" in query:  # spend and cost per million: no price set
+            return [(start, "0"), (start + step, "0")]
+        if "chassis_accelerators" in query:  # tokens/s per accelerator
+            return [(start, "15"), (start + step, "15")]
+        return []
+
+    with FakePrometheus(answer) as prometheus:
+        settings.CHASSIS_PROMETHEUS_URL = prometheus.url
+        body = login("viewer").get(f"/deployments/{two_replicas.pk}/samples.json?range=7d").json()
+    assert body["source"] == "prometheus"
+    assert body["spend_per_hour"][:2] == [None, None]
+    assert {kind: values[:2] for kind, values in body["cost_per_million"].items()} == {
+        "input_uncached": [None, None], "input_cached": [None, None], "output": [None, None],
+    }  # fmt: skip
+    assert body["tokens_per_s_per_accelerator"]["output"][:2] == [15.0, 15.0]
+    spend_query = next(
+        q["query"]
+        for q in prometheus.queries
+        if q["query"].startswith("sum by (model_name) (chassis_accelerators")
+    )
+    assert 'deployment="chat"' in spend_query and "$" not in spend_query
+
+
+def _inside(values):
+    """A series' values but its first and last (buckets the 5 minutes of samples only partly fill)."""
+    return [v for v in values if v is not None][1:-1]
+
+
+def test_cost_series_agree_with_the_dashboards_cost_row(login, make_costed_deployment):
+    deployment = make_costed_deployment("priced")
+    body = login("viewer").get(f"/deployments/{deployment.pk}/samples.json?range=15m").json()
+    assert body["step_s"] == 10
+    spend = _inside(body["spend_per_hour"])
+    assert len(spend) >= 25 and all(v == pytest.approx(7.2) for v in spend), spend
+    expected = {"input_uncached": 0.666667, "input_cached": 0.666667, "output": 2.0}  # test_cost_panels.py's
+    for kind, value in expected.items():
+        assert all(v == pytest.approx(value, abs=1e-6) for v in _inside(body["cost_per_million"][kind])), kind
+    per_accelerator = body["tokens_per_s_per_accelerator"]
+    assert all(v == pytest.approx(300.0) for v in _inside(per_accelerator["output"]))
+    assert all(v == pytest.approx(600.0) for v in _inside(per_accelerator["input"]))
+
+
+def test_without_a_price_the_page_says_how_to_set_one(login, make_costed_deployment):
+    deployment = make_costed_deployment("unpriced", price=0.0)
+    client = login("viewer")
+    page = client.get(f"/deployments/{deployment.pk}/").content.decode()
+    assert "Cost per million tokens" in page and 'id="chart-cost" data-chart="cost"' in page
+    assert "No price set: set the engine option accelerator_hour_price" in page  # shown by charts.js
+    body = client.get(f"/deployments/{deployment.pk}/samples.json?range=15m").json()
+    assert set(body["spend_per_hour"]) == {None}
+    assert all(set(values) == {None} for values in body["cost_per_million"].values())
+    assert all(v == pytest.approx(300.0) for v in _inside(body["tokens_per_s_per_accelerator"]["output"]))
+
+
 def test_longer_than_retention_reads_prometheus(login, two_replicas, settings):
     def answer(query, start, end, step):
         if "generation_tokens_total" in query:
@@ -93,7 +149,9 @@ def test_without_prometheus_long_ranges_say_how_much_is_kept(login, two_replicas
 def openmetrics_history(start: int, end: int) -> str:
     """Two replicas of deployment chat over [start, end), one scrape a minute: 30 tokens/s each;
     chat-0 answers every first token within 0.1 s, chat-1 within 1 s but not 0.1 s. Each takes 100
-    prompt tokens/s, 40 of them onloaded from its host KV tier at 3 GB/s, which holds 2 GB."""
+    prompt tokens/s, 40 of them onloaded from its host KV tier at 3 GB/s, which holds 2 GB; 25 of them
+    are prefix-cache hits. Each holds 2 accelerators at 3.6 an hour and is busy 0.3 s a second on
+    prefill, 0.5 s on decode (0.1 s onloading)."""
     families = {
         "vllm:generation_tokens": ["# TYPE vllm:generation_tokens counter"],
         "vllm:time_to_first_token_seconds": ["# TYPE vllm:time_to_first_token_seconds histogram"],
@@ -102,6 +160,10 @@ def openmetrics_history(start: int, end: int) -> str:
         "chassis_kv_tier_onload_bytes": ["# TYPE chassis_kv_tier_onload_bytes counter"],
         "chassis_kv_tier_onload_seconds": ["# TYPE chassis_kv_tier_onload_seconds counter"],
         "chassis_kv_tier_bytes": ["# TYPE chassis_kv_tier_bytes gauge"],
+        "vllm:prefix_cache_hits": ["# TYPE vllm:prefix_cache_hits counter"],
+        "chassis_engine_busy_seconds": ["# TYPE chassis_engine_busy_seconds counter"],
+        "chassis_accelerators": ["# TYPE chassis_accelerators gauge"],
+        "chassis_accelerator_hour_price": ["# TYPE chassis_accelerator_hour_price gauge"],
     }
     for at in range(start, end, 60):
         requests, elapsed = (at - start) // 60, at - start
@@ -124,6 +186,17 @@ def openmetrics_history(start: int, end: int) -> str:
                 )
             families["chassis_kv_tier_bytes"].append(
                 f'chassis_kv_tier_bytes{{{labels},tier="host"}} 2e9 {at}'
+            )
+            families["vllm:prefix_cache_hits"].append(
+                f"vllm:prefix_cache_hits_total{{{labels}}} {25 * elapsed} {at}"
+            )
+            for work, per_s in (("prefill", 0.3), ("decode", 0.5)):
+                families["chassis_engine_busy_seconds"].append(
+                    f'chassis_engine_busy_seconds_total{{{labels},work="{work}"}} {per_s * elapsed} {at}'
+                )
+            families["chassis_accelerators"].append(f"chassis_accelerators{{{labels}}} 2 {at}")
+            families["chassis_accelerator_hour_price"].append(
+                f"chassis_accelerator_hour_price{{{labels}}} 3.6 {at}"
             )
     return "\n".join([*(line for lines in families.values() for line in lines), "# EOF", ""])
 
@@ -159,6 +232,19 @@ def test_a_week_from_a_real_prometheus(prometheus_binary, tmp_path, login, make_
     assert all(abs(body["kv_tier_hit_rate"]["host"][i] - 0.4) < 1e-3 for i in inside)
     assert all(abs(body["kv_tier_onload_gb_per_s"]["host"][i] - 3.0) < 1e-3 for i in inside)
     assert all(body["kv_tier_bytes_held"]["host"][i] == 4e9 for i in inside)  # 2 GB on each replica
+    # cost, as the dashboard's Cost row: 4 accelerators at 3.6 an hour; per second 60 output and 200
+    # prompt tokens, 50 of them cached; busy 0.6 s prefill, 1.0 s decode, 0.2 s onloading
+    spend_per_s, busy = 4 * 3.6 / 3600, 0.6 + 1.0 + 0.2
+    expected = {
+        "input_uncached": spend_per_s * 0.6 / busy / 150 * 1e6,
+        "input_cached": spend_per_s * 0.2 / busy / 50 * 1e6,
+        "output": spend_per_s * 1.0 / busy / 60 * 1e6,
+    }
+    assert all(body["spend_per_hour"][i] == pytest.approx(14.4) for i in inside)
+    for kind, value in expected.items():
+        assert all(body["cost_per_million"][kind][i] == pytest.approx(value, rel=1e-3) for i in inside), kind
+    assert all(body["tokens_per_s_per_accelerator"]["output"][i] == pytest.approx(15.0) for i in inside)
+    assert all(body["tokens_per_s_per_accelerator"]["input"][i] == pytest.approx(50.0) for i in inside)
     before = [
         v
         for t, v in zip(body["t"], body["tokens_per_s"], strict=True)

@@ -114,3 +114,32 @@ def test_kv_tier_chart_says_when_no_replica_has_tiers(admin_page, live_server, m
     admin_page.wait_for_selector("#kv-tiers-none", state="visible")
     assert admin_page.query_selector("#chart-kv-tiers canvas") is None
     assert admin_page.get_attribute("#chart-kv-tiers", "data-points") == "0"
+
+
+def test_cost_chart_draws_three_lines_and_the_latest_spend(admin_page, live_server, make_costed_deployment):
+    deployment = make_costed_deployment("priced")
+    admin_page.goto(f"{live_server.url}/deployments/{deployment.pk}/")
+    admin_page.select_option("#chart-range", "15m")
+    admin_page.wait_for_selector("#chart-cost[data-range='15m'] canvas")
+    assert json.loads(admin_page.get_attribute("#chart-cost", "data-lines")) == [
+        "input, uncached ($/M)", "input, cached ($/M)", "output ($/M)",
+    ]  # fmt: skip
+    drawn = [v for v in json.loads(admin_page.get_attribute("#chart-cost", "data-values")) if v is not None]
+    assert len(drawn) >= 25 and all(abs(v - 0.666667) < 1e-6 for v in drawn[1:-1]), drawn  # uncached input
+    assert admin_page.is_hidden("#cost-none")
+    latest = admin_page.text_content("#cost-latest")
+    assert "Spend 7.20 $/h" in latest and "input 600 tok/s, output 300 tok/s" in latest, latest
+
+
+def test_cost_chart_says_how_to_set_a_price(admin_page, live_server, make_costed_deployment):
+    deployment = make_costed_deployment("unpriced", price=0.0)
+    admin_page.goto(f"{live_server.url}/deployments/{deployment.pk}/")
+    admin_page.select_option("#chart-range", "15m")
+    admin_page.wait_for_selector("#chart-tps[data-range='15m'] canvas")
+    admin_page.wait_for_selector("#cost-none", state="visible")
+    assert (
+        admin_page.text_content("#cost-none") == "No price set: set the engine option accelerator_hour_price"
+    )
+    assert admin_page.query_selector("#chart-cost canvas") is None
+    assert "Spend — (no price set)" in admin_page.text_content("#cost-latest")
+    assert "output 300 tok/s" in admin_page.text_content("#cost-latest")

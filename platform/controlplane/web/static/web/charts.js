@@ -10,20 +10,34 @@
     tps: { unit: "tok/s", series: [["tokens_per_s", "sum (tok/s)", "#2f855a"]] },
     hits: { unit: "%", scale: 100, series: [["prefix_cache_hit_rate", "hit rate (%)", "#6b46c1"]] },
     // one line per KV tier the replicas report; "none" says there is none, "latest" each one's bytes held and onload GB/s
-    tiers: { unit: "%", scale: 100, byTier: "kv_tier_hit_rate", none: "kv-tiers-none", latest: "kv-tier-latest" },
+    tiers: { unit: "%", scale: 100, byTier: "kv_tier_hit_rate", none: "kv-tiers-none", latest: "kv-tier-latest", summary: tierSummary },
+    // cost per million tokens of each kind; drawn only where a replica reports a price ("priced"), else "none" says how to set one
+    cost: {
+      unit: "$", precise: true, priced: "spend_per_hour", none: "cost-none", latest: "cost-latest", summary: costSummary,
+      series: [["cost_per_million.input_uncached", "input, uncached ($/M)", "#2b6cb0"],
+               ["cost_per_million.input_cached", "input, cached ($/M)", "#6b46c1"],
+               ["cost_per_million.output", "output ($/M)", "#c05621"]],
+    },
   };
   const TIER_COLORS = ["#2b6cb0", "#c05621", "#2f855a", "#6b46c1", "#b83280"];
   const charts = {};
 
-  function label(value, unit) {
+  function label(value, unit, precise) {
     if (value === null || value === undefined) return "—";
+    if (precise && value !== 0 && Math.abs(value) < 1) return `${value.toPrecision(3)} ${unit}`;  // a fraction of a cent
     const digits = Math.abs(value) >= 100 ? 0 : Math.abs(value) >= 10 ? 1 : 2;
     return `${value.toFixed(digits)} ${unit}`;
   }
 
-  // A chart's lines as [values, legend, colour].
+  // A series of the samples body by key: "tokens_per_s", or "cost_per_million.output" inside a group.
+  function get(body, key) {
+    return key.split(".").reduce((value, part) => (value ? value[part] : undefined), body);
+  }
+
+  // A chart's lines as [values, legend, colour]; none where spec.priced has no value (no price set).
   function lines(spec, body) {
-    if (!spec.byTier) return spec.series.map(([key, name, stroke]) => [body[key], name, stroke]);
+    if (spec.priced && newest(body[spec.priced]) === null) return [];
+    if (!spec.byTier) return spec.series.map(([key, name, stroke]) => [get(body, key), name, stroke]);
     return Object.entries(body[spec.byTier] || {}).map(
       ([tier, values], i) => [values, tier, TIER_COLORS[i % TIER_COLORS.length]]);
   }
@@ -41,16 +55,24 @@
     }).join(" · ");
   }
 
+  // Spend per hour and tokens/s per accelerator at the latest point that has them.
+  function costSummary(body) {
+    const spend = newest(body.spend_per_hour);
+    const perAccelerator = body.tokens_per_s_per_accelerator || {};
+    return `Spend ${spend === null ? "— (no price set)" : label(spend, "$/h", true)} · tokens/s per accelerator: ` +
+      `input ${label(newest(perAccelerator.input), "tok/s")}, output ${label(newest(perAccelerator.output), "tok/s")}`;
+  }
+
   function build(el, spec, drawn, data) {
     return new uPlot({
       width: Math.max(el.clientWidth, 240), height: 200,
       scales: { x: { time: true }, y: { range: (u, min, max) => [0, max > 0 ? max * 1.1 : 1] } },
       axes: [
         { space: 90 },
-        { size: 84, values: (u, splits) => splits.map((v) => label(v, spec.unit)) },
+        { size: 84, values: (u, splits) => splits.map((v) => label(v, spec.unit, spec.precise)) },
       ],
       series: [{}, ...drawn.map(([, name, stroke]) => ({
-        label: name, stroke, width: 2, value: (u, v) => label(v, spec.unit),
+        label: name, stroke, width: 2, value: (u, v) => label(v, spec.unit, spec.precise),
         points: { show: true, size: 5, fill: stroke },  // a bucket between two gaps has no line to draw
       }))],
     }, data, el);
@@ -62,7 +84,7 @@
     const drawn = lines(spec, body);
     el.dataset.range = body.range;
     if (spec.none) document.getElementById(spec.none).hidden = drawn.length > 0;
-    if (spec.latest) document.getElementById(spec.latest).textContent = tierSummary(body);
+    if (spec.latest) document.getElementById(spec.latest).textContent = spec.summary(body);
     if (!drawn.length) {  // say so (spec.none) rather than draw empty axes
       if (charts[el.id]) charts[el.id].plot.destroy();
       delete charts[el.id];
