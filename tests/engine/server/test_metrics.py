@@ -27,6 +27,7 @@ class Stats:
     spec_decode_num_accepted_tokens: int = 0
     spec_decode_num_accepted_tokens_per_pos: list[int] = field(default_factory=list)
     kv_tiers: dict = field(default_factory=dict)
+    busy_seconds: dict = field(default_factory=dict)
 
 
 @dataclass
