@@ -77,6 +77,7 @@ def test_up_on_embedded_defaults_is_healthy_and_worker_answers(tmp_path):
     assert (tmp_path / "var" / "chassis.sqlite3").exists()
 
 
+@pytest.mark.timeout(600)  # the replica wait below may take 420 s on a loaded CI machine
 def test_up_serves_the_demo_replica(tmp_path):
     """A new user's first minutes: `chassis up` alone ends with a ready SmolLM2 replica that knows the
     capital of France, directly and through the gateway (the README's curl).
@@ -116,7 +117,7 @@ def test_up_serves_the_demo_replica(tmp_path):
             lambda: _admin_token(up, env, log), "the control plane's database", timeout=180, poll=2
         )
         replica = wait_until(
-            lambda: _ready_replica(port, token), "a ready replica in the control plane", timeout=180, poll=2
+            lambda: _ready_replica(port, token), "a ready replica in the control plane", timeout=420, poll=2
         )
         chat = httpx.post(
             f"{replica['url']}/v1/chat/completions",
