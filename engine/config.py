@@ -82,6 +82,28 @@ class EngineConfig:
     tensor_parallel_size: int = setting(
         1, "ranks (accelerators) one replica spans; one process per rank", aliases=("--tp",)
     )
+    expert_parallel_size: int = setting(
+        1,
+        "ranks a mixture-of-experts replica spans with its routed experts split over them and attention "
+        "data parallel (each rank its own requests and KV); one process per rank; equals "
+        "data_parallel_size",
+        aliases=("--ep",),
+    )
+    data_parallel_size: int = setting(
+        1,
+        "attention ranks of an expert-parallel replica, each with its own share of the requests and its "
+        "own KV pool (a dense model scales by replicas instead)",
+        aliases=("--dp",),
+    )
+    eplb_interval_steps: int = setting(
+        0,
+        "expert-parallel load balancer: recompute the experts' placement from the routing statistics "
+        "every this many steps; 0: off (experts stay in contiguous shares)",
+    )
+    eplb_window_steps: int = setting(1000, "steps of routing statistics the load balancer plans from")
+    eplb_extra_slots: int = setting(
+        1, "expert slots per rank beyond its share, for copies of hot experts (load balancer)"
+    )
     kv_event_capacity: int = setting(
         50_000,
         "KV events kept for /kv/events (a gateway that falls further behind resyncs from /kv/snapshot); "
@@ -206,6 +228,7 @@ class EngineConfig:
             raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
         # Whether the model splits this many ways (heads, MLP rows) is checked when it loads.
         _require_positive("tensor_parallel_size", self.tensor_parallel_size)
+        self._check_expert_parallel()
         if not isinstance(self.seed, int):
             raise ValueError(f"seed must be an integer, got {self.seed!r}")
         for name in ("enable_prefix_caching", "enforce_eager", "warm_up", "batch_invariant"):
@@ -218,6 +241,36 @@ class EngineConfig:
             )
         if self.async_scheduling is not None and not isinstance(self.async_scheduling, bool):
             raise ValueError(f"async_scheduling must be true, false or None, got {self.async_scheduling!r}")
+
+    def _check_expert_parallel(self) -> None:
+        for name in ("expert_parallel_size", "data_parallel_size", "eplb_window_steps"):
+            _require_positive(name, getattr(self, name))
+        for name in ("eplb_interval_steps", "eplb_extra_slots"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"{name} must be 0 or more, got {value!r}")
+        ep, dp = self.expert_parallel_size, self.data_parallel_size
+        if ep != dp:
+            raise ValueError(
+                f"expert_parallel_size ({ep}) must equal data_parallel_size ({dp}): every rank runs "
+                "attention for its own requests and holds a share of the experts"
+            )
+        if ep > 1 and self.tensor_parallel_size != 1:
+            raise ValueError("expert_parallel_size > 1 works with tensor_parallel_size 1 only (for now)")
+        if ep > 1 and self.speculative_method != "off":
+            raise ValueError("expert_parallel_size > 1 works without speculative decoding (for now)")
+        if ep > 1 and self.kv_tiers_enabled:
+            raise ValueError("KV tiers below the device pool work with expert_parallel_size 1 only (for now)")
+        if ep > 1 and self.batch_invariant:
+            raise ValueError(
+                "batch_invariant works with expert_parallel_size 1 only (an expert's rows arrive from "
+                "every rank, in an order that follows the other ranks' batches)"
+            )
+
+    @property
+    def world_size(self) -> int:
+        """Processes (accelerators) one replica spans."""
+        return self.tensor_parallel_size * self.expert_parallel_size
 
     def _check_price(self) -> None:
         price = self.accelerator_hour_price
