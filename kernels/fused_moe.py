@@ -343,7 +343,7 @@ def _launch_small_batch(
 
 def _combine(pair_out: torch.Tensor, tokens: int, top_k: int, dtype: torch.dtype) -> torch.Tensor:
     """``[T*k, H]`` fp32 weighted expert outputs -> ``[T, H]``, summed over the slots in order."""
-    return pair_out.view(tokens, top_k, -1).sum(dim=1).to(dtype)
+    return pair_out.view(tokens, top_k, pair_out.shape[-1]).sum(dim=1).to(dtype)
 
 
 def check_moe_inputs(

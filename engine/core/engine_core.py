@@ -30,6 +30,7 @@ from engine.core.busy_time import BusySeconds
 from engine.core.prompt_validation import validated_prompt_ids
 from engine.executor.factory import make_executor
 from engine.kv.events import KVEventLog
+from engine.kv.data_parallel import DataParallelKV
 from engine.kv.kv_manager import KVCacheManager
 from engine.kv.tiers.build import build_tiered_kv
 from engine.outputs import EngineStats, KVTierStats, RequestMetrics, RequestOutput
@@ -90,7 +91,9 @@ class EngineCore:
         num_blocks = num_kv_blocks(config, self.model_config, self.max_model_len, self.device, self.dtype)
         self.runner.allocate_kv_cache(num_blocks)
         # The torch reference kernels read sizes back to the host, which a graph cannot capture.
-        if self.device.type == "cuda" and not config.enforce_eager and kernels_mode() != "torch":
+        # Expert parallel: no decode graphs yet (the dispatch reads its split sizes on the host).
+        expert_parallel = config.expert_parallel_size > 1
+        if self.device.type == "cuda" and not config.enforce_eager and kernels_mode() != "torch" and not expert_parallel:
             # At least TAIL_ROWS rows: a prompt tail after a prefix hit is one row per token.
             self.runner.capture_decode_graphs(max(config.max_num_seqs, TAIL_ROWS))
         self.kv_events = kv_events if kv_events is not None else KVEventLog(config.kv_event_capacity)
@@ -98,14 +101,19 @@ class EngineCore:
         if config.kv_tiers_enabled:
             specs = self.runner.kv_cache_specs()
             self.kv_tiers = build_tiered_kv(config, self.device, self.runner.kv_caches, specs)
-        self.kv = KVCacheManager(
-            num_blocks,
-            config.block_size,
-            config.enable_prefix_caching,
-            self.kv_events,
-            self.kv_tiers,
-            write_through=config.kv_role == "prefill",
-        )
+        if expert_parallel:  # each rank's own pool of num_blocks (engine/kv/data_parallel.py)
+            self.kv = DataParallelKV(
+                config.expert_parallel_size, num_blocks, config.block_size, config.enable_prefix_caching, self.kv_events
+            )
+        else:
+            self.kv = KVCacheManager(
+                num_blocks,
+                config.block_size,
+                config.enable_prefix_caching,
+                self.kv_events,
+                self.kv_tiers,
+                write_through=config.kv_role == "prefill",
+            )
         self.scheduler = Scheduler(self.kv, config.max_num_batched_tokens, config.max_num_seqs)
         self.async_scheduling = config.resolved_async_scheduling(self.device.type)
         self.speculator = make_speculator(config, self._build_proposer)
@@ -122,7 +130,7 @@ class EngineCore:
         self.generation_tokens = 0
         self.busy_seconds = BusySeconds()
         self.recorded_logits: dict[str, list[torch.Tensor]] = {}  # filled when runner.keep_logits (tests)
-        if self.device.type == "cuda" and config.warm_up:
+        if self.device.type == "cuda" and config.warm_up and not expert_parallel:
             from engine.core.warm_up import warm_up
 
             warm_up(self)

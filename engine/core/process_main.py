@@ -72,7 +72,7 @@ def _leave_a_core_to_the_front_end(config: EngineConfig) -> None:
     import torch
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    torch.set_num_threads(max(1, (cores - 1) // config.tensor_parallel_size))
+    torch.set_num_threads(max(1, (cores - 1) // config.world_size))
 
 
 def _die(outbox: Outbox, reason: str) -> None:

@@ -66,6 +66,26 @@ class TPGroup:
         return torch.cat(gathered.unbind(0), dim=-1)
 
 
+    def gather_rows(self, x: torch.Tensor, counts: list[int]) -> torch.Tensor:
+        """Every rank's rows ``x`` (rank r has ``counts[r]``), concatenated in rank order, on every
+        rank (padded to the longest for the collective)."""
+        if self.world_size == 1:
+            return x
+        import torch.distributed as dist
+
+        longest = max(counts)
+        padded = x.new_zeros((longest, *x.shape[1:]))
+        padded[: x.shape[0]] = x
+        if x.device.type == "cpu":
+            parts = [torch.empty_like(padded) for _ in range(self.world_size)]
+            dist.all_gather(parts, padded)
+        else:
+            gathered = torch.empty((self.world_size, *padded.shape), dtype=x.dtype, device=x.device)
+            dist.all_gather_into_tensor(gathered, padded)
+            parts = list(gathered.unbind(0))
+        return torch.cat([part[:n] for part, n in zip(parts, counts, strict=True)])
+
+
 SINGLE = TPGroup()
 
 # This process's symmetric-memory all-reduce, if its group set one up (one group per process).

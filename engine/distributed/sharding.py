@@ -27,6 +27,22 @@ def check_tp_support(cfg: ModelConfig, tp: int) -> None:
         raise ValueError(f"tensor_parallel_size={tp} does not fit this model: " + "; ".join(problems))
 
 
+def check_ep_support(cfg: ModelConfig, ep: int) -> None:
+    """Raise ValueError saying why ``cfg``'s experts cannot be split over ``ep`` ranks."""
+    if ep == 1:
+        return
+    if cfg.moe is None:
+        raise ValueError(
+            f"expert_parallel_size={ep} needs a mixture-of-experts model; this one is dense (scale a "
+            "dense model with more replicas)"
+        )
+    if cfg.moe.num_experts % ep:
+        raise ValueError(
+            f"expert_parallel_size={ep} does not fit this model: its {cfg.moe.num_experts} routed experts "
+            f"are not divisible by {ep}"
+        )
+
+
 def kv_heads_per_rank(num_kv_heads: int, tp: int) -> int:
     """Fewer KV heads than ranks: each rank keeps (a replica of) one."""
     return max(1, num_kv_heads // tp)

@@ -6,6 +6,7 @@ import torch
 
 from engine.checkpoint.model_config import ModelConfig
 from engine.config import EngineConfig
+from engine.distributed.expert_balancer import ExpertBalancerSettings
 from engine.executor.protocol import Executor
 from engine.executor.single_device import SingleDeviceExecutor
 from engine.executor.tensor_parallel import TensorParallelExecutor
@@ -28,6 +29,8 @@ def runner_kwargs(
         max_model_len=max_model_len,
         load_format=config.load_format,
         seed=config.seed,
+        expert_parallel=config.expert_parallel_size > 1,
+        expert_balancer=ExpertBalancerSettings.of(config),
     )
 
 
@@ -41,6 +44,6 @@ def make_executor(
     """The model loaded on ``device`` (rank 0's device under tensor parallelism), KV cache not yet
     allocated."""
     kwargs = runner_kwargs(config, model_config, device, dtype, max_model_len)
-    if config.tensor_parallel_size == 1:
+    if config.world_size == 1:
         return SingleDeviceExecutor(**kwargs)
-    return TensorParallelExecutor(config.tensor_parallel_size, kwargs)
+    return TensorParallelExecutor(config.world_size, kwargs)

@@ -21,7 +21,7 @@ from multiprocessing.connection import Connection, wait
 
 from engine import switches
 from engine.distributed.group import TPGroup
-from engine.distributed.sharding import check_tp_support
+from engine.distributed.sharding import check_ep_support, check_tp_support
 from engine.executor import tp_messages as m
 from engine.executor.supervision import describe_exit, release_at_exit, stop_at_exit
 from engine.executor.tp_worker import worker_main
@@ -61,11 +61,19 @@ class _Rank:
 class TensorParallelExecutor:
     def __init__(self, tp_size: int, runner_kwargs: dict) -> None:
         """``runner_kwargs``: ``ModelRunner``'s (``factory.runner_kwargs``); every rank builds its
-        runner from them, on its own device."""
+        runner from them, on its own device. With ``expert_parallel`` set there, the ranks form an
+        expert-parallel group instead (``ModelRunner``): the same processes, pipes and watchdog."""
         from engine.distributed import process_group as pg
 
         device = runner_kwargs["device"]
-        check_tp_support(runner_kwargs["cfg"], tp_size)
+        self.expert_parallel = bool(runner_kwargs.get("expert_parallel"))
+        balancer = runner_kwargs.get("expert_balancer")
+        self._rebalance_every = balancer.interval_steps if balancer is not None and self.expert_parallel else 0
+        self._steps = 0
+        if self.expert_parallel:
+            check_ep_support(runner_kwargs["cfg"], tp_size)
+        else:
+            check_tp_support(runner_kwargs["cfg"], tp_size)
         pg.backend_for(device.type)
         found = pg.visible_accelerators(device.type)
         if found < tp_size:
@@ -103,10 +111,19 @@ class TensorParallelExecutor:
         self._everywhere((m.ALLOCATE, num_blocks), lambda: self.local.allocate_kv_cache(num_blocks))
 
     def routing_statistics(self) -> dict[str, list[int]]:
+        if self.expert_parallel:  # each rank routes its own requests' tokens
+            return self._everywhere((m.ROUTING,), self.local.routing_statistics_all_ranks)
         return self.local.routing_statistics()  # every rank routes alike
 
     def reset_routing_statistics(self) -> None:
-        self.local.reset_routing_statistics()
+        if self.expert_parallel:
+            self._everywhere((m.RESET_ROUTING,), self.local.reset_routing_statistics)
+        else:
+            self.local.reset_routing_statistics()
+
+    def expert_parallel_report(self) -> dict:
+        """The load balancer's last plan per MoE layer (empty without it)."""
+        return self.local.expert_parallel_report()
 
     def capture_decode_graphs(self, max_batch: int, eager: bool = False) -> None:
         self._everywhere(
@@ -119,6 +136,9 @@ class TensorParallelExecutor:
     def launch(self, out: SchedulerOutput, share_samples: bool = True, before_sampling=None) -> _RankedStep:
         """Send the step to ranks > 0 and queue rank 0's part; ``result()`` waits for its samples.
         ``share_samples``, ``before_sampling``: see ``ModelRunner.launch`` (rank 0 runs the hook)."""
+        self._steps += 1
+        if self._rebalance_every and self._steps % self._rebalance_every == 0:
+            self._everywhere((m.REBALANCE,), self.local.rebalance_experts)  # between steps, on every rank
         dropped, self._dropped = self._dropped, []
         launched = self._everywhere(
             (m.STEP, dropped, m.pack_step(out), share_samples),

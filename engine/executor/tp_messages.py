@@ -13,6 +13,9 @@ ALLOCATE = "allocate"  # (num_blocks,)
 CAPTURE = "capture"  # (max_batch, eager)
 STEP = "step"  # (dropped request ids, packed step, share_samples)
 STOP = "stop"  # ()
+ROUTING = "routing"  # (): expert parallel: all-reduce the routing counts (rank 0 keeps the sum)
+RESET_ROUTING = "reset_routing"  # ()
+REBALANCE = "rebalance"  # (): expert parallel: the load balancer plans and moves experts
 
 JOINING = "joining"  # rank > 0 is about to join the process group
 READY = "ready"  # rank > 0 loaded its shard

@@ -72,6 +72,12 @@ def _serve(rank, world_size, device_type, store_port, runner_kwargs, commands, r
             runner.allocate_kv_cache(command[1])
         elif kind == _m.CAPTURE:
             runner.capture_decode_graphs(command[1], eager=command[2])
+        elif kind == _m.ROUTING:
+            runner.routing_statistics_all_ranks()
+        elif kind == _m.RESET_ROUTING:
+            runner.reset_routing_statistics()
+        elif kind == _m.REBALANCE:
+            runner.rebalance_experts()
         elif kind == _m.STOP:
             break
         else:

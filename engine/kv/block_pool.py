@@ -32,14 +32,20 @@ class NoFreeBlocksError(RuntimeError):
 
 class BlockPool:
     def __init__(
-        self, num_blocks: int, enable_caching: bool = True, events: KVEventLog | None = None
+        self,
+        num_blocks: int,
+        enable_caching: bool = True,
+        events: KVEventLog | None = None,
+        first_block_id: int = 0,
     ) -> None:
+        """``first_block_id``: the pool's ids are ``first_block_id ..`` (an expert-parallel replica's
+        ranks each own a range of one id space, ``engine/kv/data_parallel.py``)."""
         if num_blocks <= 0:
             raise ValueError(f"num_blocks must be positive, got {num_blocks}")
         self.num_blocks = num_blocks
         self.enable_caching = enable_caching
         self.events = events if events is not None else KVEventLog()
-        self.blocks = [Block(i) for i in range(num_blocks)]
+        self.blocks = [Block(first_block_id + i) for i in range(num_blocks)]
         self._free: OrderedDict[int, Block] = OrderedDict((b.block_id, b) for b in self.blocks)
         self._cached: dict[BlockHash, Block] = {}
         # Called with each cached block as it is handed out for reuse, while its pages still hold

@@ -40,6 +40,7 @@ class KVCacheManager:
         events: KVEventLog | None = None,
         lower_tiers: TieredKV | None = None,
         write_through: bool = False,
+        first_block_id: int = 0,
     ) -> None:
         """``lower_tiers``: where evicted cached blocks go and prefix hits beyond the pool come from;
         ``write_through``: a finished request's computed full blocks go there at once (a prefill
@@ -48,7 +49,7 @@ class KVCacheManager:
             raise ValueError(f"block_size must be positive, got {block_size}")
         self.block_size = block_size
         self.enable_caching = enable_caching
-        self.pool = BlockPool(num_blocks, enable_caching, events)
+        self.pool = BlockPool(num_blocks, enable_caching, events, first_block_id)
         self._blocks: dict[str, list[Block]] = {}
         self._block_ids: dict[str, list[int]] = {}  # the ids of _blocks, grown alongside it
         self._hashes: dict[str, list[BlockHash]] = {}
@@ -70,11 +71,12 @@ class KVCacheManager:
         ids = self._block_ids.get(request_id)
         return ids if ids is not None else []
 
-    def find_cached_prefix(self, request: KVRequest) -> PrefixHit:
+    def find_cached_prefix(self, request: KVRequest, record: bool = True) -> PrefixHit:
         """Longest run of leading full blocks already in the cache.
 
         At least one token is always left to compute, since the last prompt position must run
-        through the model to produce logits.
+        through the model to produce logits. ``record``: count the lookup in the hit-rate counters
+        (``record_lookup`` counts it later for a caller that asks several pools first).
         """
         if not self.enable_caching:
             return PrefixHit([], 0)
@@ -93,9 +95,17 @@ class KVCacheManager:
         if self.lower_tiers is not None and len(hit) < max_blocks:
             hit += self._onload(request, hashes[:max_blocks], hit)
         num_tokens = len(hit) * self.block_size
-        self.prefix_cache_queries += len(tokens)
-        self.prefix_cache_hits += num_tokens
+        if record:
+            self.record_lookup(len(tokens), num_tokens)
         return PrefixHit(hit, num_tokens)
+
+    def record_lookup(self, num_tokens: int, num_hit_tokens: int) -> None:
+        self.prefix_cache_queries += num_tokens
+        self.prefix_cache_hits += num_hit_tokens
+
+    def shares_pool(self, request: KVRequest, other: KVRequest) -> bool:
+        """Whether freeing ``other``'s blocks can make room for ``request`` (one pool: always)."""
+        return True
 
     def allocate_slots(
         self,

@@ -6,6 +6,11 @@ Tensor parallel (world size k): every expert, and the shared experts, keep 1/k o
 rows (gate/up rows and the matching down columns), as GatedMLP does; the router is replicated, so
 every rank routes alike. The routed and shared partial sums are added, then all-reduced once.
 
+Expert parallel (``engine.distributed.expert_parallel``, when the model is built inside
+``building_expert_parallel``): this rank holds only the experts its ``placement`` gives it, one per
+slot of ``w13``/``w2``; the routed pairs travel to their experts' ranks and back, and the shared
+experts, replicated, run while the rows travel.
+
 Routing statistics: ``expert_token_counts`` counts the tokens routed to each expert since the model
 was built or last reset (a scatter-add per forward, no host sync); ``routing_statistics`` reads them
 for metrics. A CUDA-graph decode step also counts its padding rows.
@@ -17,6 +22,8 @@ import torch
 from torch import nn
 
 from engine.checkpoint.moe_config import MoEConfig
+from engine.distributed.expert_parallel import ExpertDispatch, exchange_experts, layout_being_built
+from engine.distributed.expert_placement import ExpertPlacement
 from engine.distributed.group import SINGLE, TPGroup
 from engine.distributed.sharding import even_rows
 from engine.layers.mlp import GatedMLP
@@ -34,18 +41,24 @@ class FusedExperts(nn.Module):
     ``w2 [E, H, I_rank]``, this rank's slice of each loaded from per-expert checkpoint tensors."""
 
     def __init__(
-        self, hidden: int, moe: MoEConfig, dtype: torch.dtype, device: torch.device, tp: TPGroup
+        self,
+        hidden: int,
+        moe: MoEConfig,
+        dtype: torch.dtype,
+        device: torch.device,
+        tp: TPGroup,
+        placement: ExpertPlacement | None = None,
+        ep_rank: int = 0,
     ) -> None:
+        """``placement``: expert parallel, this module holds rank ``ep_rank``'s slots of it."""
         super().__init__()
         self.num_experts, self.full_intermediate = moe.num_experts, moe.intermediate_size
         self.row_slice = even_rows(moe.intermediate_size, tp.world_size, tp.rank)
+        self.local_experts = placement.slots[ep_rank] if placement is not None else tuple(range(moe.num_experts))
         rows = self.row_slice[1]
-        self.w13 = nn.Parameter(
-            torch.empty(moe.num_experts, 2 * rows, hidden, dtype=dtype, device=device), requires_grad=False
-        )
-        self.w2 = nn.Parameter(
-            torch.empty(moe.num_experts, hidden, rows, dtype=dtype, device=device), requires_grad=False
-        )
+        slots = len(self.local_experts)
+        self.w13 = nn.Parameter(torch.empty(slots, 2 * rows, hidden, dtype=dtype, device=device), requires_grad=False)
+        self.w2 = nn.Parameter(torch.empty(slots, hidden, rows, dtype=dtype, device=device), requires_grad=False)
 
     def checkpoint_names(self) -> list[str]:
         """Every tensor this module loads, as ``load_projection`` names it (``<expert>.<projection>``)."""
@@ -53,7 +66,8 @@ class FusedExperts(nn.Module):
 
     @torch.no_grad()
     def load_projection(self, expert: int, projection: str, tensor: torch.Tensor) -> None:
-        """Copy in this rank's rows (gate/up) or columns (down) of one expert's ``projection``."""
+        """Copy in this rank's rows (gate/up) or columns (down) of one expert's ``projection``, into
+        every slot that holds the expert (none: another expert-parallel rank's)."""
         if not 0 <= expert < self.num_experts:
             raise ValueError(f"expert {expert} is out of range (0..{self.num_experts - 1})")
         target, half = EXPERT_PROJECTIONS[projection]
@@ -62,10 +76,17 @@ class FusedExperts(nn.Module):
         if tuple(tensor.shape) != expected:
             raise ValueError(f"shape {tuple(tensor.shape)}, expected {expected}")
         start, rows = self.row_slice
-        if target == "w13":
-            self.w13[expert, half * rows : (half + 1) * rows].copy_(tensor.narrow(0, start, rows))
-        else:
-            self.w2[expert].copy_(tensor.narrow(1, start, rows))
+        for slot in (s for s, held in enumerate(self.local_experts) if held == expert):
+            if target == "w13":
+                self.w13[slot, half * rows : (half + 1) * rows].copy_(tensor.narrow(0, start, rows))
+            else:
+                self.w2[slot].copy_(tensor.narrow(1, start, rows))
+
+    def replace(self, placement: ExpertPlacement, rank: int, w13: torch.Tensor, w2: torch.Tensor) -> None:
+        """Hold ``placement``'s experts for ``rank`` from now on (the load balancer's new plan)."""
+        self.local_experts = placement.slots[rank]
+        self.w13 = nn.Parameter(w13, requires_grad=False)
+        self.w2 = nn.Parameter(w2, requires_grad=False)
 
 
 class MoE(nn.Module):
@@ -80,7 +101,13 @@ class MoE(nn.Module):
         super().__init__()
         self.tp = tp
         self.gate = Router(hidden_size, moe, device)
-        self.experts = FusedExperts(hidden_size, moe, dtype, device, tp)
+        layout = layout_being_built()
+        self.ep = layout.group if layout is not None else None
+        self.placement = None
+        if self.ep is not None:
+            self.placement = ExpertPlacement.contiguous(moe.num_experts, self.ep.world_size, layout.extra_slots)
+            self.dispatcher = ExpertDispatch(self.ep)
+        self.experts = FusedExperts(hidden_size, moe, dtype, device, tp, self.placement, self.ep.rank if self.ep else 0)
         self.shared_experts = None
         if moe.shared_intermediate_size:
             self.shared_experts = GatedMLP(hidden_size, moe.shared_intermediate_size, dtype, device, tp)
@@ -95,21 +122,50 @@ class MoE(nn.Module):
         self.expert_token_counts.scatter_add_(
             0, topk_ids.reshape(-1), torch.ones_like(topk_ids.reshape(-1), dtype=torch.int64)
         )
+        if self.ep is not None:
+            sent = self.dispatcher.dispatch(x, topk_weights, topk_ids, self.placement)
+            shared = self._shared(x)  # while the rows travel
+            out = self.dispatcher.combine(sent, self.experts.w13, self.experts.w2)
+            return out if shared is None else out + shared
         out = fused_moe(x, self.experts.w13, self.experts.w2, topk_weights, topk_ids)
-        if self.shared_experts is not None:
-            # This rank's partial product, all-reduced together with the routed one below.
-            shared = self.shared_experts
-            out = out + cpu_invariant.linear(silu_and_mul(shared.gate_up_proj(x)), shared.down_proj.weight)
+        shared = self._shared(x)
+        if shared is not None:
+            out = out + shared
         if self.tp.is_single:
             return out
         # Summed in fp32 and rounded once, as RowParallelLinear does (bf16 sums flip near-ties).
         return self.tp.all_reduce(out.float()).to(out.dtype)
+
+    def _shared(self, x: torch.Tensor) -> torch.Tensor | None:
+        """The shared experts' (tensor parallel: this rank's partial) product, or None."""
+        if self.shared_experts is None:
+            return None
+        shared = self.shared_experts
+        return cpu_invariant.linear(silu_and_mul(shared.gate_up_proj(x)), shared.down_proj.weight)
+
+    def apply_placement(self, placement: ExpertPlacement) -> None:
+        """Expert parallel: move to ``placement`` (every rank calls it, between steps, with the same plan)."""
+        w13, w2 = exchange_experts(self.ep, self.placement, placement, self.experts.w13, self.experts.w2)
+        self.experts.replace(placement, self.ep.rank, w13, w2)
+        self.placement = placement
 
 
 def routing_statistics(model: nn.Module) -> dict[str, list[int]]:
     """Tokens routed to each expert so far, per MoE layer (keyed by the layer's module name); a
     host sync on an accelerator, so for a metrics scrape, not for every step."""
     return {name: module.expert_token_counts.tolist() for name, module in _moe_layers(model)}
+
+
+def run_idle(model: nn.Module, hidden_size: int, dtype: torch.dtype, device: torch.device) -> None:
+    """An expert-parallel rank with no tokens this step: every MoE layer, in order, on no rows, so
+    the rank still serves the rows the others send to its experts."""
+    empty = torch.empty((0, hidden_size), dtype=dtype, device=device)
+    for _, module in _moe_layers(model):
+        module(empty)
+
+
+def moe_layers(model: nn.Module) -> list[tuple[str, MoE]]:
+    return _moe_layers(model)
 
 
 def reset_routing_statistics(model: nn.Module) -> None:

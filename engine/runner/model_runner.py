@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
 
 from engine.checkpoint.model_config import ModelConfig
+from engine.distributed.expert_balancer import ExpertBalancer, ExpertBalancerSettings
+from engine.distributed.expert_parallel import ExpertParallelLayout, building_expert_parallel
 from engine.distributed.group import SINGLE, TPGroup
 from engine.kv.specs import KVCacheSpec, shared_block_size
 from engine.layers import moe
@@ -85,22 +87,37 @@ class ModelRunner:
         load_format: str = "auto",
         seed: int = 0,
         tp_group: TPGroup = SINGLE,
+        expert_parallel: bool = False,
+        expert_balancer: ExpertBalancerSettings | None = None,
     ) -> None:
+        """``expert_parallel``: ``tp_group`` is an expert-parallel group instead: the model is whole on
+        every rank but its routed experts, and each rank runs attention for its own requests (the
+        ones whose KV blocks its pool holds, ``engine/kv/data_parallel.py``)."""
         self.cfg = cfg
-        self.tp_group = tp_group
+        self.ep_group = tp_group if expert_parallel and not tp_group.is_single else None
+        self.group = tp_group  # whom rank 0's samples are broadcast to
+        self.tp_group = SINGLE if expert_parallel else tp_group
         self.device = device
         self.dtype = dtype
         self.block_size = block_size
-        self.model = load_model(
-            model_dir,
-            cfg,
-            dtype,
-            device,
-            max_position=max(max_model_len, 1),
-            load_format=load_format,
-            seed=seed,
-            tp_group=tp_group,
-        )
+        layout = None
+        if self.ep_group is not None:
+            extra = expert_balancer.extra_slots if expert_balancer is not None else 0
+            layout = ExpertParallelLayout(self.ep_group, extra)
+        with building_expert_parallel(layout):
+            self.model = load_model(
+                model_dir,
+                cfg,
+                dtype,
+                device,
+                max_position=max(max_model_len, 1),
+                load_format=load_format,
+                seed=seed,
+                tp_group=self.tp_group,
+            )
+        self.balancer = None
+        if self.ep_group is not None and expert_balancer is not None:
+            self.balancer = ExpertBalancer(self.model, self.ep_group, expert_balancer)
         self.num_blocks = 0
         self.keep_logits = False  # tests compare raw logits against transformers
         self.samples = True  # False on tensor-parallel ranks > 0: they run the model, rank 0 samples
@@ -205,7 +222,7 @@ class ModelRunner:
         (async scheduling reads the previous step there, so grammars accept its tokens while the
         device runs this forward, and this step's masks are filled after that)."""
         self._before_sampling = before_sampling
-        step = self._launch(out, share_samples and not self.tp_group.is_single)
+        step = self._launch(out, share_samples and not self.group.is_single)
         self._sampling_begins()  # a step that samples nothing still runs it
         if self.step_events is not None and self.device.type == "cuda":
             end = torch.cuda.Event(enable_timing=True)
@@ -240,6 +257,8 @@ class ModelRunner:
         return feed
 
     def _launch(self, out: SchedulerOutput, share: bool) -> LaunchedStep:
+        if self.ep_group is not None:
+            return self._launch_data_parallel(out, share)
         feed = self._feeder(out)
         if self.graphs is not None and self.hidden_sink is None and self.graphs.can_run(out):
             logits = self.graphs.run(out, self._gpu_work_begins, feed)
@@ -272,6 +291,61 @@ class ModelRunner:
         if out.num_draft_tokens:
             return self._verify_step(logits, [out.scheduled[i] for i in inputs.sample_rows], share)
         return self._sample_step(logits, [out.scheduled[i].request for i in inputs.sample_rows], share)
+
+    def _launch_data_parallel(self, out: SchedulerOutput, share: bool) -> LaunchedStep:
+        """Expert parallel: run this rank's requests (attention on its own KV pool; a rank with none
+        still serves its experts), then gather every rank's sampling rows to rank 0, which samples
+        them all in rank order (and broadcasts the ids, as tensor parallel does)."""
+        group = self.ep_group
+        parts: list[list] = [[] for _ in range(group.world_size)]
+        for s in out.scheduled:
+            parts[s.block_ids[0] // self.num_blocks].append(s)
+        offset = group.rank * self.num_blocks
+        mine = [replace(s, block_ids=[b - offset for b in s.block_ids]) for s in parts[group.rank]]
+        if mine:
+            local = SchedulerOutput(mine)
+            inputs = build_inputs(
+                local,
+                self.block_size,
+                self.device,
+                self._gpu_work_begins,
+                self._feeder(local),
+                split_decode_rows=self.cfg.mla is not None,
+            )
+            hidden = self.model(inputs.token_ids, inputs.positions, inputs.meta)
+            rows = hidden[inputs.logits_indices]
+        else:
+            self._gpu_work_begins()
+            moe.run_idle(self.model, self.cfg.hidden_size, self.dtype, self.device)
+            rows = torch.empty((0, self.cfg.hidden_size), dtype=self.dtype, device=self.device)
+        sampling = [[s.request for s in part if s.samples] for part in parts]
+        requests = [r for part in sampling for r in part]
+        if not requests:
+            self._prev_ids, self._prev_rows = None, {}
+            return LaunchedStep([], None, StepResult({}, {}))
+        gathered = group.gather_rows(rows, [len(part) for part in sampling])
+        logits = self.model.compute_logits(gathered) if self.samples else None
+        return self._sample_step(logits, requests, share)
+
+    def routing_statistics_all_ranks(self) -> dict[str, list[int]]:
+        """Expert parallel: every rank's routing counts summed (a collective: every rank calls it)."""
+        layers = moe.moe_layers(self.model)
+        if not layers:
+            return {}
+        counts = torch.stack([m.expert_token_counts for _, m in layers])
+        counts = self.group.all_reduce(counts.clone())
+        return {name: row.tolist() for (name, _), row in zip(layers, counts, strict=True)}
+
+    def rebalance_experts(self) -> None:
+        """Expert parallel: the load balancer's turn (a collective: every rank calls it)."""
+        if self.balancer is not None:
+            self.balancer.rebalance()
+
+    def expert_parallel_report(self) -> dict:
+        """Per MoE layer, the load balancer's last look (``LayerReport.as_dict``); empty without it."""
+        if self.balancer is None:
+            return {}
+        return {name: report.as_dict() for name, report in self.balancer.report.items()}
 
     def _verify_step(self, logits: torch.Tensor, scheduled: list, share: bool) -> LaunchedStep:
         """Speculative decoding: sample every draft position (``engine.sampling.verify``) and keep
@@ -341,8 +415,8 @@ class ModelRunner:
         ids = [r.request_id for r in requests]
         if not self.samples:
             if share:  # rank > 0: rank 0's samples arrive on the device, for the next step to feed
-                chosen = torch.empty(len(ids), dtype=torch.int64, device=logits.device)
-                self._prev_ids = self.tp_group.broadcast_from_first(chosen)
+                chosen = torch.empty(len(ids), dtype=torch.int64, device=self.device)
+                self._prev_ids = self.group.broadcast_from_first(chosen)
                 self._prev_rows = {rid: row for row, rid in enumerate(ids)}
             return LaunchedStep(ids, None, StepResult({}, {}))
         done = None
@@ -360,7 +434,7 @@ class ModelRunner:
             done = done or StepResult(dict(zip(ids, chosen.tolist(), strict=True)), {})
             done.logits = {r.request_id: logits[i].cpu() for i, r in enumerate(requests)}
         if share:
-            self.tp_group.broadcast_from_first(chosen)
+            self.group.broadcast_from_first(chosen)
         self._prev_ids, self._prev_rows = chosen, {rid: row for row, rid in enumerate(ids)}
         return LaunchedStep(ids, chosen, done)
 

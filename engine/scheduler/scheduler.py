@@ -58,7 +58,7 @@ class Scheduler:
             ):
                 num_draft = 0  # no room for the draft: verify nothing rather than preempt for it
             while not num_draft and not self.kv.allocate_slots(request, request.num_computed_tokens, num_new):
-                victim = self.running.pop()
+                victim = self.running.pop(self._victim_index(request, i))
                 self._preempt(victim)
                 out.preempted_ids.append(victim.request_id)
                 if victim is request:
@@ -158,6 +158,14 @@ class Scheduler:
     @property
     def all_waiting_on_grammars(self) -> bool:
         return bool(self.waiting) and self._next_admissible() is None
+
+    def _victim_index(self, request: Request, index: int) -> int:
+        """The most recently admitted running request at or after ``index`` (``request``'s own) whose
+        blocks share ``request``'s pool: an expert-parallel replica's ranks each have their own."""
+        for j in range(len(self.running) - 1, index, -1):
+            if self.kv.shares_pool(request, self.running[j]):
+                return j
+        return index
 
     def _preempt(self, request: Request) -> None:
         self.kv.free(request)

@@ -48,7 +48,8 @@ class ServerState:
             self.engine_stats,
             settings.engine_config.get("max_model_len"),
             batch_invariant=self.batch_invariant,
-            accelerators=settings.engine_config.get("tensor_parallel_size") or 1,
+            accelerators=(settings.engine_config.get("tensor_parallel_size") or 1)
+            * (settings.engine_config.get("expert_parallel_size") or 1),
             accelerator_hour_price=settings.engine_config.get("accelerator_hour_price") or 0.0,
         )
         self.responses = ResponseStore(settings.response_store_size)

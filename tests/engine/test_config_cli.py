@@ -65,7 +65,12 @@ def _other_value(f: dataclasses.Field):
 
 
 # Settings a field's other value needs beside it to be valid.
-NEEDS = {"kv_role": {"kv_shared_cache_dir": "/var/cache/kv"}}
+NEEDS = {
+    "kv_role": {"kv_shared_cache_dir": "/var/cache/kv"},
+    # Every expert-parallel rank runs attention for its own requests: the two sizes go together.
+    "expert_parallel_size": {"data_parallel_size": 4},
+    "data_parallel_size": {"expert_parallel_size": 4},
+}
 
 
 @pytest.mark.parametrize("name", sorted(FIELDS - {"model_dir"}))
