@@ -41,8 +41,13 @@ def checkpoint_validate(request, pk: int):
 @role_required()
 def checkpoint_detail(request, pk: int):
     checkpoint = get_object_or_404(Checkpoint, pk=pk)
+    # An expert-parallel rank holds the dense weights whole and a share of the routed experts; the
+    # recorded facts do not split the two, so no figure is given rather than a wrong one.
     deployments = [
-        (deployment, checkpoint.memory_per_device_bytes(deployment.tp_size))
+        (
+            deployment,
+            checkpoint.memory_per_device_bytes(deployment.tp_size) if deployment.ep_size == 1 else None,
+        )
         for deployment in checkpoint.deployments.order_by("name")
     ]
     return render(

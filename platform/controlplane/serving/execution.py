@@ -76,7 +76,8 @@ def launch(replica_id: int) -> str:
         command = launcher.build_command(
             model_dir=spec.checkpoint.path, host=node.address, port=port, vendor=deployment.vendor,
             served_model_name=deployment.served_model_name, replica_id=str(replica.uid),
-            options=spec.engine_options, tp_size=spec.tp_size, role=deployment.role,
+            options=spec.engine_options, tp_size=spec.tp_size, ep_size=spec.ep_size,
+            dp_size=spec.dp_size, role=deployment.role,
             shared_kv_dir=str(shared_kv_dir(deployment)),
         )  # fmt: skip
         indices = list(replica.accelerators.order_by("index").values_list("index", flat=True))

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+import typing
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +18,8 @@ import httpx
 import psutil
 
 from controlplane.fleet.choices import ENGINE_DEVICE, VISIBLE_DEVICES_ENV, Vendor
-from engine.config_cli import field_of, option_errors, option_flags
+from engine.config import EngineConfig
+from engine.config_cli import add_engine_arguments, field_of, option_errors, option_flags
 
 REPO_DIR = Path(__file__).resolve().parents[3]
 FIRST_REPLICA_PORT = 8100
@@ -27,8 +30,11 @@ SET_BY_DEPLOYMENT = {
     "model_dir": "checkpoint",
     "device": "vendor",
     "tensor_parallel_size": "tp_size",
+    "expert_parallel_size": "ep_size",
+    "data_parallel_size": "dp_size",
     "kv_role": "role",
 }
+SIZE_FIELDS = ("tensor_parallel_size", "expert_parallel_size", "data_parallel_size")
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,61 @@ def checked_engine_options(options: object, error: type[Exception]) -> dict:
     return options
 
 
+class _OptionParser(argparse.ArgumentParser):
+    def error(self, message: str) -> typing.NoReturn:
+        raise ValueError(message)
+
+
+def size_errors(
+    options: object, *, tp_size: int, ep_size: int = 1, dp_size: int = 1, role: str = "mixed"
+) -> dict[str, str]:
+    """Deployment field (``tp_size``, ``ep_size`` or ``dp_size``) -> why ``chassis serve`` would refuse
+    a replica of these sizes with these engine options and role. EngineConfig itself is asked (ep_size
+    equals dp_size and is above 1 only with tp_size 1, without speculative decoding, KV tiers or
+    batch invariance, ...), so those rules live in engine/config.py only. Empty when it would start,
+    and when the options are refused one by one anyway (``engine_option_errors``) or the reason
+    names none of the sizes (the launch says it then)."""
+    sizes = dict(zip(SIZE_FIELDS, (tp_size, ep_size, dp_size), strict=True))
+    if not all(isinstance(size, int) and size >= 1 for size in sizes.values()):
+        return {}  # the field's own validation says so
+    if not isinstance(options, dict) or engine_option_errors(options):
+        return {}
+    message = _refusal(options, sizes, role)
+    named = sorted((message.find(name), name) for name in SIZE_FIELDS if name in message)
+    if not named:
+        return {}
+    if role != "mixed" and not _refusal(options, sizes, "mixed"):
+        message += f"; a {role} replica moves its KV through the KV tiers"
+    for name in SIZE_FIELDS:
+        message = message.replace(name, SET_BY_DEPLOYMENT[name])
+    return {SET_BY_DEPLOYMENT[named[0][1]]: message}
+
+
+def _refusal(options: dict, sizes: dict[str, int], role: str) -> str:
+    """Why EngineConfig refuses these options, sizes and role; empty when it takes them."""
+    parser = _OptionParser(add_help=False)
+    add_engine_arguments(parser, model_dir=False, defaults=False)
+    try:
+        given = vars(parser.parse_args(option_flags(_role_options(options, role, "kv-shared"))))
+        EngineConfig(model_dir=".", **{**given, **sizes})
+    except ValueError as exc:
+        return str(exc)
+    return ""
+
+
+def _role_options(options: dict, role: str, shared_kv_dir: str | None) -> dict:
+    """A prefill or decode replica's engine options: its kv_role, and the KV directory it shares with
+    the other role's replicas (``shared_kv_dir``, unless the options name one)."""
+    options = dict(options)
+    if role != "mixed":
+        options["kv_role"] = role
+        if not options.get("kv_shared_cache_dir"):
+            if not shared_kv_dir:
+                raise ValueError(f"a {role} replica needs a shared KV directory")
+            options["kv_shared_cache_dir"] = shared_kv_dir
+    return options
+
+
 def build_command(
     *,
     model_dir: str,
@@ -76,28 +137,25 @@ def build_command(
     replica_id: str,
     options: dict,
     tp_size: int = 1,
+    ep_size: int = 1,
+    dp_size: int = 1,
     role: str = "mixed",
     shared_kv_dir: str | None = None,
 ) -> list[str]:
-    """``tp_size``: the ranks (accelerators) of the replica; the engine starts one process per rank
-    on the devices ``engine_env`` makes visible. ``role`` prefill or decode (prefill/decode
-    disaggregation): the engine's kv_role, and the KV directory it shares with the other role's
-    replicas (``shared_kv_dir``, unless the options name one)."""
-    options = dict(options)
+    """``tp_size`` × ``ep_size``: the ranks (accelerators) of the replica, ``ep_size`` of them with a
+    share of the routed experts and attention data parallel (``dp_size``, equal); the one engine
+    process starts a process per rank on the devices ``engine_env`` makes visible. ``role`` prefill
+    or decode (prefill/decode disaggregation): the engine's kv_role, and the KV directory it shares
+    with the other role's replicas (``shared_kv_dir``, unless the options name one)."""
+    options = _role_options(options, role, shared_kv_dir)
     dtype = options.pop("dtype", "float32" if vendor == Vendor.CPU else "bfloat16")
-    if role != "mixed":
-        options["kv_role"] = role
-        if not options.get("kv_shared_cache_dir"):
-            if not shared_kv_dir:
-                raise ValueError(f"a {role} replica needs a shared KV directory")
-            options["kv_shared_cache_dir"] = shared_kv_dir
     return [
         sys.executable, "-m", "chassis", "serve", model_dir,
         "--host", host, "--port", str(port),
         "--device", ENGINE_DEVICE[vendor], "--dtype", str(dtype),
         "--served-model-name", served_model_name,
         "--replica-id", replica_id,
-        "--tp", str(tp_size),
+        "--tp", str(tp_size), "--ep", str(ep_size), "--dp", str(dp_size),
         *engine_flags(options),
     ]  # fmt: skip
 

@@ -81,7 +81,7 @@ def schedule_pending(deployment: Deployment, actor: str) -> str | None:
         with transaction.atomic():
             # Locking the schedulable nodes serialises placements so two never take the same device.
             list(Node.objects.select_for_update().filter(state__in=SCHEDULABLE_NODE_STATES).order_by("pk"))
-            result = place(replica.spec().tp_size, deployment.vendor, node_capacities(deployment.vendor))
+            result = place(replica.spec().world_size, deployment.vendor, node_capacities(deployment.vendor))
             if isinstance(result, Unschedulable):
                 deployment.mark_unschedulable(result.reason)
                 return result.reason

@@ -2,7 +2,7 @@ from rest_framework import serializers
 
 from controlplane.checkpoints.choices import CheckpointState
 from controlplane.serving.choices import Role
-from controlplane.serving.launcher import checked_engine_options
+from controlplane.serving.launcher import checked_engine_options, size_errors
 from controlplane.serving.models import Deployment, DeploymentRevision, MetricSample, Replica, ReplicaEvent
 from controlplane.serving.models.deployment import MAX_REPLICAS
 
@@ -11,6 +11,10 @@ class DeploymentSerializer(serializers.ModelSerializer):
     ready_replicas = serializers.IntegerField(read_only=True)
     revision = serializers.IntegerField(
         source="revision.number", read_only=True, allow_null=True, default=None
+    )
+    world_size = serializers.IntegerField(
+        read_only=True,
+        help_text="Accelerators one replica holds: tp_size × ep_size, on one node of one scale-up domain.",
     )
     role_groups = serializers.SerializerMethodField(
         help_text="Prefill/decode disaggregation: the deployments serving this served_model_name, by "
@@ -22,8 +26,9 @@ class DeploymentSerializer(serializers.ModelSerializer):
         model = Deployment
         fields = [
             "id", "name", "served_model_name", "checkpoint", "engine_options", "replicas", "ready_replicas",
-            "tp_size", "vendor", "role", "routing_policy", "placement_status", "placement_reason",
-            "revision", "rollout_status", "rollout_reason", "role_groups", "created", "updated",
+            "tp_size", "ep_size", "dp_size", "world_size", "vendor", "role", "routing_policy",
+            "placement_status", "placement_reason", "revision", "rollout_status", "rollout_reason",
+            "role_groups", "created", "updated",
         ]  # fmt: skip
         read_only_fields = ["placement_status", "placement_reason", "rollout_status", "rollout_reason"]
 
@@ -31,10 +36,13 @@ class DeploymentSerializer(serializers.ModelSerializer):
         return role_groups(deployment.served_model_name)
 
     def validate(self, attrs):
-        role = attrs.get("role", getattr(self.instance, "role", Role.MIXED))
+        def current(name, default):
+            return attrs.get(name, getattr(self.instance, name, default))
+
+        role = current("role", Role.MIXED)
+        options = current("engine_options", {}) or {}
+        tp_size = current("tp_size", 1)
         if role != Role.MIXED:
-            options = attrs.get("engine_options", getattr(self.instance, "engine_options", {})) or {}
-            tp_size = attrs.get("tp_size", getattr(self.instance, "tp_size", 1))
             if options.get("enable_prefix_caching") is False:
                 raise serializers.ValidationError(
                     {
@@ -45,6 +53,11 @@ class DeploymentSerializer(serializers.ModelSerializer):
                 raise serializers.ValidationError(
                     {"role": f"a {role} deployment needs tp_size 1 (KV tiers work with one rank for now)"}
                 )
+        errors = size_errors(
+            options, tp_size=tp_size, ep_size=current("ep_size", 1), dp_size=current("dp_size", 1), role=role
+        )
+        if errors:
+            raise serializers.ValidationError(errors)
         return attrs
 
     def validate_checkpoint(self, checkpoint):
@@ -95,8 +108,8 @@ class DeploymentRevisionSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = DeploymentRevision
-        fields = ["id", "deployment", "number", "checkpoint", "engine_options", "tp_size", "dtype", "created",
-                  "created_by"]  # fmt: skip
+        fields = ["id", "deployment", "number", "checkpoint", "engine_options", "tp_size", "ep_size", "dp_size",
+                  "dtype", "created", "created_by"]  # fmt: skip
         read_only_fields = fields
 
 

@@ -8,11 +8,13 @@ from controlplane.checkpoints.choices import CheckpointState
 from controlplane.fleet.choices import Vendor
 from controlplane.named_resource import NamedResource
 from controlplane.serving.choices import PlacementStatus, Role, RolloutStatus, RoutingPolicy
+from controlplane.serving.launcher import size_errors
+from controlplane.serving.models.run_spec import SPEC_FIELDS, RunSpec
 
 MAX_REPLICAS = 256
 
 
-class Deployment(NamedResource):
+class Deployment(RunSpec, NamedResource):
     """Desired state: N replicas of a checkpoint with engine options, on accelerators of one vendor."""
 
     served_model_name = models.CharField(
@@ -27,6 +29,19 @@ class Deployment(NamedResource):
     replicas = models.PositiveIntegerField(default=1, validators=[MaxValueValidator(MAX_REPLICAS)])
     tp_size = models.PositiveSmallIntegerField(
         default=1, validators=[MinValueValidator(1), MaxValueValidator(64)]
+    )
+    ep_size = models.PositiveSmallIntegerField(
+        default=1,
+        validators=[MinValueValidator(1), MaxValueValidator(64)],
+        help_text="Expert parallelism: the ranks a mixture-of-experts replica spans, its routed experts "
+        "split over them; equals dp_size, and above 1 needs tp_size 1. A replica holds tp_size × "
+        "ep_size accelerators.",
+    )
+    dp_size = models.PositiveSmallIntegerField(
+        default=1,
+        validators=[MinValueValidator(1), MaxValueValidator(64)],
+        help_text="Data-parallel attention inside an expert-parallel replica: each rank its own requests "
+        "and KV cache; equals ep_size.",
     )
     vendor = models.CharField(max_length=16, choices=Vendor.choices, default=Vendor.CPU)
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.MIXED)
@@ -50,6 +65,14 @@ class Deployment(NamedResource):
     )
     rollout_reason = models.TextField(blank=True)
 
+    def clean(self):
+        """The replica sizes with the engine options and role: as ``chassis serve`` would take them."""
+        super().clean()
+        sizes = {"tp_size": self.tp_size, "ep_size": self.ep_size, "dp_size": self.dp_size}
+        errors = size_errors(self.engine_options, **sizes, role=self.role)
+        if errors:
+            raise ValidationError(errors)
+
     def save(self, *args, **kwargs):
         if not self.served_model_name:
             self.served_model_name = self.name
@@ -72,12 +95,9 @@ class Deployment(NamedResource):
             self.save(update_fields=["placement_status", "placement_reason", "updated"])
 
     # --- revisions and rollouts ---------------------------------------------------------------
-    def spec(self) -> tuple:
-        return (self.checkpoint_id, self.engine_options, self.tp_size)
-
     def record_revision(self, actor: str) -> bool:
-        """A new revision when the checkpoint, engine options or TP size differ from the current one;
-        True when one was made (a rolling update to it follows)."""
+        """A new revision when the checkpoint, engine options or TP/EP/DP sizes differ from the current
+        one; True when one was made (a rolling update to it follows)."""
         from controlplane.serving.models.revision import DeploymentRevision
 
         if self.revision_id is not None and self.revision.spec() == self.spec():
@@ -85,8 +105,8 @@ class Deployment(NamedResource):
         with transaction.atomic():
             last = self.revisions.aggregate(models.Max("number"))["number__max"] or 0
             revision = DeploymentRevision.objects.create(
-                deployment=self, number=last + 1, checkpoint_id=self.checkpoint_id,
-                engine_options=self.engine_options, tp_size=self.tp_size, created_by=actor,
+                deployment=self, number=last + 1, created_by=actor,
+                **dict(zip(SPEC_FIELDS, self.spec(), strict=True)),
             )  # fmt: skip
             self._target(revision, f"rolling out revision {revision.number}")
         return True
@@ -103,7 +123,8 @@ class Deployment(NamedResource):
                     "revision": f"its checkpoint {revision.checkpoint} is {revision.checkpoint.state}, not ready"
                 }
             )
-        self.checkpoint_id, self.engine_options, self.tp_size = revision.spec()
+        for name, value in zip(SPEC_FIELDS, revision.spec(), strict=True):
+            setattr(self, name, value)
         self._target(revision, f"rolling back to revision {revision.number}")
 
     def _target(self, revision, reason: str) -> None:

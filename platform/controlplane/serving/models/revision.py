@@ -1,7 +1,9 @@
 from django.db import models
 
+from controlplane.serving.models.run_spec import RunSpec
 
-class DeploymentRevision(models.Model):
+
+class DeploymentRevision(RunSpec, models.Model):
     """One version of what a deployment's replicas run; a new one each time that changes."""
 
     deployment = models.ForeignKey("serving.Deployment", on_delete=models.CASCADE, related_name="revisions")
@@ -11,6 +13,8 @@ class DeploymentRevision(models.Model):
     )
     engine_options = models.JSONField(default=dict, blank=True)
     tp_size = models.PositiveSmallIntegerField(default=1)
+    ep_size = models.PositiveSmallIntegerField(default=1)
+    dp_size = models.PositiveSmallIntegerField(default=1)
     created = models.DateTimeField(auto_now_add=True)
     created_by = models.CharField(max_length=160, blank=True)
 
@@ -26,6 +30,3 @@ class DeploymentRevision(models.Model):
     @property
     def dtype(self) -> str | None:
         return self.engine_options.get("dtype")
-
-    def spec(self) -> tuple:
-        return (self.checkpoint_id, self.engine_options, self.tp_size)

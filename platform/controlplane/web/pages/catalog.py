@@ -78,7 +78,9 @@ class DeploymentTable(ChassisTable):
     served_model_name = tables.Column(verbose_name="model name")
     checkpoint = tables.Column(accessor="checkpoint", order_by=("checkpoint__name", "checkpoint__revision"))
     replicas = tables.Column()
-    vendor = tables.TemplateColumn("{{ record.vendor }} × {{ record.tp_size }}", verbose_name="vendor × tp")
+    vendor = tables.TemplateColumn(
+        "{{ record.vendor }} × {{ record.parallelism }}", verbose_name="vendor × parallelism"
+    )
     placement_status = tables.TemplateColumn(
         "{{ value }} {{ record.placement_reason }}", verbose_name="placement", attrs=STATE_CELL
     )

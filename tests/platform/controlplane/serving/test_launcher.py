@@ -30,6 +30,22 @@ def test_tensor_parallel_replica_gets_tp_flag_and_its_devices():
     assert launcher.engine_env("nvidia", [4, 5], base={})["CUDA_VISIBLE_DEVICES"] == "4,5"
 
 
+def test_expert_parallel_replica_gets_ep_and_dp_flags_and_all_its_devices():
+    from chassis.main import build_parser
+    from engine.config_cli import config_from_args
+
+    command = launcher.build_command(
+        model_dir="/m", host="127.0.0.1", port=8100, vendor="nvidia", served_model_name="chat",
+        replica_id="r1", options={"max_num_seqs": 4}, ep_size=2, dp_size=2,
+    )  # fmt: skip
+    flags = " ".join(command)
+    assert "--tp 1 --ep 2 --dp 2" in flags
+    config = config_from_args(build_parser().parse_args(command[3:]))  # what the engine will run with
+    assert (config.expert_parallel_size, config.data_parallel_size, config.world_size) == (2, 2, 2)
+    assert launcher.engine_env("nvidia", [6, 7], base={})["CUDA_VISIBLE_DEVICES"] == "6,7"
+    assert launcher.engine_env("ascend", [0, 1], base={})["ASCEND_RT_VISIBLE_DEVICES"] == "0,1"
+
+
 def test_visible_devices_per_vendor():
     assert launcher.engine_env("nvidia", [2, 3], base={})["CUDA_VISIBLE_DEVICES"] == "2,3"
     assert launcher.engine_env("ascend", [0], base={})["ASCEND_RT_VISIBLE_DEVICES"] == "0"

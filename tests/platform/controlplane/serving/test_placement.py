@@ -51,3 +51,17 @@ def test_a_node_whose_agent_cannot_drive_the_vendor_gets_nothing_and_the_reason_
     twin = NodeCapacity(2, "n2", "d", ((200, 0),), missing_runtime=missing)
     assert place(1, "ascend", [npu_node, twin]).reason.endswith("(1 more node alike)")
     assert place(1, "ascend", [npu_node, node(3, "ok", [0])]).node_name == "ok"
+
+
+def test_an_expert_parallel_replica_takes_its_world_size_on_one_node():
+    nodes = [node(1, "one", [0]), node(2, "two", [3, 5])]
+    assert place(2, "nvidia", nodes) == Placement(2, "two", (203, 205), (3, 5))
+
+
+def test_a_domain_whose_nodes_fit_only_together_is_named_in_the_reason():
+    rack = [node(1, "a", [0], domain="rack"), node(2, "b", [0, 1], domain="rack"), node(3, "c", [0])]
+    assert place(3, "nvidia", rack) == Unschedulable(
+        "needs 3 nvidia in one domain; largest free block is 2; domain rack has 3 free across 2 nodes, "
+        "but a replica's ranks run on one node"
+    )
+    assert place(4, "nvidia", rack) == Unschedulable("needs 4 nvidia in one domain; largest free block is 2")
