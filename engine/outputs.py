@@ -63,6 +63,8 @@ class EngineStats:
     # Per mixture-of-experts layer (module name), tokens routed to each expert, cumulative; read at
     # most every ROUTING_REFRESH_S (engine_core), as reading it waits for the device.
     expert_tokens: dict[str, list[int]] = field(default_factory=dict)
+    # Expert parallel, per MoE layer: "rank_tokens" (list), "imbalance_ratio", "moves" (Executor.expert_parallel_report).
+    expert_parallel: dict[str, dict] = field(default_factory=dict)
     # Speculative decoding (cumulative; all zero with it off): drafts verified, their tokens, the
     # accepted ones, and per draft position how often it was accepted (vLLM's names).
     spec_decode_num_drafts: int = 0

@@ -136,6 +136,7 @@ class EngineCore:
             warm_up(self)
         self.runner.reset_routing_statistics()  # forget graph capture's and warm-up's tokens
         self._expert_tokens: dict[str, list[int]] = {}
+        self._expert_parallel: dict[str, dict] = {}
         self._expert_tokens_read_at = -ROUTING_REFRESH_S
 
     # -- admission ---------------------------------------------------------------------------
@@ -444,6 +445,7 @@ class EngineCore:
             prompt_tokens=self.prompt_tokens,
             generation_tokens=self.generation_tokens,
             expert_tokens=self._routing_snapshot(),
+            expert_parallel=self._expert_parallel,
             kv_tiers=self._tier_stats(),
             busy_seconds=self.busy_seconds.as_dict(),
             **self._spec_stats(),
@@ -476,6 +478,7 @@ class EngineCore:
         now = time.monotonic()
         if now - self._expert_tokens_read_at >= ROUTING_REFRESH_S:
             self._expert_tokens = self.runner.routing_statistics()
+            self._expert_parallel = self.runner.expert_parallel_report(self._expert_tokens)
             self._expert_tokens_read_at = now
         return self._expert_tokens
 

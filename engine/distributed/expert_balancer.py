@@ -53,6 +53,7 @@ class LayerReport:
     imbalance_before: float
     imbalance_after: float
     moved: bool
+    moves: int  # plans applied to this layer so far
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -69,6 +70,7 @@ class ExpertBalancer:
         }
         self._seen: torch.Tensor | None = None  # all-reduced cumulative counts at the last rebalance
         self.report: dict[str, LayerReport] = {}
+        self._moves: dict[str, int] = {}
 
     def rebalance(self) -> dict[str, LayerReport]:
         if not self.layers:
@@ -92,7 +94,9 @@ class ExpertBalancer:
             self.report[name] = LayerReport(
                 load, before.rank_loads(load), plan.rank_loads(load),
                 before.imbalance_ratio(load), plan.imbalance_ratio(load), moved,
+                self._moves.get(name, 0) + moved,
             )
+            self._moves[name] = self.report[name].moves
             if not moved:
                 self.report[name].rank_load_after = self.report[name].rank_load_before
                 self.report[name].imbalance_after = self.report[name].imbalance_before

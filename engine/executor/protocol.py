@@ -53,6 +53,11 @@ class Executor(Protocol):
 
     def reset_routing_statistics(self) -> None: ...
 
+    def expert_parallel_report(self, expert_tokens: dict[str, list[int]]) -> dict[str, dict]:
+        """Expert parallel: per MoE layer, tokens per rank under its placement, the imbalance ratio
+        and the load balancer's moves (``routing_statistics()``'s counts in); empty otherwise."""
+        ...
+
     def add_generator(self, request_id: str, seed: int) -> None:
         """A seeded request's random generator, before its first sampling step."""
         ...

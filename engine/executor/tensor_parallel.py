@@ -67,6 +67,7 @@ class TensorParallelExecutor:
 
         device = runner_kwargs["device"]
         self.expert_parallel = bool(runner_kwargs.get("expert_parallel"))
+        self.kind = "expert-parallel" if self.expert_parallel else "tensor-parallel"
         balancer = runner_kwargs.get("expert_balancer")
         self._rebalance_every = balancer.interval_steps if balancer is not None and self.expert_parallel else 0
         self._steps = 0
@@ -121,9 +122,14 @@ class TensorParallelExecutor:
         else:
             self.local.reset_routing_statistics()
 
-    def expert_parallel_report(self) -> dict:
-        """The load balancer's last plan per MoE layer (empty without it)."""
-        return self.local.expert_parallel_report()
+    def expert_parallel_report(self, expert_tokens: dict[str, list[int]]) -> dict[str, dict]:
+        return self.local.expert_parallel_report(expert_tokens)  # every rank holds the same placements
+
+    def expert_balancer_report(self) -> dict:
+        """The load balancer's last look per MoE layer (tests; empty without it)."""
+        if self.local.balancer is None:
+            return {}
+        return {name: r.as_dict() for name, r in self.local.balancer.report.items()}
 
     def capture_decode_graphs(self, max_batch: int, eager: bool = False) -> None:
         self._everywhere(
@@ -226,7 +232,7 @@ class TensorParallelExecutor:
             commands_r.close()
             replies_w.close()
             self._ranks.append(_Rank(rank, process, commands_w, replies_r))
-            log.info("tensor-parallel rank %d of %d started: pid %d", rank, tp_size, process.pid)
+            log.info("%s rank %d of %d started: pid %d", self.kind, rank, tp_size, process.pid)
 
     def _await(self, tag: str, what: str) -> None:
         """Wait for every rank > 0 to report ``tag``; raise if one fails or dies first."""
@@ -236,10 +242,10 @@ class TensorParallelExecutor:
             if reply is not None and reply[0] == tag:
                 continue
             if reply is not None and reply[0] == m.FAILED:
-                raise RuntimeError(f"tensor-parallel rank {r.rank} failed to {what}:\n{reply[1]}")
+                raise RuntimeError(f"{self.kind} rank {r.rank} failed to {what}:\n{reply[1]}")
             r.process.join(1.0)
             raise RuntimeError(
-                f"tensor-parallel rank {r.rank} (pid {r.process.pid}) {describe_exit(r.process.exitcode)} "
+                f"{self.kind} rank {r.rank} (pid {r.process.pid}) {describe_exit(r.process.exitcode)} "
                 f"before it could {what}"
             )
 
@@ -302,7 +308,7 @@ class TensorParallelExecutor:
                 r.error = reply[1]
         reason = f": {r.error.strip().splitlines()[-1]}" if r.error else ""
         message = (
-            f"tensor-parallel rank {r.rank} of {self.world_size} (pid {r.process.pid}) "
+            f"{self.kind} rank {r.rank} of {self.world_size} (pid {r.process.pid}) "
             f"{describe_exit(r.process.exitcode)}{reason}; the replica cannot continue"
         )
         self._failure = message

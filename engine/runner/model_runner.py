@@ -341,11 +341,24 @@ class ModelRunner:
         if self.balancer is not None:
             self.balancer.rebalance()
 
-    def expert_parallel_report(self) -> dict:
-        """Per MoE layer, the load balancer's last look (``LayerReport.as_dict``); empty without it."""
-        if self.balancer is None:
+    def expert_parallel_report(self, expert_tokens: dict[str, list[int]]) -> dict[str, dict]:
+        """Expert parallel: per MoE layer, the tokens each rank's experts processed (``expert_tokens``:
+        every rank's routing counts summed, split over the layer's current placement), their
+        imbalance ratio (busiest rank / mean) and how often the load balancer moved experts."""
+        if self.ep_group is None:
             return {}
-        return {name: report.as_dict() for name, report in self.balancer.report.items()}
+        moves = {name: r.moves for name, r in self.balancer.report.items()} if self.balancer else {}
+        report = {}
+        for name, layer in moe.moe_layers(self.model):
+            counts = expert_tokens.get(name)
+            if counts is None:
+                continue
+            report[name] = {
+                "rank_tokens": layer.placement.rank_loads(counts),
+                "imbalance_ratio": layer.placement.imbalance_ratio(counts),
+                "moves": moves.get(name, 0),
+            }
+        return report
 
     def _verify_step(self, logits: torch.Tensor, scheduled: list, share: bool) -> LaunchedStep:
         """Speculative decoding: sample every draft position (``engine.sampling.verify``) and keep

@@ -162,6 +162,8 @@ class _EngineStatsCollector(Collector):
                 for expert, count in enumerate(counts):
                     experts.add_metric([self._model_name, layer, str(expert)], count)
             yield experts
+        if stats.expert_parallel:  # experts split over ranks (engine/distributed/expert_parallel.py)
+            yield from self._expert_parallel_families(stats.expert_parallel)
         if stats.kv_tiers:  # KV tiers below the device pool (engine/kv/tiers/)
             yield from self._kv_tier_families(stats.kv_tiers)
         busy = CounterMetricFamily(
@@ -173,6 +175,29 @@ class _EngineStatsCollector(Collector):
         for work in ("prefill", "decode"):
             busy.add_metric([self._model_name, work], stats.busy_seconds.get(work, 0.0))
         yield busy
+
+    def _expert_parallel_families(self, layers: dict[str, dict]):
+        rank_tokens = CounterMetricFamily(
+            "chassis_ep_rank_tokens",
+            "Expert parallel: tokens routed to each rank's experts, per MoE layer (under its current placement).",
+            labels=["model_name", "layer", "rank"],
+        )
+        imbalance = GaugeMetricFamily(
+            "chassis_ep_imbalance_ratio",
+            "Expert parallel: the busiest rank's routed tokens over the mean rank's, per MoE layer.",
+            labels=["model_name", "layer"],
+        )
+        moves = CounterMetricFamily(
+            "chassis_ep_rebalances",
+            "Expert parallel: placements the load balancer applied, per MoE layer.",
+            labels=["model_name", "layer"],
+        )
+        for layer, report in layers.items():
+            for rank, tokens in enumerate(report["rank_tokens"]):
+                rank_tokens.add_metric([self._model_name, layer, str(rank)], tokens)
+            imbalance.add_metric([self._model_name, layer], report["imbalance_ratio"])
+            moves.add_metric([self._model_name, layer], report["moves"])
+        yield from (rank_tokens, imbalance, moves)
 
     def _kv_tier_families(self, tiers):
         for name, doc, attr, kind in KV_TIER_METRICS:
