@@ -14,7 +14,9 @@ HELP = (
     "'kv-tiers' (TTFT of a long prompt from host memory and disk vs recomputed), "
     "'structured' (grammar-constrained decoding's overhead), "
     "'disaggregation' (TTFT and ITL of prefill/decode replicas vs mixed ones), "
-    "'kv-trace' (cacheable prompt tokens the KV tiers serve on a multi-tenant trace, across a restart)."
+    "'kv-trace' (cacheable prompt tokens the KV tiers serve on a multi-tenant trace, across a restart), "
+    "'ep-components' (one rank's MoE decode step parts on one device), "
+    "'ep-scaling' (decode tokens/s per GPU projected over expert-parallel sizes)."
 )
 
 
@@ -163,6 +165,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     structured_overhead.add_arguments(structured)
+    from engine.bench import ep_components, ep_scaling  # light: torch is imported only when it runs
+
+    components = subparsers.add_parser(
+        "ep-components",
+        help="one rank's decode step parts of a DeepSeek-class MoE model under expert parallelism, timed",
+        description=ep_components.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ep_components.add_arguments(components)
+    scaling = subparsers.add_parser(
+        "ep-scaling",
+        help="decode tokens/s per GPU projected at EP sizes from ep-components' JSON and link figures",
+        description=ep_scaling.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ep_scaling.add_arguments(scaling)
 
 
 def _write_json(path: str, data: dict) -> None:
@@ -242,6 +260,10 @@ def run(args: argparse.Namespace) -> int:
         from engine.bench import kv_tiers
 
         return kv_tiers.run(args)
+    if args.bench in ("ep-components", "ep-scaling"):
+        from engine.bench import ep_components, ep_scaling
+
+        return (ep_components if args.bench == "ep-components" else ep_scaling).run(args)
     if args.bench == "structured":
         from engine.bench import structured_overhead
 
