@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.distributed.expert_placement import RoutingWindow, plan_placement
+from engine.distributed.expert_placement import ExpertPlacement, RoutingWindow, plan_placement
 from engine.distributed.group import TPGroup
 from engine.layers import moe
 
@@ -54,6 +54,7 @@ class LayerReport:
     imbalance_after: float
     moved: bool
     moves: int  # plans applied to this layer so far
+    imbalance_contiguous: float  # what the plain contiguous split (no balancer) would give this load
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -95,6 +96,7 @@ class ExpertBalancer:
                 load, before.rank_loads(load), plan.rank_loads(load),
                 before.imbalance_ratio(load), plan.imbalance_ratio(load), moved,
                 self._moves.get(name, 0) + moved,
+                ExpertPlacement.contiguous(before.num_experts, before.num_ranks).imbalance_ratio(load),
             )
             self._moves[name] = self.report[name].moves
             if not moved:

@@ -7,7 +7,10 @@ tokens, async scheduling, and the load balancer moving experts between steps."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
+from safetensors.torch import load_file, save_file
 
 from engine import LLM
 from engine.kv.data_parallel import DataParallelKV
@@ -108,6 +111,37 @@ def test_load_balancer_moves_experts_without_changing_outputs(tiny_models, one_r
     assert any(layer["moves"] for layer in report.values())
     for layer in report.values():
         assert layer["imbalance_after"] <= layer["imbalance_before"]
+
+
+@pytest.fixture(scope="module")
+def skewed_deepseek_v3(tiny_models, tmp_path_factory):
+    """The tiny DeepSeek-V3 checkpoint with experts 0 and 1 (both in rank 0's contiguous share at any
+    EP size) favoured by their routing correction bias: a skewed routing trace, with the same
+    checkpoint for the one-rank reference."""
+    source = tiny_models["deepseek_v3"]
+    target = tmp_path_factory.mktemp("skewed") / "deepseek_v3"
+    shutil.copytree(source, target)
+    [path] = target.glob("*.safetensors")
+    tensors = load_file(path)
+    for name, tensor in tensors.items():
+        if name.endswith("mlp.gate.e_score_correction_bias"):
+            tensor[:2] += 10.0
+    save_file(tensors, path, metadata={"format": "pt"})
+    return target
+
+
+def test_load_balancer_cuts_a_skewed_imbalance_by_half_with_outputs_unchanged(skewed_deepseek_v3):
+    """One extra slot per rank: the hot experts get copies on the other ranks and their pairs split
+    over the copies; the contiguous split would send every pair to rank 0."""
+    expected = _generate(skewed_deepseek_v3, 1)[0]
+    tokens, _, report = _generate(
+        skewed_deepseek_v3, 4, eplb_interval_steps=3, eplb_window_steps=30, eplb_extra_slots=1
+    )
+    assert tokens == expected
+    assert report  # its MoE layer (the first layer is dense; layer 2 is the MTP layer)
+    for layer in report.values():
+        assert layer["moves"] >= 1
+        assert layer["imbalance_contiguous"] >= 2 * layer["imbalance_after"], layer
 
 
 def test_a_dense_model_is_refused_before_any_rank_starts(tiny_models):
