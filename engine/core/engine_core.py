@@ -29,8 +29,8 @@ from engine.config import EngineConfig
 from engine.core.busy_time import BusySeconds
 from engine.core.prompt_validation import validated_prompt_ids
 from engine.executor.factory import make_executor
-from engine.kv.events import KVEventLog
 from engine.kv.data_parallel import DataParallelKV
+from engine.kv.events import KVEventLog
 from engine.kv.kv_manager import KVCacheManager
 from engine.kv.tiers.build import build_tiered_kv
 from engine.outputs import EngineStats, KVTierStats, RequestMetrics, RequestOutput
@@ -93,7 +93,12 @@ class EngineCore:
         # The torch reference kernels read sizes back to the host, which a graph cannot capture.
         # Expert parallel: no decode graphs yet (the dispatch reads its split sizes on the host).
         expert_parallel = config.expert_parallel_size > 1
-        if self.device.type == "cuda" and not config.enforce_eager and kernels_mode() != "torch" and not expert_parallel:
+        if (
+            self.device.type == "cuda"
+            and not config.enforce_eager
+            and kernels_mode() != "torch"
+            and not expert_parallel
+        ):
             # At least TAIL_ROWS rows: a prompt tail after a prefix hit is one row per token.
             self.runner.capture_decode_graphs(max(config.max_num_seqs, TAIL_ROWS))
         self.kv_events = kv_events if kv_events is not None else KVEventLog(config.kv_event_capacity)
@@ -103,7 +108,11 @@ class EngineCore:
             self.kv_tiers = build_tiered_kv(config, self.device, self.runner.kv_caches, specs)
         if expert_parallel:  # each rank's own pool of num_blocks (engine/kv/data_parallel.py)
             self.kv = DataParallelKV(
-                config.expert_parallel_size, num_blocks, config.block_size, config.enable_prefix_caching, self.kv_events
+                config.expert_parallel_size,
+                num_blocks,
+                config.block_size,
+                config.enable_prefix_caching,
+                self.kv_events,
             )
         else:
             self.kv = KVCacheManager(

@@ -19,7 +19,6 @@ from engine.distributed.expert_placement import ExpertPlacement, RoutingWindow, 
 from engine.distributed.group import TPGroup
 from engine.layers import moe
 
-
 # A plan must cut the imbalance ratio (max / mean tokens per rank) by this much to be applied.
 MIN_GAIN = 0.05
 
@@ -67,7 +66,8 @@ class ExpertBalancer:
         self.settings = settings
         self.layers = moe.moe_layers(model)
         self._windows = {
-            name: RoutingWindow(layer.experts.num_experts, settings.window_entries) for name, layer in self.layers
+            name: RoutingWindow(layer.experts.num_experts, settings.window_entries)
+            for name, layer in self.layers
         }
         self._seen: torch.Tensor | None = None  # all-reduced cumulative counts at the last rebalance
         self.report: dict[str, LayerReport] = {}
@@ -87,14 +87,20 @@ class ExpertBalancer:
             window.add(routed.tolist())
             load = window.load()
             before = layer.placement
-            plan = plan_placement(load, before.num_ranks, before.slots_per_rank - before.num_experts // before.num_ranks)
+            plan = plan_placement(
+                load, before.num_ranks, before.slots_per_rank - before.num_experts // before.num_ranks
+            )
             # Replanned from scratch, a plan differs with any change in load: move only for a real gain.
             moved = plan != before and plan.imbalance_ratio(load) < before.imbalance_ratio(load) - MIN_GAIN
             if moved:
                 layer.apply_placement(plan)
             self.report[name] = LayerReport(
-                load, before.rank_loads(load), plan.rank_loads(load),
-                before.imbalance_ratio(load), plan.imbalance_ratio(load), moved,
+                load,
+                before.rank_loads(load),
+                plan.rank_loads(load),
+                before.imbalance_ratio(load),
+                plan.imbalance_ratio(load),
+                moved,
                 self._moves.get(name, 0) + moved,
                 ExpertPlacement.contiguous(before.num_experts, before.num_ranks).imbalance_ratio(load),
             )

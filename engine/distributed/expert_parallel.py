@@ -23,6 +23,7 @@ import torch
 
 from engine.distributed.group import TPGroup
 
+
 @dataclass(frozen=True)
 class ExpertParallelLayout:
     group: TPGroup
@@ -80,7 +81,9 @@ class ExpertDispatch:
     def __init__(self, group: TPGroup) -> None:
         self.group = group
 
-    def dispatch(self, x: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor, placement) -> Dispatched:
+    def dispatch(
+        self, x: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor, placement
+    ) -> Dispatched:
         tokens, top_k = topk_ids.shape
         dest_rank, dest_slot = placement.route(topk_ids)
         flat_rank = dest_rank.reshape(-1)
@@ -91,10 +94,22 @@ class ExpertDispatch:
 
         dist.all_to_all_single(recv, send)  # each rank learns how many rows it will receive
         send_counts, recv_counts = send.tolist(), recv.tolist()
-        rows, rows_work = all_to_all(x.index_select(0, order // top_k), send_counts, recv_counts, async_op=True)
-        slots, slots_work = all_to_all(dest_slot.reshape(-1).index_select(0, order), send_counts, recv_counts, True)
+        rows, rows_work = all_to_all(
+            x.index_select(0, order // top_k), send_counts, recv_counts, async_op=True
+        )
+        slots, slots_work = all_to_all(
+            dest_slot.reshape(-1).index_select(0, order), send_counts, recv_counts, True
+        )
         return Dispatched(
-            tokens, top_k, order, topk_weights.reshape(-1), send_counts, recv_counts, rows, slots, [rows_work, slots_work]
+            tokens,
+            top_k,
+            order,
+            topk_weights.reshape(-1),
+            send_counts,
+            recv_counts,
+            rows,
+            slots,
+            [rows_work, slots_work],
         )
 
     def combine(self, d: Dispatched, w13: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:

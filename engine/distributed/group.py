@@ -65,7 +65,6 @@ class TPGroup:
         dist.all_gather_into_tensor(gathered, x)
         return torch.cat(gathered.unbind(0), dim=-1)
 
-
     def gather_rows(self, x: torch.Tensor, counts: list[int]) -> torch.Tensor:
         """Every rank's rows ``x`` (rank r has ``counts[r]``), concatenated in rank order, on every
         rank (padded to the longest for the collective)."""

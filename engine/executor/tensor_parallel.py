@@ -69,7 +69,9 @@ class TensorParallelExecutor:
         self.expert_parallel = bool(runner_kwargs.get("expert_parallel"))
         self.kind = "expert-parallel" if self.expert_parallel else "tensor-parallel"
         balancer = runner_kwargs.get("expert_balancer")
-        self._rebalance_every = balancer.interval_steps if balancer is not None and self.expert_parallel else 0
+        self._rebalance_every = (
+            balancer.interval_steps if balancer is not None and self.expert_parallel else 0
+        )
         self._steps = 0
         if self.expert_parallel:
             check_ep_support(runner_kwargs["cfg"], tp_size)

@@ -54,7 +54,9 @@ class DataParallelKV:
         # One event log for every rank: a gateway routes to the replica, which places the request.
         self._events = events if events is not None else KVEventLog()
         self.ranks = [
-            KVCacheManager(blocks_per_rank, block_size, enable_caching, self._events, first_block_id=r * blocks_per_rank)
+            KVCacheManager(
+                blocks_per_rank, block_size, enable_caching, self._events, first_block_id=r * blocks_per_rank
+            )
             for r in range(num_ranks)
         ]
         self._rank: dict[str, int] = {}

@@ -54,11 +54,17 @@ class FusedExperts(nn.Module):
         super().__init__()
         self.num_experts, self.full_intermediate = moe.num_experts, moe.intermediate_size
         self.row_slice = even_rows(moe.intermediate_size, tp.world_size, tp.rank)
-        self.local_experts = placement.slots[ep_rank] if placement is not None else tuple(range(moe.num_experts))
+        self.local_experts = (
+            placement.slots[ep_rank] if placement is not None else tuple(range(moe.num_experts))
+        )
         rows = self.row_slice[1]
         slots = len(self.local_experts)
-        self.w13 = nn.Parameter(torch.empty(slots, 2 * rows, hidden, dtype=dtype, device=device), requires_grad=False)
-        self.w2 = nn.Parameter(torch.empty(slots, hidden, rows, dtype=dtype, device=device), requires_grad=False)
+        self.w13 = nn.Parameter(
+            torch.empty(slots, 2 * rows, hidden, dtype=dtype, device=device), requires_grad=False
+        )
+        self.w2 = nn.Parameter(
+            torch.empty(slots, hidden, rows, dtype=dtype, device=device), requires_grad=False
+        )
 
     def checkpoint_names(self) -> list[str]:
         """Every tensor this module loads, as ``load_projection`` names it (``<expert>.<projection>``)."""
@@ -105,9 +111,13 @@ class MoE(nn.Module):
         self.ep = layout.group if layout is not None else None
         self.placement = None
         if self.ep is not None:
-            self.placement = ExpertPlacement.contiguous(moe.num_experts, self.ep.world_size, layout.extra_slots)
+            self.placement = ExpertPlacement.contiguous(
+                moe.num_experts, self.ep.world_size, layout.extra_slots
+            )
             self.dispatcher = ExpertDispatch(self.ep)
-        self.experts = FusedExperts(hidden_size, moe, dtype, device, tp, self.placement, self.ep.rank if self.ep else 0)
+        self.experts = FusedExperts(
+            hidden_size, moe, dtype, device, tp, self.placement, self.ep.rank if self.ep else 0
+        )
         self.shared_experts = None
         if moe.shared_intermediate_size:
             self.shared_experts = GatedMLP(hidden_size, moe.shared_intermediate_size, dtype, device, tp)

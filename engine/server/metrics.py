@@ -305,7 +305,9 @@ class ServerMetrics:
             "and logprobs do not depend on what shares its batch), else 0.", **common,
         ).labels(model_name).set(1 if batch_invariant else 0)  # fmt: skip
         Gauge(
-            "chassis_accelerators", "Accelerators this replica holds (tensor-parallel x expert-parallel size).", **common
+            "chassis_accelerators",
+            "Accelerators this replica holds (tensor-parallel x expert-parallel size).",
+            **common,
         ).labels(model_name).set(accelerators)
         Gauge(
             "chassis_accelerator_hour_price", "Price of one accelerator-hour the operator set "

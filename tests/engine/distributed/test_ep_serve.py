@@ -23,7 +23,9 @@ HEADERS = {"Authorization": f"Bearer {API_KEY}"}
 
 @pytest.fixture
 def serve_ep2(tiny_models, tmp_path):
-    replica = start_replica(tiny_models["qwen3_moe"], tmp_path, "--ep", "2", "--dp", "2", "--drain-timeout", "5")
+    replica = start_replica(
+        tiny_models["qwen3_moe"], tmp_path, "--ep", "2", "--dp", "2", "--drain-timeout", "5"
+    )
     children = psutil.Process(replica.process.pid).children(recursive=True)
     yield replica, children
     if replica.process.poll() is None:
@@ -72,7 +74,9 @@ def test_ep2_serves_and_exports_per_rank_expert_load(serve_ep2):
     def rank_tokens_reported() -> bool:
         _complete(url, "The quick brown fox")  # keeps the engine loop turning: it re-reads the counts
         samples = _samples(url)
-        tokens = [s for s in samples.get("chassis_ep_rank_tokens_total", []) if s.labels["model_name"] == MODEL]
+        tokens = [
+            s for s in samples.get("chassis_ep_rank_tokens_total", []) if s.labels["model_name"] == MODEL
+        ]
         return {s.labels["rank"] for s in tokens} == {"0", "1"} and sum(s.value for s in tokens) > 0
 
     wait_until(rank_tokens_reported, "per-rank expert load in /metrics", timeout=60, poll=0.5)
@@ -91,7 +95,9 @@ def test_killing_a_rank_mid_stream_ends_the_server_nonzero_naming_it(serve_ep2):
     def stream() -> None:
         body = {"model": MODEL, "prompt": "def main(", "max_tokens": 400, "stream": True, "ignore_eos": True}
         try:
-            with httpx.stream("POST", f"{replica.base_url}/v1/completions", json=body, headers=HEADERS, timeout=60) as r:
+            with httpx.stream(
+                "POST", f"{replica.base_url}/v1/completions", json=body, headers=HEADERS, timeout=60
+            ) as r:
                 for line in r.iter_lines():
                     if line.startswith("data: {"):
                         chunks.append(json.loads(line[6:]))

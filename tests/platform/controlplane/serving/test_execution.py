@@ -3,6 +3,7 @@
 import os
 import signal
 import threading
+from datetime import timedelta
 
 import httpx
 import pytest
@@ -10,6 +11,7 @@ from controlplane.serving import execution, launcher
 from controlplane.serving.choices import ReplicaState as S
 from controlplane.serving.models import Replica
 from controlplane.serving.reconciler import reconcile_deployment
+from django.utils import timezone
 
 from tests.support.waiting import wait_until
 
@@ -119,6 +121,58 @@ def test_observer_adopts_an_orphaned_launch(cpu_replica):
         threading.Event().wait(0.5)
     assert replica.state == S.READY and replica.pid == pid
     assert "(seen by the agent)" in replica.reason
+
+
+def test_dead_expert_parallel_rank_fails_the_replica_and_it_is_relaunched(make_node, tiny_models, settings, tmp_path):
+    """An EP=2 CPU replica (`--ep 2 --dp 2`, a tiny Qwen3-MoE): SIGKILL rank 1 and the engine exits
+    by itself; the agent's observer marks the replica failed, and once its backoff is over the
+    reconciler relaunches it and it serves again with both ranks."""
+    import psutil
+    from controlplane.checkpoints.models import Checkpoint
+    from controlplane.serving.models import Deployment
+
+    settings.VAR_DIR = tmp_path
+    settings.CHASSIS_SERVING = {**settings.CHASSIS_SERVING, "LAUNCH_TIMEOUT_S": 120, "STOP_TIMEOUT_S": 10}
+    make_node("local", vendor="cpu", count=2)
+    checkpoint = Checkpoint.objects.create(name="tiny-moe", path=str(tiny_models["qwen3_moe"]))
+    checkpoint.start_validation()
+    checkpoint.mark_ready({})
+    deployment = Deployment.objects.create(
+        name="tiny-ep2", checkpoint=checkpoint, replicas=1, vendor="cpu", ep_size=2, dp_size=2
+    )
+    reconcile_deployment(deployment.pk, "test")
+    replica = deployment.replica_set.get()
+
+    def rank_processes() -> list:
+        return [p for p in psutil.Process(replica.pid).children() if "spawn_main" in " ".join(p.cmdline())]
+
+    try:
+        assert execution.launch(replica.pk) == "ready"
+        replica.refresh_from_db()
+        [rank1] = rank_processes()
+        os.kill(rank1.pid, signal.SIGKILL)
+
+        def observed_failed() -> bool:
+            execution.observe_node(replica.node)
+            replica.refresh_from_db()
+            return replica.state == S.FAILED
+
+        wait_until(observed_failed, "the node's observation to fail the replica", poll=0.5)
+        assert replica.reason == f"engine process {replica.pid} exited (code 1)"
+        assert "expert-parallel rank 1 of 2" in launcher.log_tail(replica.log_path)
+        first_pid = replica.pid
+
+        Replica.objects.filter(pk=replica.pk).update(next_attempt_at=timezone.now() - timedelta(seconds=1))
+        reconcile_deployment(deployment.pk, "test")
+        replica.refresh_from_db()
+        assert replica.state == S.SCHEDULED
+        assert execution.launch(replica.pk) == "ready"
+        replica.refresh_from_db()
+        assert replica.pid != first_pid and len(rank_processes()) == 1
+    finally:
+        for engine_id, engine in launcher.running_engines().items():
+            if engine_id == str(replica.uid):
+                launcher.stop_process(engine.pid, 5)
 
 
 def test_dead_tensor_parallel_rank_fails_the_replica(make_node, tiny_model_dir, settings, tmp_path):
