@@ -134,6 +134,9 @@ class TensorParallelExecutor:
         return {name: r.as_dict() for name, r in self.local.balancer.report.items()}
 
     def capture_decode_graphs(self, max_batch: int, eager: bool = False) -> None:
+        if self.expert_parallel:  # its steps run eagerly: the dispatch reads split sizes on the host
+            log.info("expert parallel: decode steps run without CUDA graphs")
+            return
         self._everywhere(
             (m.CAPTURE, max_batch, eager), lambda: self.local.capture_decode_graphs(max_batch, eager=eager)
         )

@@ -1,5 +1,6 @@
-"""The ``Executor`` contract, run against every implementation: the single-device executor and the
-tensor-parallel one at TP=2 on CPU (gloo, a real rank process).
+"""The ``Executor`` contract, run against every implementation: the single-device executor, the
+tensor-parallel one at TP=2 and the expert-parallel one at EP=2 on CPU (gloo, a real rank process),
+on a tiny mixture-of-experts model (expert parallel needs one).
 
 Each executor is driven the way ``EngineCore`` drives it (a real scheduler and KV manager; steps run
 synchronously, or overlapped with pending tokens fed on the device), and must sample the tokens the
@@ -20,13 +21,19 @@ from engine.executor.factory import make_executor, runner_kwargs
 from engine.executor.protocol import Executor, QueuedStep
 from engine.executor.single_device import SingleDeviceExecutor
 from engine.executor.tensor_parallel import TensorParallelExecutor
+from engine.kv.data_parallel import DataParallelKV
 from engine.kv.kv_manager import KVCacheManager
 from engine.runner.model_runner import ModelRunner
 from engine.sampling.params import SamplingParams
 from engine.scheduler.request import Request, RequestStatus
 from engine.scheduler.scheduler import Scheduler
 
-EXECUTORS = {"single-device": (1, SingleDeviceExecutor), "tensor-parallel-2": (2, TensorParallelExecutor)}
+# kind -> (ranks, class, the EngineConfig sizes that ask for it)
+EXECUTORS = {
+    "single-device": (1, SingleDeviceExecutor, {}),
+    "tensor-parallel-2": (2, TensorParallelExecutor, {"tensor_parallel_size": 2}),
+    "expert-parallel-2": (2, TensorParallelExecutor, {"expert_parallel_size": 2, "data_parallel_size": 2}),
+}
 NUM_BLOCKS = 64
 MAX_MODEL_LEN = 256
 TOKEN_BUDGET = 32  # small: chunked prefill, and steps that mix prefill chunks with decodes
@@ -42,15 +49,13 @@ PROMPTS = {
 }
 
 
-def _config(model_dir, tp: int) -> EngineConfig:
-    return EngineConfig(
-        model_dir, device="cpu", dtype="float32", tensor_parallel_size=tp, max_model_len=MAX_MODEL_LEN
-    )
+def _config(model_dir, kind: str) -> EngineConfig:
+    return EngineConfig(model_dir, device="cpu", dtype="float32", max_model_len=MAX_MODEL_LEN, **EXECUTORS[kind][2])
 
 
-def _build(model_dir, tp: int):
+def _build(model_dir, kind: str):
     executor = make_executor(
-        _config(model_dir, tp),
+        _config(model_dir, kind),
         load_model_config(model_dir),
         torch.device("cpu"),
         torch.float32,
@@ -62,7 +67,7 @@ def _build(model_dir, tp: int):
 
 @pytest.fixture(scope="module")
 def model_dir(tiny_models):
-    return tiny_models["llama"]
+    return tiny_models["qwen3_moe"]
 
 
 class LiveExecutors:
@@ -75,7 +80,10 @@ class LiveExecutors:
 
     def get(self, kind: str) -> Executor:
         if kind not in self.live:
-            self.live[kind] = _build(self.model_dir, EXECUTORS[kind][0])
+            if EXECUTORS[kind][0] > 1:  # one process group per process: close the other multi-rank one
+                for other in [k for k in self.live if EXECUTORS[k][0] > 1]:
+                    self.live.pop(other).shutdown()
+            self.live[kind] = _build(self.model_dir, kind)
         return self.live[kind]
 
     def close(self) -> None:
@@ -99,11 +107,18 @@ def executor(request, live_executors):
 @pytest.fixture(scope="module")
 def reference(model_dir):
     """The plain model runner, as ``EngineCore`` used it before there were executors."""
-    config = _config(model_dir, 1)
+    config = _config(model_dir, "single-device")
     args = (config, load_model_config(model_dir), torch.device("cpu"), torch.float32, MAX_MODEL_LEN)
     runner = ModelRunner(**runner_kwargs(*args))
     runner.allocate_kv_cache(NUM_BLOCKS)
     return runner
+
+
+def _kv_manager(executor):
+    """As ``EngineCore`` builds it: an expert-parallel replica's ranks each have their own pool."""
+    if getattr(executor, "expert_parallel", False):
+        return DataParallelKV(executor.world_size, NUM_BLOCKS, 16, enable_caching=False)
+    return KVCacheManager(NUM_BLOCKS, 16, enable_caching=False)
 
 
 class Driver:
@@ -112,7 +127,7 @@ class Driver:
     def __init__(self, executor, names: list[str], overlapped: bool) -> None:
         self.executor = executor
         self.overlapped = overlapped
-        self.scheduler = Scheduler(KVCacheManager(NUM_BLOCKS, 16, enable_caching=False), TOKEN_BUDGET, 8)
+        self.scheduler = Scheduler(_kv_manager(executor), TOKEN_BUDGET, 8)
         self.requests: dict[str, Request] = {}
         for name in names:
             prompt, params = PROMPTS[name]
@@ -251,21 +266,23 @@ def test_step_events_are_settable(executor):
 
 @pytest.mark.parametrize("kind", list(EXECUTORS))
 def test_lifecycle_graphs_then_shutdown_leaves_no_child_process(model_dir, reference, live_executors, kind):
-    tp, cls = EXECUTORS[kind]
+    ranks, cls, sizes = EXECUTORS[kind]
     live_executors.close()
     resource_tracker.ensure_running()  # spawn's helper process, shared by all: not the executor's
     before = {p.pid for p in psutil.Process().children(recursive=True)}
-    executor = _build(model_dir, tp)
+    executor = _build(model_dir, kind)
     try:
         assert type(executor) is cls
         started = {p.pid for p in psutil.Process().children(recursive=True)} - before
-        assert len(started) == tp - 1  # one process per rank beyond this one
+        assert len(started) == ranks - 1  # one process per rank beyond this one
         assert executor.graphs is None
         executor.capture_decode_graphs(4, eager=True)
-        assert executor.graphs is not None
+        graphs = "expert_parallel_size" not in sizes  # expert-parallel steps run eagerly
+        assert (executor.graphs is not None) == graphs
         expected = Driver(reference, ["short", "seeded"], overlapped=False).run()
         assert Driver(executor, ["short", "seeded"], overlapped=True).run() == expected
-        assert executor.graphs.steps_run > 0  # the decode steps replayed the (eager) graphs
+        if graphs:
+            assert executor.graphs.steps_run > 0  # the decode steps replayed the (eager) graphs
     finally:
         executor.shutdown()
     executor.shutdown()  # idempotent
