@@ -279,6 +279,16 @@ def measure(args: argparse.Namespace) -> dict:
         )
     tables["dispatch_combine"] = comm_table(s, args.ep, batches)
     cuda = device.type == "cuda"
+    ceilings = None
+    if cuda:  # the anchors of this run: what the components' byte and FLOP floors divide by
+        from engine.bench.floors import measure_ceilings
+
+        c = measure_ceilings(str(device))
+        ceilings = {"copy_bytes_per_s": c.copy_bytes_per_s, "matmul_flops_per_s": c.matmul_flops_per_s}
+        print(
+            f"copy {c.copy_bytes_per_s / 1e12:.2f} TB/s, matmul {c.matmul_flops_per_s / 1e12:.0f} TFLOP/s",
+            flush=True,
+        )
     return {
         "device": torch.cuda.get_device_name(device) if cuda else "cpu",
         "device_total_memory_bytes": torch.cuda.get_device_properties(device).total_memory if cuda else 0,
@@ -293,6 +303,7 @@ def measure(args: argparse.Namespace) -> dict:
         "repeats": args.repeats,
         "timing": sorted(timer.modes),
         "seconds": round(time.perf_counter() - started, 1),
+        "ceilings": ceilings,
         "tables": tables,
     }
 
