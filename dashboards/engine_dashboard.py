@@ -28,6 +28,49 @@ def _busy(work: str) -> str:
     return f'sum by (model_name) (rate(chassis_engine_busy_seconds_total{{work="{work}", {SELECTOR}}}{RATE}))'
 
 
+def expert_parallel_row() -> Row:
+    """Replicas started with --ep: how evenly the routed tokens land on the ranks' experts."""
+    return Row(
+        "Expert parallel (replicas started with --ep)",
+        [
+            Panel(
+                "Load imbalance",
+                (
+                    Query(
+                        f"max by (model_name, layer) (chassis_ep_imbalance_ratio{{{SELECTOR}}})",
+                        "{{model_name}} {{layer}}",
+                    ),
+                ),
+                unit="short",
+                description="Per MoE layer, the busiest rank's routed tokens over the mean rank's (1 is even); "
+                "the load balancer (eplb_interval_steps) moves and copies experts to bring it down.",
+            ),
+            Panel(
+                "Routed tokens/s per rank",
+                (
+                    Query(
+                        _rate("chassis_ep_rank_tokens_total", "model_name, rank"),
+                        "{{model_name}} rank {{rank}}",
+                    ),
+                ),
+                unit="short",
+                description="Tokens the rank's experts processed, all MoE layers together.",
+            ),
+            Panel(
+                "Load balancer moves",
+                (
+                    Query(
+                        f"sum by (model_name) (increase(chassis_ep_rebalances_total{{{SELECTOR}}}{RATE}))",
+                        "{{model_name}}",
+                    ),
+                ),
+                unit="short",
+                description="Placements applied (experts moved or copied between ranks) per MoE layer, summed.",
+            ),
+        ],
+    )
+
+
 def cost_row() -> Row:
     """Spend from the price the operator set (accelerator_hour_price) and the accelerators held; each
     kind of token carries the share of spend that its work took of the engine's busy time: prompt
@@ -279,7 +322,7 @@ def build() -> dict:
         UID,
         "Chassis engine",
         "Engine replicas (chassis serve): TTFT, inter-token latency, tokens/s, prefix cache, KV usage, load, "
-        "KV tiers, cost per million tokens, speculative decoding.",
-        [latency, throughput, cache, tiers, cost_row(), speculation],
+        "KV tiers, cost per million tokens, speculative decoding, expert-parallel load balance.",
+        [latency, throughput, cache, tiers, cost_row(), speculation, expert_parallel_row()],
         variables,
     )

@@ -70,6 +70,16 @@ def expanded(families) -> set[str]:
     return {family.name + suffix for family in families for suffix in SUFFIXES[family.type]}
 
 
+def expert_parallel_series_names() -> set[str]:
+    """An expert-parallel replica's own families (rendered by the replica's collector from a stand-in
+    report: the dashboard's replica is dense; tests/engine/distributed/test_ep_serve.py reads them
+    from a real --ep 2 replica)."""
+    from engine.server.metrics import _EngineStatsCollector
+
+    report = {"layers.1.mlp": {"rank_tokens": [3.0, 1.0], "imbalance_ratio": 1.5, "moves": 1}}
+    return expanded(_EngineStatsCollector("m", lambda: None)._expert_parallel_families(report))
+
+
 def gateway_series_names() -> set[str]:
     from gateway.metrics import GatewayMetrics
 
@@ -107,6 +117,7 @@ def test_dashboards_and_rules_query_only_exported_metrics(replica, client):
     } <= control_plane
     exported = (
         replica_series_names(replica.url)
+        | expert_parallel_series_names()
         | gateway_series_names()
         | control_plane
         | celery_worker_series_names()
