@@ -22,6 +22,7 @@ class Stats:
     prefix_cache_queries: int = 0
     prefix_cache_hits: int = 0
     expert_tokens: dict[str, list[int]] = field(default_factory=dict)
+    expert_parallel: dict[str, dict] = field(default_factory=dict)
     spec_decode_num_drafts: int = 0
     spec_decode_num_draft_tokens: int = 0
     spec_decode_num_accepted_tokens: int = 0
