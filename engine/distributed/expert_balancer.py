@@ -77,7 +77,7 @@ class ExpertBalancer:
         if not self.layers:
             return {}
         counts = torch.stack([layer.expert_token_counts for _, layer in self.layers]).clone()
-        counts = self.group.all_reduce(counts).cpu()
+        counts = self.group.all_reduce_counts(counts).cpu()
         delta = counts if self._seen is None else counts - self._seen
         if (delta < 0).any():  # the counts were reset since (engine start-up does)
             delta = counts

@@ -41,6 +41,15 @@ class TPGroup:
             dist.all_reduce(x)
         return x
 
+    def all_reduce_counts(self, x: torch.Tensor) -> torch.Tensor:
+        """The sum of integer ``x`` over the ranks, in place, always through the process group's own
+        backend (the symmetric-memory path is for activations)."""
+        if self.world_size > 1:
+            import torch.distributed as dist
+
+            dist.all_reduce(x)
+        return x
+
     def broadcast_from_first(self, x: torch.Tensor) -> torch.Tensor:
         """Overwrite ``x`` on every rank with rank 0's ``x``, in place; returns it."""
         if self.world_size > 1:

@@ -333,7 +333,7 @@ class ModelRunner:
         if not layers:
             return {}
         counts = torch.stack([m.expert_token_counts for _, m in layers])
-        counts = self.group.all_reduce(counts.clone())
+        counts = self.group.all_reduce_counts(counts.clone())
         return {name: row.tolist() for (name, _), row in zip(layers, counts, strict=True)}
 
     def rebalance_experts(self) -> None:
