@@ -4,7 +4,8 @@ Per request, draft position i is worth its expected acceptance, the probability 
 i + 1 draft tokens are all kept, counted once (``expected_gain``): a calibrated proposer's (draft
 model, MTP) cumulative confidence is that probability already; an uncalibrated one (n-gram lookup,
 confidence 1.0) gets the request's running per-token acceptance to the power i + 1. Per batch, a
-step of T tokens costs t(T) = a + b*T, fitted to the measured step times. Positions are added best
+step of T tokens costs t(T) = a + b*T, fitted to the measured step times of sizes near T
+(``StepTimeModel``). Positions are added best
 first while they raise the expected emitted tokens per second, (E + g) / t(T + 1) > E / t(T): in
 the latency-bound regime (b*T << a) a token costs almost nothing and whole drafts go; when the
 batch is compute-bound every extra token costs its share of the step and speculation switches
@@ -55,6 +56,10 @@ MIN_GAIN = 0.05
 # Step times: forget older steps by this factor per step, and fit only once the batch sizes differ.
 STEP_TIME_DECAY = 0.99
 MIN_STEPS_FOR_FIT = 8
+# Local step-time fits: bins of step sizes (powers of two) this far from the size asked about count,
+# each bin further away weighted by this much less.
+LOCAL_SPAN = 2
+LOCAL_FALLOFF = 0.5
 # While the plain model says drafting does not pay, a probe (one speculating step) may cost at most
 # this share of the plain steps' time: see ``probe_interval``.
 PROBE_BUDGET = 0.03
@@ -63,43 +68,79 @@ PLAIN_EXPLORE = 4
 
 
 class StepTimeModel:
-    """Least-squares fit t(T) = a + b*T over the recent steps (exponentially weighted)."""
+    """Least-squares fits t(T) = a + b*T over the recent steps (exponentially weighted): one over all
+    of them, and local ones around a step size from the steps of nearby sizes (sizes binned by
+    powers of two, neighbouring bins weighted ``LOCAL_FALLOFF`` per bin). A mixture-of-experts
+    model's step cost is concave in T: at batch 1 each extra row reads experts no other row needed,
+    at batch 128 rows mostly share experts already read; one line over both underprices the rows of
+    a batch-1 verify step several times. A local fit is used where its bins hold enough steps."""
 
     def __init__(self, decay: float = STEP_TIME_DECAY) -> None:
         self.decay = decay
-        self._w = self._t = self._y = self._tt = self._ty = 0.0
+        self._all = [0.0] * 5  # decayed sums: weight, T, t, T*T, T*t
+        self._bins: dict[int, list[float]] = {}
         self.steps = 0
 
     def observe(self, num_tokens: int, seconds: float) -> None:
         d = self.decay
-        self._w = self._w * d + 1.0
-        self._t = self._t * d + num_tokens
-        self._y = self._y * d + seconds
-        self._tt = self._tt * d + num_tokens * num_tokens
-        self._ty = self._ty * d + num_tokens * seconds
+        point = (1.0, num_tokens, seconds, num_tokens * num_tokens, num_tokens * seconds)
+        key = _size_bin(num_tokens)
+        self._bins.setdefault(key, [0.0] * 5)
+        for sums in (self._all, *self._bins.values()):
+            for i in range(5):
+                sums[i] *= d
+        for sums in (self._all, self._bins[key]):
+            for i in range(5):
+                sums[i] += point[i]
         self.steps += 1
 
-    def fit(self) -> tuple[float, float] | None:
-        """(a, b) in seconds and seconds per token; None until enough steps of different sizes."""
+    def fit(self, around: int | None = None) -> tuple[float, float] | None:
+        """(a, b) in seconds and seconds per token, locally around a step of ``around`` tokens where
+        the nearby steps allow; None until enough steps of different sizes."""
         if self.steps < MIN_STEPS_FOR_FIT:
             return None
-        var = self._tt / self._w - (self._t / self._w) ** 2
-        if var < 1e-6:
-            return None
-        b = max(0.0, (self._ty / self._w - self._t * self._y / self._w**2) / var)
-        a = max(1e-9, self._y / self._w - b * self._t / self._w)
-        return a, b
+        return _line(self._sums(around))
 
     def time(self, num_tokens: int) -> float | None:
-        """Predicted seconds for a step of ``num_tokens``: the fitted line, or, when every step had
-        the same size (batch 1 all day), their mean; None until ``MIN_STEPS_FOR_FIT`` steps."""
+        """Predicted seconds for a step of ``num_tokens``: the fitted line around it, or, when the
+        steps there had one size (batch 1 all day), their mean; None until ``MIN_STEPS_FOR_FIT`` steps."""
         if self.steps < MIN_STEPS_FOR_FIT:
             return None
-        fit = self.fit()
-        if fit is None:
-            return self._y / self._w
-        a, b = fit
+        sums = self._sums(num_tokens)
+        line = _line(sums)
+        if line is None:
+            return sums[2] / sums[0]
+        a, b = line
         return a + b * num_tokens
+
+    def _sums(self, around: int | None) -> list[float]:
+        """The local sums around a size when they weigh at least MIN_STEPS_FOR_FIT / 2 steps, else
+        the global ones."""
+        if around is None:
+            return self._all
+        center = _size_bin(around)
+        local = [0.0] * 5
+        for key, sums in self._bins.items():
+            distance = abs(key - center)
+            if distance <= LOCAL_SPAN:
+                weight = LOCAL_FALLOFF**distance
+                for i in range(5):
+                    local[i] += weight * sums[i]
+        return local if local[0] >= MIN_STEPS_FOR_FIT / 2 else self._all
+
+
+def _size_bin(num_tokens: int) -> int:
+    return max(int(num_tokens), 1).bit_length()
+
+
+def _line(sums: list[float]) -> tuple[float, float] | None:
+    w, t, y, tt, ty = sums
+    var = tt / w - (t / w) ** 2
+    if var < 1e-6:
+        return None
+    b = max(0.0, (ty / w - t * y / w**2) / var)
+    a = max(1e-9, y / w - b * t / w)
+    return a, b
 
 
 @dataclass
@@ -269,7 +310,7 @@ class SpeculationPolicy:
                     break
                 candidates.append((gain, i, key))
         candidates.sort(key=lambda c: (-c[0], c[1]))
-        fit = self.step_time.fit()
+        fit = self.step_time.fit(around=batch_tokens)
         taken = {key: [] for key in chains}  # per chain, how many requests have position i
         expected, tokens = float(max(num_decodes, 1)), batch_tokens
         for gain, i, key in candidates:
@@ -311,7 +352,7 @@ class SpeculationPolicy:
         return math.floor(cost / (PROBE_BUDGET * plain_seconds)) + 1
 
     def _worth(self, gain: float, expected: float, tokens: int) -> bool:
-        fit = self.step_time.fit()
+        fit = self.step_time.fit(around=tokens)
         if fit is None:
             return True  # nothing measured yet: assume the latency-bound regime
         a, b = fit

@@ -237,3 +237,41 @@ def test_past_the_graphs_every_draft_is_priced_as_an_eager_step():
         5, step_time=_model(0.006, 0.00001), plain_step_time=_model(0.0055, 0.00001)
     )
     assert without_graphs.verify_model(10_000) is without_graphs.step_time
+
+
+def _moe_like(model: StepTimeModel) -> StepTimeModel:
+    """A mixture-of-experts verify step on the H200 (DeepSeek-V2-Lite shape, session 12's grid): at
+    batch 1 each extra row reads experts of its own (~0.65 ms a row over 3.4 ms), at batch 64-256 the
+    rows share experts (~0.02 ms a row)."""
+
+    def seconds(tokens: int) -> float:
+        return 0.0034 + 0.00065 * (min(tokens, 8) - 1) + 0.00002 * max(tokens - 8, 0)
+
+    for _ in range(3):
+        for tokens in (128, 192, 256, 320, 2, 3, 4, 5, 6):
+            model.observe(tokens, seconds(tokens))
+    return model
+
+
+def test_local_fits_price_batch_one_rows_where_one_line_would_not():
+    model = _moe_like(StepTimeModel())
+    _a, slope_at_1 = model.fit(around=1)
+    _a, slope_at_256 = model.fit(around=256)
+    _a, slope_global = model.fit()
+    assert 0.0005 < slope_at_1 < 0.0008  # the batch-1 rows' own cost
+    assert slope_at_256 < 0.0001 and slope_global < 0.0001
+    assert abs(model.time(4) - 0.0034 - 3 * 0.00065) < 2e-4
+
+
+def test_a_concave_moe_step_cost_keeps_batch_one_drafts_at_their_best_length():
+    """At acceptance 0.8, batch 1: the draft length with the most expected tokens per second under
+    the batch-1 rows' own cost is 4 (5 buys 0.33 more tokens for 0.65 ms more); a line fitted over
+    every batch size prices the extra rows at almost nothing and verifies all 5."""
+    model = _moe_like(StepTimeModel())
+    policy = SpeculationPolicy(5, step_time=model)
+    p = 0.8
+    rate = {k: sum(p**i for i in range(k + 1)) / model.time(1 + k) for k in range(1, 6)}  # 1 + p + .. + p^k
+    best = max(rate, key=rate.get)
+    assert best == 4
+    lengths = policy.draft_lengths({"r": _calibrated(p, 5)}, batch_tokens=1, num_decodes=1)
+    assert lengths == {"r": best}
