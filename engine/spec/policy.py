@@ -96,10 +96,12 @@ class StepTimeModel:
 
     def fit(self, around: int | None = None) -> tuple[float, float] | None:
         """(a, b) in seconds and seconds per token, locally around a step of ``around`` tokens where
-        the nearby steps allow; None until enough steps of different sizes."""
+        the nearby steps allow (steps of one size there say nothing of the slope: the global line);
+        None until enough steps of different sizes."""
         if self.steps < MIN_STEPS_FOR_FIT:
             return None
-        return _line(self._sums(around))
+        local = _line(self._sums(around))
+        return local if local is not None or around is None else _line(self._all)
 
     def time(self, num_tokens: int) -> float | None:
         """Predicted seconds for a step of ``num_tokens``: the fitted line around it, or, when the
