@@ -123,42 +123,63 @@ def test_observer_adopts_an_orphaned_launch(cpu_replica):
     assert "(seen by the agent)" in replica.reason
 
 
-def test_dead_expert_parallel_rank_fails_the_replica_and_it_is_relaunched(make_node, tiny_models, settings, tmp_path):
-    """An EP=2 CPU replica (`--ep 2 --dp 2`, a tiny Qwen3-MoE): SIGKILL rank 1 and the engine exits
-    by itself; the agent's observer marks the replica failed, and once its backoff is over the
-    reconciler relaunches it and it serves again with both ranks."""
-    import psutil
+def _multi_rank_replica(make_node, settings, tmp_path, model_dir, **sizes):
+    """A ready-to-launch CPU replica of a 2-rank deployment (``sizes``: tp_size, or ep_size/dp_size)."""
     from controlplane.checkpoints.models import Checkpoint
     from controlplane.serving.models import Deployment
 
     settings.VAR_DIR = tmp_path
     settings.CHASSIS_SERVING = {**settings.CHASSIS_SERVING, "LAUNCH_TIMEOUT_S": 120, "STOP_TIMEOUT_S": 10}
     make_node("local", vendor="cpu", count=2)
-    checkpoint = Checkpoint.objects.create(name="tiny-moe", path=str(tiny_models["qwen3_moe"]))
+    checkpoint = Checkpoint.objects.create(name="tiny", path=str(model_dir))
     checkpoint.start_validation()
     checkpoint.mark_ready({})
     deployment = Deployment.objects.create(
-        name="tiny-ep2", checkpoint=checkpoint, replicas=1, vendor="cpu", ep_size=2, dp_size=2
+        name="tiny-2-ranks", checkpoint=checkpoint, replicas=1, vendor="cpu", **sizes
     )
     reconcile_deployment(deployment.pk, "test")
-    replica = deployment.replica_set.get()
+    return deployment, deployment.replica_set.get()
 
-    def rank_processes() -> list:
-        return [p for p in psutil.Process(replica.pid).children() if "spawn_main" in " ".join(p.cmdline())]
 
+def _rank_processes(replica) -> list:
+    import psutil
+
+    return [p for p in psutil.Process(replica.pid).children() if "spawn_main" in " ".join(p.cmdline())]
+
+
+def _kill_rank_1_until_failed(replica) -> None:
+    """SIGKILL the replica's rank 1; wait for the node's observation to fail the replica."""
+    [rank1] = _rank_processes(replica)
+    os.kill(rank1.pid, signal.SIGKILL)
+
+    def observed_failed() -> bool:
+        execution.observe_node(replica.node)
+        replica.refresh_from_db()
+        return replica.state == S.FAILED
+
+    wait_until(observed_failed, "the node's observation to fail the replica", poll=0.5)
+    assert replica.reason == f"engine process {replica.pid} exited (code 1)"
+
+
+def _stop_engines_of(replica) -> None:
+    for engine_id, engine in launcher.running_engines().items():
+        if engine_id == str(replica.uid):
+            launcher.stop_process(engine.pid, 5)
+
+
+def test_dead_expert_parallel_rank_fails_the_replica_and_it_is_relaunched(
+    make_node, tiny_models, settings, tmp_path
+):
+    """An EP=2 CPU replica (`--ep 2 --dp 2`, a tiny Qwen3-MoE): SIGKILL rank 1 and the engine exits
+    by itself; the agent's observer marks the replica failed, and once its backoff is over the
+    reconciler relaunches it and it serves again with both ranks."""
+    deployment, replica = _multi_rank_replica(
+        make_node, settings, tmp_path, tiny_models["qwen3_moe"], ep_size=2, dp_size=2
+    )
     try:
         assert execution.launch(replica.pk) == "ready"
         replica.refresh_from_db()
-        [rank1] = rank_processes()
-        os.kill(rank1.pid, signal.SIGKILL)
-
-        def observed_failed() -> bool:
-            execution.observe_node(replica.node)
-            replica.refresh_from_db()
-            return replica.state == S.FAILED
-
-        wait_until(observed_failed, "the node's observation to fail the replica", poll=0.5)
-        assert replica.reason == f"engine process {replica.pid} exited (code 1)"
+        _kill_rank_1_until_failed(replica)
         assert "expert-parallel rank 1 of 2" in launcher.log_tail(replica.log_path)
         first_pid = replica.pid
 
@@ -168,48 +189,21 @@ def test_dead_expert_parallel_rank_fails_the_replica_and_it_is_relaunched(make_n
         assert replica.state == S.SCHEDULED
         assert execution.launch(replica.pk) == "ready"
         replica.refresh_from_db()
-        assert replica.pid != first_pid and len(rank_processes()) == 1
+        assert replica.pid != first_pid and len(_rank_processes(replica)) == 1
     finally:
-        for engine_id, engine in launcher.running_engines().items():
-            if engine_id == str(replica.uid):
-                launcher.stop_process(engine.pid, 5)
+        _stop_engines_of(replica)
 
 
 def test_dead_tensor_parallel_rank_fails_the_replica(make_node, tiny_model_dir, settings, tmp_path):
     """A TP=2 CPU replica (`--tp 2`, two rank processes): SIGKILL rank 1 and the engine exits by
     itself; the agent's observer then marks the replica failed with a relaunch time."""
-    import psutil
-    from controlplane.checkpoints.models import Checkpoint
-    from controlplane.serving.models import Deployment
-
-    settings.VAR_DIR = tmp_path
-    settings.CHASSIS_SERVING = {**settings.CHASSIS_SERVING, "LAUNCH_TIMEOUT_S": 120, "STOP_TIMEOUT_S": 10}
-    make_node("local", vendor="cpu", count=2)
-    checkpoint = Checkpoint.objects.create(name="tiny", path=str(tiny_model_dir))
-    checkpoint.start_validation()
-    checkpoint.mark_ready({})
-    deployment = Deployment.objects.create(
-        name="tiny-tp2", checkpoint=checkpoint, replicas=1, vendor="cpu", tp_size=2
-    )
-    reconcile_deployment(deployment.pk, "test")
-    replica = deployment.replica_set.get()
+    _deployment, replica = _multi_rank_replica(make_node, settings, tmp_path, tiny_model_dir, tp_size=2)
     try:
         assert execution.launch(replica.pk) == "ready"
         replica.refresh_from_db()
-        ranks = [p for p in psutil.Process(replica.pid).children() if "spawn_main" in " ".join(p.cmdline())]
-        assert len(ranks) == 1
-        os.kill(ranks[0].pid, signal.SIGKILL)
-
-        def observed_failed() -> bool:
-            execution.observe_node(replica.node)
-            replica.refresh_from_db()
-            return replica.state == S.FAILED
-
-        wait_until(observed_failed, "the node's observation to fail the replica", poll=0.5)
-        assert replica.reason == f"engine process {replica.pid} exited (code 1)"
+        assert len(_rank_processes(replica)) == 1
+        _kill_rank_1_until_failed(replica)
         assert replica.next_attempt_at is not None
         assert "tensor-parallel rank 1 of 2" in launcher.log_tail(replica.log_path)
     finally:
-        for engine_id, engine in launcher.running_engines().items():
-            if engine_id == str(replica.uid):
-                launcher.stop_process(engine.pid, 5)
+        _stop_engines_of(replica)
