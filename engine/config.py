@@ -31,6 +31,10 @@ SPECULATIVE_SCHEDULING = ("confidence", "fixed")
 # Prefill/decode disaggregation: a prefill replica writes the KV of every finished request's full
 # blocks through to its tiers before it answers; a decode replica finds it there on admission.
 KV_ROLES = ("mixed", "prefill", "decode")
+# What sliding-window layers keep (engine/kv/layout.py): only their window, a prefix hit then
+# recomputing their window plus a margin ("bounded-replay", DeepSeek's) or the whole prompt
+# ("full-replay", exact); or, as full-attention layers do, the whole context ("full-context").
+SLIDING_WINDOW_KV_MODES = ("bounded-replay", "full-replay", "full-context")
 # Without a memory probe on CPU we size the pool for every sequence at full length, capped so a
 # careless max_model_len cannot allocate gigabytes of host memory.
 CPU_MAX_DEFAULT_BLOCKS = 4096
@@ -73,6 +77,19 @@ class EngineConfig:
     max_model_len: int | None = setting(None, "context length (default: the checkpoint's)")
     enable_prefix_caching: bool = setting(
         True, "reuse the KV blocks of prompt prefixes seen before", negative_aliases=("--no-prefix-caching",)
+    )
+    sliding_window_kv: str = setting(
+        "bounded-replay",
+        "KV of sliding-window layers: bounded-replay keeps each request's window only, and after a "
+        "prefix-cache hit or a preemption recomputes for those layers only the window plus "
+        "swa_replay_margin tokens (full-attention layers reuse their cached blocks; exact when the "
+        "margin covers the windowed layers' reach); full-replay keeps the window only and recomputes "
+        "the whole prompt for those layers (exact); full-context keeps the whole context (exact, "
+        "the most memory)",
+        choices=SLIDING_WINDOW_KV_MODES,
+    )
+    swa_replay_margin: int = setting(
+        140, "bounded-replay: tokens recomputed before a prefix hit's last window for sliding-window layers"
     )
     num_gpu_blocks: int | None = setting(
         None, "KV blocks (default: sized from memory, engine/runner/kv_sizing.py)"
@@ -224,6 +241,10 @@ class EngineConfig:
             _require_positive("num_gpu_blocks", self.num_gpu_blocks)
         self._check_kv_tiers()
         self._check_price()
+        if not isinstance(self.swa_replay_margin, int) or isinstance(self.swa_replay_margin, bool) or (
+            self.swa_replay_margin < 0
+        ):
+            raise ValueError(f"swa_replay_margin must be 0 or more, got {self.swa_replay_margin!r}")
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
         # Whether the model splits this many ways (heads, MLP rows) is checked when it loads.

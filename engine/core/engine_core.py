@@ -35,7 +35,7 @@ from engine.kv.kv_manager import KVCacheManager
 from engine.kv.tiers.build import build_tiered_kv
 from engine.outputs import EngineStats, KVTierStats, RequestMetrics, RequestOutput
 from engine.runner.cuda_graphs import TAIL_ROWS
-from engine.runner.kv_sizing import num_kv_blocks
+from engine.runner.kv_sizing import kv_layout, kv_pool_sizes
 from engine.runner.model_runner import TORCH_DTYPES, LaunchedStep, StepResult
 from engine.sampling.params import SamplingParams
 from engine.scheduler.output import SchedulerOutput
@@ -88,8 +88,10 @@ class EngineCore:
         self.tokenizer = Tokenizer(config.model_dir, self.model_config.eos_token_ids)
         # The Executor (engine/executor/protocol.py): one device, or rank 0 of k tensor-parallel ranks.
         self.runner = make_executor(config, self.model_config, self.device, self.dtype, self.max_model_len)
-        num_blocks = num_kv_blocks(config, self.model_config, self.max_model_len, self.device, self.dtype)
-        self.runner.allocate_kv_cache(num_blocks)
+        self.kv_layout = kv_layout(config, self.model_config, self.dtype)  # engine/kv/layout.py
+        pools = kv_pool_sizes(config, self.model_config, self.max_model_len, self.device, self.dtype)
+        num_blocks = pools.num_blocks
+        self.runner.allocate_kv_cache(num_blocks, pools.num_window_blocks)
         # The torch reference kernels read sizes back to the host, which a graph cannot capture.
         # Expert parallel: no decode graphs yet (the dispatch reads its split sizes on the host).
         expert_parallel = config.expert_parallel_size > 1
@@ -104,8 +106,11 @@ class EngineCore:
         self.kv_events = kv_events if kv_events is not None else KVEventLog(config.kv_event_capacity)
         self.kv_tiers = None  # host memory, disk, shared store below the device pool (engine/kv/tiers/)
         if config.kv_tiers_enabled:
-            specs = self.runner.kv_cache_specs()
-            self.kv_tiers = build_tiered_kv(config, self.device, self.runner.kv_caches, specs)
+            specs, caches = self.runner.kv_cache_specs(), self.runner.kv_caches
+            main = self.kv_layout.main_layers  # the window group is never cached, so never tiered
+            self.kv_tiers = build_tiered_kv(
+                config, self.device, [caches[i] for i in main], [specs[i] for i in main]
+            )
         if expert_parallel:  # each rank's own pool of num_blocks (engine/kv/data_parallel.py)
             self.kv = DataParallelKV(
                 config.expert_parallel_size,
@@ -122,6 +127,8 @@ class EngineCore:
                 self.kv_events,
                 self.kv_tiers,
                 write_through=config.kv_role == "prefill",
+                layout=self.kv_layout,
+                num_window_blocks=pools.num_window_blocks,
             )
         self.scheduler = Scheduler(self.kv, config.max_num_batched_tokens, config.max_num_seqs)
         self.async_scheduling = config.resolved_async_scheduling(self.device.type)

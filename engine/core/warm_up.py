@@ -28,7 +28,15 @@ def warm_up(core) -> None:
         raise RuntimeError("warm_up must run before the engine serves any request")
     config = core.config
     kv, scheduler = core.kv, core.scheduler
-    core.kv = KVCacheManager(core.kv.pool.num_blocks, config.block_size, False, KVEventLog(16))
+    window_pool = kv.window.pool.num_blocks if kv.layout.hybrid else 0
+    core.kv = KVCacheManager(
+        kv.pool.num_blocks,
+        config.block_size,
+        False,
+        KVEventLog(16),
+        layout=kv.layout,
+        num_window_blocks=window_pool,
+    )
     core.scheduler = Scheduler(core.kv, config.max_num_batched_tokens, config.max_num_seqs)
     prompt_tokens, generation_tokens = core.prompt_tokens, core.generation_tokens
     try:

@@ -40,7 +40,10 @@ class Executor(Protocol):
         """The captured decode graphs (benchmarks and tests inspect them); None before capture."""
         ...
 
-    def allocate_kv_cache(self, num_blocks: int) -> None: ...
+    def allocate_kv_cache(self, num_blocks: int, num_window_blocks: int = 0) -> None:
+        """One cache tensor per layer: ``num_blocks`` pages, or ``num_window_blocks`` for a
+        sliding-window layer when that is set (a window group beside full-attention layers)."""
+        ...
 
     def capture_decode_graphs(self, max_batch: int, eager: bool = False) -> None:
         """After the KV cache exists. ``eager``: the graphs' static-buffer path without graphs."""

@@ -110,8 +110,11 @@ class TensorParallelExecutor:
         threading.Thread(target=self._watch, name="chassis-tp-watchdog", daemon=True).start()
 
     # -- the Executor interface ----------------------------------------------------------------
-    def allocate_kv_cache(self, num_blocks: int) -> None:
-        self._everywhere((m.ALLOCATE, num_blocks), lambda: self.local.allocate_kv_cache(num_blocks))
+    def allocate_kv_cache(self, num_blocks: int, num_window_blocks: int = 0) -> None:
+        self._everywhere(
+            (m.ALLOCATE, num_blocks, num_window_blocks),
+            lambda: self.local.allocate_kv_cache(num_blocks, num_window_blocks),
+        )
 
     def routing_statistics(self) -> dict[str, list[int]]:
         if self.expert_parallel:  # each rank routes its own requests' tokens

@@ -9,7 +9,7 @@ from __future__ import annotations
 from engine.scheduler.output import ScheduledRequest, SchedulerOutput
 from engine.scheduler.request import Request
 
-ALLOCATE = "allocate"  # (num_blocks,)
+ALLOCATE = "allocate"  # (num_blocks, num_window_blocks)
 CAPTURE = "capture"  # (max_batch, eager)
 STEP = "step"  # (dropped request ids, packed step, share_samples)
 STOP = "stop"  # ()
@@ -34,6 +34,7 @@ def pack_step(out: SchedulerOutput) -> tuple:
                 s.samples,
                 s.pending_token,
                 s.num_draft_tokens,  # every rank computes the logits of the draft positions
+                (s.block_base, s.window_block_ids, s.window_base, s.reused_until),
             )
             for s in out.scheduled
         ],
@@ -54,8 +55,12 @@ def unpack_step(packed: tuple) -> SchedulerOutput:
                 samples=samples,
                 pending_token=pending,  # fed from rank 0's samples, broadcast on the devices
                 num_draft_tokens=num_draft,
+                block_base=groups[0],
+                window_block_ids=groups[1],
+                window_base=groups[2],
+                reused_until=groups[3],
             )
-            for rid, start, num_tokens, block_ids, token_ids, samples, pending, num_draft in scheduled
+            for rid, start, num_tokens, block_ids, token_ids, samples, pending, num_draft, groups in scheduled
         ],
         preempted_ids=list(preempted),
     )

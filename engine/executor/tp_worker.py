@@ -69,7 +69,7 @@ def _serve(rank, world_size, device_type, store_port, runner_kwargs, commands, r
                 runner.drop_request(rid)
             runner.launch(_m.unpack_step(command[2]), share_samples=command[3])  # samples nothing: no wait
         elif kind == _m.ALLOCATE:
-            runner.allocate_kv_cache(command[1])
+            runner.allocate_kv_cache(command[1], command[2])
         elif kind == _m.CAPTURE:
             runner.capture_decode_graphs(command[1], eager=command[2])
         elif kind == _m.ROUTING:

@@ -117,6 +117,22 @@ class DataParallelKV:
         rank = self._rank.get(request_id)
         return [] if rank is None else self.ranks[rank].block_ids(request_id)
 
+    # Each rank's pool keeps whole contexts (sliding-window layers too: no window group here).
+    def block_base(self, request_id: str) -> int:
+        return 0
+
+    def window_block_ids(self, request_id: str) -> list[int] | None:
+        return None
+
+    def window_base(self, request_id: str) -> int:
+        return 0
+
+    def reused_until(self, request_id: str) -> int:
+        return 0
+
+    def window_usage(self) -> float:
+        return 0.0
+
     def free(self, request: KVRequest) -> None:
         self._rank.pop(request.request_id, None)
         for m in self.ranks:  # the others only drop the block hashes its lookups there cached

@@ -54,6 +54,9 @@ class AttentionMetadata:
     host_seq_lens: list[int] | None = None
     # Set only in a step mixing one-token requests with longer ones.
     decode_rows: DecodeRows | None = None
+    # The window group's tables (engine/kv/layout.py), which sliding-window layers read instead:
+    # set when those layers keep only their windows beside full-attention layers.
+    window: AttentionMetadata | None = None
 
 
 class KVCacheLayer(Protocol):
@@ -107,6 +110,8 @@ class PagedAttention(nn.Module):
         fine) -> [T, Hq, D]."""
         if self.k_cache is None:
             raise RuntimeError("KV cache is not bound to this attention layer")
+        if self.sliding_window is not None and meta.window is not None:
+            meta = meta.window
         invariant = batch_invariant() and use_triton(q, self.k_cache)
         fresh = bool(meta.fresh_prefill_lens) and q.is_cuda and self.sliding_window is None and not invariant
         q, k, v = rope_and_write_kv(

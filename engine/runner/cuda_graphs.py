@@ -35,8 +35,8 @@ from kernels.invariance import batch_invariant
 
 TAIL_ROWS = 16  # the longest prompt chunk the graphs run (one row per token)
 
-# Rows of the packed int64 staging buffer.
-_TOKENS, _POSITIONS, _SLOTS, _SEQ_LENS = range(4)
+# Rows of the packed int64 staging buffer (the last two: the window group's, engine/kv/layout.py).
+_TOKENS, _POSITIONS, _SLOTS, _SEQ_LENS, _WINDOW_SLOTS, _WINDOW_SEQ_LENS = range(6)
 
 
 def capture_sizes(max_batch: int) -> list[int]:
@@ -49,36 +49,50 @@ def capture_sizes(max_batch: int) -> list[int]:
 
 
 class DecodeGraphs:
-    def __init__(self, model, max_batch: int, max_blocks_per_seq: int, block_size: int, device) -> None:
+    def __init__(
+        self, model, max_batch: int, max_blocks_per_seq: int, block_size: int, device, windowed: bool = False
+    ) -> None:
+        """``windowed``: sliding-window layers read a window group's tables of their own."""
         self.model = model
         self.block_size = block_size
         self.device = device
+        self.windowed = windowed
         self.sizes = capture_sizes(max_batch)
         self.max_batch = self.sizes[-1]
-        self.packed = torch.zeros((4, self.max_batch), dtype=torch.int64, device=device)
-        self.packed[_SEQ_LENS].fill_(1)
-        self.packed[_SLOTS].fill_(-1)
+        self.packed = torch.zeros((6, self.max_batch), dtype=torch.int64, device=device)
+        self.packed[[_SEQ_LENS, _WINDOW_SEQ_LENS]] = 1
+        self.packed[[_SLOTS, _WINDOW_SLOTS]] = -1
         self.block_tables = torch.zeros(
             (self.max_batch, max_blocks_per_seq), dtype=torch.int32, device=device
         )
+        self.window_block_tables = torch.zeros_like(self.block_tables) if windowed else None
         self.replays: dict[int, Callable[[], None]] = {}  # size -> replay of that size's step
         self.steps_run = 0  # decode steps served by a replay (the benchmarks report it)
         self.verify_steps_run = 0  # of those, speculative verify steps (some request fed drafts)
         self.tail_steps_run = 0  # of those, steps where some request fed the last tokens of its prompt
         self.logits: dict[int, torch.Tensor] = {}
-        self._host = np.zeros((4, self.max_batch), dtype=np.int64)
-        # Host copy of the block table and, per row, (block-id list written, how many of its ids).
-        self._table = np.zeros((self.max_batch, max_blocks_per_seq), dtype=np.int32)
-        self._table_rows: list[tuple[list[int] | None, int]] = [(None, 0)] * self.max_batch
+        self._host = np.zeros((6, self.max_batch), dtype=np.int64)
+        self._table = _HostTable(self.max_batch, max_blocks_per_seq)
+        self._window_table = _HostTable(self.max_batch, max_blocks_per_seq) if windowed else None
 
     def _meta(self, size: int) -> AttentionMetadata:
-        return AttentionMetadata(
+        query_start_loc = torch.arange(size + 1, dtype=torch.int32, device=self.device)
+        meta = AttentionMetadata(
             slot_mapping=self.packed[_SLOTS, :size],
             block_tables=self.block_tables[:size],
             seq_lens=self.packed[_SEQ_LENS, :size],
-            query_start_loc=torch.arange(size + 1, dtype=torch.int32, device=self.device),
+            query_start_loc=query_start_loc,
             decode_only=True,
         )
+        if self.windowed:
+            meta.window = AttentionMetadata(
+                slot_mapping=self.packed[_WINDOW_SLOTS, :size],
+                block_tables=self.window_block_tables[:size],
+                seq_lens=self.packed[_WINDOW_SEQ_LENS, :size],
+                query_start_loc=query_start_loc,
+                decode_only=True,
+            )
+        return meta
 
     def _forward(self, size: int, meta: AttentionMetadata) -> torch.Tensor:
         return self.model.decode_logits(self.packed[_TOKENS, :size], self.packed[_POSITIONS, :size], meta)
@@ -168,18 +182,30 @@ class DecodeGraphs:
         host = self._host
         host[_TOKENS, :n] = tokens
         host[_POSITIONS, :n] = positions
+        pairs = list(zip(owners, positions, strict=True))
         host[_SLOTS, :n] = [
-            s.block_ids[pos // bs] * bs + pos % bs for s, pos in zip(owners, positions, strict=True)
+            -1 if pos < s.reused_until else s.block_ids[pos // bs - s.block_base] * bs + pos % bs
+            for s, pos in pairs
         ]
-        host[_SEQ_LENS, :n] = host[_POSITIONS, :n] + 1
+        host[_SEQ_LENS, :n] = [pos + 1 - s.block_base * bs for s, pos in pairs]
         host[_TOKENS : _POSITIONS + 1, n:size] = 0
-        host[_SLOTS, n:size] = -1
-        host[_SEQ_LENS, n:size] = 1
-        width = self._update_table(owners, size)
+        host[[_SLOTS, _WINDOW_SLOTS], n:size] = -1
+        host[[_SEQ_LENS, _WINDOW_SEQ_LENS], n:size] = 1
+        width = self._table.update([s.block_ids for s in owners], size)
+        if self.windowed:
+            host[_WINDOW_SLOTS, :n] = [
+                s.window_block_ids[pos // bs - s.window_base] * bs + pos % bs for s, pos in pairs
+            ]
+            host[_WINDOW_SEQ_LENS, :n] = [pos + 1 - s.window_base * bs for s, pos in pairs]
+            window_width = self._window_table.update([s.window_block_ids for s in owners], size)
         if before_copies is not None:
             before_copies()
         copy_to(self.packed[:, :size], host[:, :size])
-        copy_to(self.block_tables[:size, :width], self._table[:size, :width])
+        copy_to(self.block_tables[:size, :width], self._table.table[:size, :width])
+        if self.windowed:
+            copy_to(
+                self.window_block_tables[:size, :window_width], self._window_table.table[:size, :window_width]
+            )
         if feed is not None:
             pending = self._pending_rows(scheduled)
             if pending:
@@ -200,17 +226,24 @@ class DecodeGraphs:
             row += s.num_tokens
         return pending
 
-    def _update_table(self, scheduled, size: int) -> int:
-        """Refresh the persistent host block table, writing only rows whose blocks changed.
 
-        ``scheduled``: each row's request (a verify step's request owns several consecutive rows,
-        each caching the same list). A request's block-id list is the KV manager's live list (same
-        object every step, grown in place; replaced when drafts are trimmed), so a row is rewritten
-        only when it holds another request or got a new block."""
-        table, rows = self._table, self._table_rows
+class _HostTable:
+    """Host copy of a block table and, per row, (block-id list written, how many of its ids)."""
+
+    def __init__(self, rows: int, width: int) -> None:
+        self.table = np.zeros((rows, width), dtype=np.int32)
+        self._rows: list[tuple[list[int] | None, int]] = [(None, 0)] * rows
+
+    def update(self, id_lists: list[list[int]], size: int) -> int:
+        """Refresh the table, writing only rows whose blocks changed; returns the width in use.
+
+        ``id_lists``: each row's block ids (a verify step's request owns several consecutive rows,
+        each with the same list). A request's list is the KV manager's live list (same object every
+        step, grown in place; replaced when drafts are trimmed or blocks leave a window), so a row
+        is rewritten only when it holds another request or got a new block."""
+        table, rows = self.table, self._rows
         width = 1
-        for i, s in enumerate(scheduled):
-            ids = s.block_ids
+        for i, ids in enumerate(id_lists):
             k = len(ids)
             owner, written = rows[i]
             if owner is not ids:
@@ -221,7 +254,7 @@ class DecodeGraphs:
                 rows[i] = (ids, k)
             if k > width:
                 width = k
-        for i in range(len(scheduled), size):
+        for i in range(len(id_lists), size):
             if rows[i][0] is not None:
                 table[i, 0] = 0  # padded rows read block 0 (always valid)
                 rows[i] = (None, 0)

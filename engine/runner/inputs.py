@@ -51,6 +51,9 @@ def build_inputs(
     logits_indices: list[int] = []
     sample_rows: list[int] = []
     pending: list[int] = []
+    windowed = scheduled[0].window_block_ids is not None
+    if windowed:
+        window = _GroupTables(scheduled, total, block_size)
     for row, s in enumerate(scheduled):
         lo, hi = int(query_start_loc[row]), int(query_start_loc[row + 1])
         blocks = np.asarray(s.block_ids, dtype=np.int64)
@@ -58,8 +61,12 @@ def build_inputs(
         token_ids[lo:hi] = s.token_ids
         pos = np.arange(s.start, s.start + s.num_tokens, dtype=np.int64)
         positions[lo:hi] = pos
-        slots[lo:hi] = blocks[pos // block_size] * block_size + pos % block_size
-        seq_lens[row] = s.start + s.num_tokens
+        slots[lo:hi] = blocks[pos // block_size - s.block_base] * block_size + pos % block_size
+        if s.reused_until > s.start:  # replayed for the window group: the main group keeps its KV
+            slots[lo:hi][pos < s.reused_until] = -1
+        seq_lens[row] = s.start + s.num_tokens - s.block_base * block_size
+        if windowed:
+            window.add(row, lo, hi, s, pos)
         if s.samples:
             logits_indices.extend(range(hi - 1 - s.num_draft_tokens, hi))
             sample_rows.append(row)
@@ -86,11 +93,21 @@ def build_inputs(
         seq_lens=tensor(seq_lens, torch.int32),
         query_start_loc=tensor(query_start_loc, torch.int32),
         decode_only=len(one_token) == num_seqs,
-        fresh_prefill_lens=num_tokens if all(s.start == 0 for s in scheduled) else None,
+        fresh_prefill_lens=num_tokens if all(s.start == 0 and not s.reused_until for s in scheduled) else None,
         host_query_lens=num_tokens,
         host_seq_lens=seq_lens.tolist(),
         decode_rows=decode_rows,
     )
+    if windowed:
+        meta.window = AttentionMetadata(
+            slot_mapping=tensor(window.slots, torch.int64),
+            block_tables=tensor(window.block_tables, torch.int32),
+            seq_lens=tensor(window.seq_lens, torch.int32),
+            query_start_loc=meta.query_start_loc,
+            decode_only=meta.decode_only,
+            host_query_lens=num_tokens,
+            host_seq_lens=window.seq_lens.tolist(),
+        )
     token_tensor = tensor(token_ids, torch.int64)
     if pending and feed is not None:
         feed(token_tensor, pending)
@@ -101,3 +118,22 @@ def build_inputs(
         logits_indices=tensor(np.asarray(logits_indices, dtype=np.int64), torch.int64),
         sample_rows=sample_rows,
     )
+
+
+class _GroupTables:
+    """The window group's slots, block tables and sequence lengths, shifted by each request's base
+    block (``engine/kv/window_blocks.py``): its layers' kernels see a context starting there."""
+
+    def __init__(self, scheduled, total: int, block_size: int) -> None:
+        self.block_size = block_size
+        self.slots = np.empty(total, dtype=np.int64)
+        self.seq_lens = np.empty(len(scheduled), dtype=np.int64)
+        width = max(len(s.window_block_ids) for s in scheduled)
+        self.block_tables = np.zeros((len(scheduled), max(width, 1)), dtype=np.int32)
+
+    def add(self, row: int, lo: int, hi: int, s, pos: np.ndarray) -> None:
+        bs = self.block_size
+        blocks = np.asarray(s.window_block_ids, dtype=np.int64)
+        self.block_tables[row, : len(blocks)] = blocks
+        self.slots[lo:hi] = blocks[pos // bs - s.window_base] * bs + pos % bs
+        self.seq_lens[row] = s.start + s.num_tokens - s.window_base * bs

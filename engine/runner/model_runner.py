@@ -119,6 +119,7 @@ class ModelRunner:
         if self.ep_group is not None and expert_balancer is not None:
             self.balancer = ExpertBalancer(self.model, self.ep_group, expert_balancer)
         self.num_blocks = 0
+        self.num_window_blocks = 0
         self.keep_logits = False  # tests compare raw logits against transformers
         self.samples = True  # False on tensor-parallel ranks > 0: they run the model, rank 0 samples
         self._generators: dict[str, torch.Generator] = {}
@@ -140,8 +141,10 @@ class ModelRunner:
         self.grammar_masks = GrammarMasks(device)
         self._before_sampling: Callable[[], None] | None = None
 
-    def allocate_kv_cache(self, num_blocks: int) -> None:
-        """One tensor per layer, shaped by the layer's KV spec (this rank's KV heads)."""
+    def allocate_kv_cache(self, num_blocks: int, num_window_blocks: int = 0) -> None:
+        """One tensor per layer, shaped by the layer's KV spec (this rank's KV heads), of
+        ``num_blocks`` pages, or of ``num_window_blocks`` for a sliding-window layer when set (the
+        window group's own pool, engine/kv/layout.py)."""
         specs = self.kv_cache_specs()
         layers = self.model.attention_layers()
         if len(specs) != len(layers):
@@ -157,11 +160,13 @@ class ModelRunner:
         for i, (attn, spec) in enumerate(zip(layers, specs, strict=True)):
             if getattr(spec, "window", None) != attn.sliding_window:
                 raise ValueError(f"layer {i}: KV spec {spec} does not match its window {attn.sliding_window}")
-            cache = allocate(spec.cache_shape(num_blocks), dtype=self.dtype, device=self.device)
+            pages = num_window_blocks if num_window_blocks and attn.sliding_window is not None else num_blocks
+            cache = allocate(spec.cache_shape(pages), dtype=self.dtype, device=self.device)
             attn.bind_kv_cache(cache)
             caches.append(cache)
-        self.kv_caches = caches  # in spec order: what the KV tiers copy blocks out of and into
+        self.kv_caches = caches  # in spec order; the KV tiers copy the main group's blocks
         self.num_blocks = num_blocks
+        self.num_window_blocks = num_window_blocks
 
     def kv_cache_specs(self) -> list[KVCacheSpec]:
         dtype = str(self.dtype).removeprefix("torch.")
@@ -173,7 +178,9 @@ class ModelRunner:
         if self.device.type != "cuda" and not eager:
             raise ValueError("CUDA graphs need a CUDA device")
         max_blocks = -(-self.max_model_len // self.block_size)
-        graphs = DecodeGraphs(self.model, max_batch, max_blocks, self.block_size, self.device)
+        graphs = DecodeGraphs(
+            self.model, max_batch, max_blocks, self.block_size, self.device, windowed=self.num_window_blocks > 0
+        )
         if eager:
             graphs.use_eager()
         else:

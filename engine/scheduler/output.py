@@ -23,6 +23,14 @@ class ScheduledRequest:
     num_draft_tokens: int = 0
     # Filled by Scheduler.update_from_output: the tokens this step appended to the request.
     emitted: list[int] = field(default_factory=list)
+    # KV groups (engine/kv/layout.py): block_ids[0] is the request's block ``block_base`` (not 0
+    # where every layer keeps only its window); a window group beside full-attention layers has its
+    # own held run from ``window_base``; positions below ``reused_until`` (a prefix hit being
+    # replayed for the windowed layers) already hold the main group's KV and are not written there.
+    block_base: int = 0
+    window_block_ids: list[int] | None = None
+    window_base: int = 0
+    reused_until: int = 0
 
     @property
     def draft_token_ids(self) -> list[int]:

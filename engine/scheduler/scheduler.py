@@ -196,13 +196,18 @@ class Scheduler:
             token_ids.append(0)
         if num_draft:
             token_ids += request.draft_token_ids[:num_draft]
+        rid = request.request_id
         return ScheduledRequest(
             request=request,
             start=start,
             num_tokens=num_new + num_draft,
-            block_ids=self.kv.block_ids(request.request_id),
+            block_ids=self.kv.block_ids(rid),
             token_ids=token_ids,
             samples=start + num_new == request.num_tokens + request.num_output_placeholders,
             pending_token=pending,
             num_draft_tokens=num_draft,
+            block_base=self.kv.block_base(rid),
+            window_block_ids=self.kv.window_block_ids(rid),
+            window_base=self.kv.window_base(rid),
+            reused_until=self.kv.reused_until(rid),
         )

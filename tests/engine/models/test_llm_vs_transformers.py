@@ -15,7 +15,9 @@ MODES = {
     "prefix-cache": {"enable_prefix_caching": True},
     "no-prefix-cache": {"enable_prefix_caching": False},
     "chunked-prefill-16": {"max_num_batched_tokens": 16},
-    "preemption": {"num_gpu_blocks": 8, "max_model_len": 128},
+    # Whole contexts, so Mistral's windowed layers fill 8 blocks too (a windowed pool rarely runs
+    # dry: preemption there is tests/engine/test_swa_bounded_replay.py's).
+    "preemption": {"num_gpu_blocks": 8, "max_model_len": 128, "sliding_window_kv": "full-context"},
 }
 
 

@@ -22,11 +22,14 @@ def _allocated_like_specs(llm: LLM, specs) -> None:
     assert runner.kv_cache_specs() == specs
     for attn, spec in zip(runner.model.attention_layers(), specs, strict=True):
         assert attn.sliding_window == getattr(spec, "window", None)
-        shape = spec.cache_shape(runner.num_blocks)
+        # A windowed layer beside full-attention ones has the window group's pool (engine/kv/layout.py).
+        own_pool = runner.num_window_blocks and attn.sliding_window is not None
+        pages = runner.num_window_blocks if own_pool else runner.num_blocks
+        shape = spec.cache_shape(pages)
         assert (2, *attn.k_cache.shape) == shape and attn.v_cache.shape == attn.k_cache.shape
         # K and V are the two halves of the layer's one tensor
         assert attn.v_cache.data_ptr() - attn.k_cache.data_ptr() == attn.k_cache.nbytes
-        assert attn.k_cache.untyped_storage().nbytes() == spec.block_bytes * runner.num_blocks
+        assert attn.k_cache.untyped_storage().nbytes() == spec.block_bytes * pages
 
 
 def test_mistral_window_is_a_sliding_window_spec_on_every_layer(tiny_models):
@@ -61,3 +64,7 @@ def test_a_full_and_a_windowed_layer_each_get_their_spec(tiny_qwen3, tmp_path):
     assert kv_cache_specs(load_model_config(path), BLOCK, "float32") == specs
     llm = assert_matches_transformers(path, (5, 30), seed=5, block_size=BLOCK)
     _allocated_like_specs(llm, specs)
+    runner = llm.engine.runner
+    # The window group's pool holds what the running requests' windows can (64 sequences of a
+    # window of 8 in at most 3 blocks, and a step's 2,048 new tokens), far less than the main pool.
+    assert runner.num_window_blocks == 64 * 3 + 2048 // BLOCK < runner.num_blocks
