@@ -156,6 +156,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         description=kv_tiers.__doc__,
     )
     kv_tiers.add_arguments(tiers)
+    from engine.bench import swa_replay  # light: torch is imported only when it runs
+
+    swa = subparsers.add_parser(
+        "swa-replay",
+        help="sliding-window layers on a long context: tokens a prefix hit recomputes and KV held, per "
+        "sliding_window_kv mode",
+        description=swa_replay.__doc__,
+    )
+    swa_replay.add_arguments(swa)
     from engine.bench import structured_overhead  # light: torch is imported only when it runs
 
     structured = subparsers.add_parser(
@@ -264,6 +273,10 @@ def run(args: argparse.Namespace) -> int:
         from engine.bench import ep_components, ep_scaling
 
         return (ep_components if args.bench == "ep-components" else ep_scaling).run(args)
+    if args.bench == "swa-replay":
+        from engine.bench import swa_replay
+
+        return swa_replay.run(args)
     if args.bench == "structured":
         from engine.bench import structured_overhead
 

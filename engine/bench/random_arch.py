@@ -212,6 +212,48 @@ ARCHITECTURES["llama-3.1-70b"] = {
 }
 
 
+# Qwen3-8B's shape with every other layer a 4,096-token sliding window (Qwen3's ``layer_types``),
+# "half the layers local" for the sliding-window KV benchmark (engine/bench/swa_replay.py), and a
+# small twin of it for the CPU.
+ARCHITECTURES["qwen3-8b-swa"] = {
+    "architectures": ["Qwen3ForCausalLM"],
+    "model_type": "qwen3",
+    "hidden_size": 4096,
+    "intermediate_size": 12288,
+    "num_hidden_layers": 36,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "vocab_size": 151936,
+    "max_position_embeddings": 40960,
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 1000000.0,
+    "tie_word_embeddings": False,
+    "hidden_act": "silu",
+    "attention_bias": False,
+    "use_sliding_window": True,
+    "sliding_window": 4096,
+    "max_window_layers": 0,
+    "layer_types": ["sliding_attention", "full_attention"] * 18,
+    "bos_token_id": 151643,
+    "eos_token_id": 151645,
+    "torch_dtype": "bfloat16",
+}
+ARCHITECTURES["tiny-qwen3-swa"] = {
+    **ARCHITECTURES["qwen3-8b-swa"],
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 32,
+    "vocab_size": 2048,
+    "layer_types": ["sliding_attention", "full_attention"] * 2,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "torch_dtype": "float32",
+}
+
 def hf_config(name: str) -> dict:
     try:
         return dict(ARCHITECTURES[name])

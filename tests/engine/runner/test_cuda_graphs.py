@@ -156,3 +156,37 @@ def test_graphs_need_cuda_unless_eager(tiny_llama):
     llm = LLM(tiny_llama, device="cpu")
     with pytest.raises(ValueError, match="CUDA"):
         llm.engine.runner.capture_decode_graphs(4)
+
+
+def _interleaved(tiny_qwen3, tmp_path):
+    """Qwen3's two layers as a windowed (8 tokens) and a full-attention layer."""
+    import json
+    import shutil
+
+    path = shutil.copytree(tiny_qwen3, tmp_path / "interleaved")
+    raw = json.loads((path / "config.json").read_text())
+    raw.update(sliding_window=8, use_sliding_window=True, layer_types=["sliding_attention", "full_attention"])
+    (path / "config.json").write_text(json.dumps(raw))
+    return path
+
+
+@pytest.mark.parametrize("model", ["mistral", "interleaved"])
+def test_windowed_layers_decode_through_the_graphs_with_the_eager_tokens(tiny_models, tiny_qwen3, tmp_path, model):
+    """Windowed layers' blocks leave as decoding moves on (their own window group beside full
+    attention, or the one pool of an all-windowed Mistral): the graphs' block tables and sequence
+    lengths follow each request's shifted run and give the eager engine's tokens."""
+    path = tiny_models["mistral"] if model == "mistral" else _interleaved(tiny_qwen3, tmp_path)
+    prompts = _prompts(4, seed=9)
+    params = SamplingParams(max_tokens=40, temperature=0.0, ignore_eos=True)  # past several blocks
+    expected = [o.token_ids for o in LLM(path, device="cpu", max_num_seqs=4).generate(prompts, params)]
+    llm = LLM(path, device="cpu", max_num_seqs=4)
+    assert llm.engine.kv.window is not None
+    runner = llm.engine.runner
+    runner.capture_decode_graphs(4, eager=True)
+    bases = []
+    original = runner.graphs.run
+    runner.graphs.run = lambda out, *a: bases.extend(
+        s.window_base if s.window_block_ids is not None else s.block_base for s in out.scheduled
+    ) or original(out, *a)
+    assert [o.token_ids for o in llm.generate(prompts, params)] == expected
+    assert bases and max(bases) >= 2  # windows moved on by whole blocks while in the graphs
