@@ -60,7 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--prompt-tokens", type=int, default=16_384)
-    parser.add_argument("--window", type=int, default=4096, help="the local layers' window (overrides the shape's)")
+    parser.add_argument(
+        "--window", type=int, default=4096, help="the local layers' window (overrides the shape's)"
+    )
     parser.add_argument("--follow-up-tokens", type=int, default=64, help="tokens the second request appends")
     parser.add_argument("--decode-tokens", type=int, default=16)
     parser.add_argument("--block-size", type=int, default=16)
@@ -185,7 +187,8 @@ def _judge(report: Report) -> None:
         return
     report.recompute_ratio = full.hit_recomputed_tokens / max(bounded.hit_recomputed_tokens, 1)
     report.passed = (
-        report.recompute_ratio >= RECOMPUTE_GOAL and bounded.window_blocks_decode_max <= report.window_bound_blocks
+        report.recompute_ratio >= RECOMPUTE_GOAL
+        and bounded.window_blocks_decode_max <= report.window_bound_blocks
     )
 
 
@@ -219,3 +222,9 @@ def run(args: argparse.Namespace) -> int:
         Path(args.json).write_text(json.dumps(asdict(report), indent=2))
         _say(f"wrote {args.json}")
     return 0 if report.passed in (True, None) else 1
+
+
+if __name__ == "__main__":
+    _parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_arguments(_parser)
+    sys.exit(run(_parser.parse_args()))

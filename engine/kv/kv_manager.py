@@ -180,7 +180,9 @@ class KVCacheManager:
             if window_needed > window.pool.num_free_blocks:
                 return False
             if self.layout.all_windowed:
-                return self._allocate_windowed(request, num_computed_tokens, total_tokens, window_needed, prefix_hit)
+                return self._allocate_windowed(
+                    request, num_computed_tokens, total_tokens, window_needed, prefix_hit
+                )
         hit_blocks = prefix_hit.blocks if prefix_hit else []
         held = self._blocks.get(rid)
         needed = -(-total_tokens // self.block_size) - (len(held) if held else 0) - len(hit_blocks)
@@ -315,7 +317,9 @@ class KVCacheManager:
             first = self.layout.first_needed_block(end * size)
             blocks = []
             for i in range(first, end):
-                block = self.pool.lookup(hashes[i], hashes[i - 1] if i else None, tokens[i * size : (i + 1) * size])
+                block = self.pool.lookup(
+                    hashes[i], hashes[i - 1] if i else None, tokens[i * size : (i + 1) * size]
+                )
                 if block is None:
                     break
                 blocks.append(block)

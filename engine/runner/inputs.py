@@ -93,7 +93,9 @@ def build_inputs(
         seq_lens=tensor(seq_lens, torch.int32),
         query_start_loc=tensor(query_start_loc, torch.int32),
         decode_only=len(one_token) == num_seqs,
-        fresh_prefill_lens=num_tokens if all(s.start == 0 and not s.reused_until for s in scheduled) else None,
+        fresh_prefill_lens=num_tokens
+        if all(s.start == 0 and not s.reused_until for s in scheduled)
+        else None,
         host_query_lens=num_tokens,
         host_seq_lens=seq_lens.tolist(),
         decode_rows=decode_rows,

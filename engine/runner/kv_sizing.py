@@ -29,7 +29,9 @@ def block_bytes(cfg: ModelConfig, block_size: int, dtype: torch.dtype, tp: int =
 def kv_layout(config: EngineConfig, cfg: ModelConfig, dtype: torch.dtype) -> KVLayout:
     """The KV groups of this model under ``config.sliding_window_kv``. An expert-parallel replica's
     ranks keep whole contexts (their pools have no window group yet)."""
-    specs = kv_cache_specs(cfg, config.block_size, str(dtype).removeprefix("torch."), config.tensor_parallel_size)
+    specs = kv_cache_specs(
+        cfg, config.block_size, str(dtype).removeprefix("torch."), config.tensor_parallel_size
+    )
     mode = "full-context" if config.expert_parallel_size > 1 else config.sliding_window_kv
     # Batch-invariant attention walks keys in tiles aligned to the positions it sees: 256 on CPU,
     # 64 (a divisor) in the Triton kernels.
@@ -56,7 +58,9 @@ def kv_pool_sizes(
     requests can hold at most (``KVLayout.window_blocks_bound``), never more blocks than the main
     pool; the memory it leaves goes to the main pool."""
     layout = kv_layout(config, cfg, dtype)
-    specs = kv_cache_specs(cfg, config.block_size, str(dtype).removeprefix("torch."), config.tensor_parallel_size)
+    specs = kv_cache_specs(
+        cfg, config.block_size, str(dtype).removeprefix("torch."), config.tensor_parallel_size
+    )
     if layout.hybrid:
         main_bytes = total_block_bytes([specs[i] for i in layout.main_layers])
         window_bytes = total_block_bytes([specs[i] for i in layout.window_layers])

@@ -179,7 +179,12 @@ class ModelRunner:
             raise ValueError("CUDA graphs need a CUDA device")
         max_blocks = -(-self.max_model_len // self.block_size)
         graphs = DecodeGraphs(
-            self.model, max_batch, max_blocks, self.block_size, self.device, windowed=self.num_window_blocks > 0
+            self.model,
+            max_batch,
+            max_blocks,
+            self.block_size,
+            self.device,
+            windowed=self.num_window_blocks > 0,
         )
         if eager:
             graphs.use_eager()

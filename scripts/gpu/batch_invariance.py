@@ -90,10 +90,26 @@ def fingerprint(output) -> tuple:
     return tuple(output.token_ids), logprobs
 
 
+def config_shape(name: str, count: int, chunk: int, big_chunk: int) -> tuple[int, int]:
+    """(batch, token budget) of a configuration named by its parts: ``b<N>`` batches of N (default
+    all at once), ``c<N>`` a budget of N tokens (``c64``: ``--chunk``; default the engine's), and
+    ``hits`` to keep the prefix cache (else emptied first). E.g. ``b32-c4096-hits``."""
+    batch, budget = count, big_chunk
+    for part in name.split("-"):
+        if part[:1] in ("b", "c") and part[1:].isdigit():
+            value = int(part[1:])
+            if part[0] == "b":
+                batch = value
+            else:
+                budget = chunk if value == 64 else value
+    return batch, budget
+
+
 def run_config(llm, name: str, prompts, params, alone: int, chunk: int, big_chunk: int) -> list[tuple]:
     """The fingerprints of one configuration's outputs, in prompt order."""
     core = llm.engine
-    core.scheduler.max_num_batched_tokens = chunk if name.startswith("c64") else big_chunk
+    batch, budget = config_shape(name, len(prompts), chunk, big_chunk)
+    core.scheduler.max_num_batched_tokens = budget
     if not name.endswith("-hits") and not core.kv.reset_prefix_cache():
         print(f"WARNING {name}: the prefix cache could not be emptied (blocks still held)", flush=True)
     if name == "alone":
@@ -101,12 +117,10 @@ def run_config(llm, name: str, prompts, params, alone: int, chunk: int, big_chun
         for prompt, p in zip(prompts[:alone], params[:alone], strict=True):
             core.kv.reset_prefix_cache()
             outputs += llm.generate([prompt], p)
-    elif name in ("b8", "c64-b8-hits"):
-        outputs = []
-        for start in range(0, len(prompts), 8):
-            outputs += llm.generate(prompts[start : start + 8], params[start : start + 8])
     else:
-        outputs = llm.generate(prompts, params)
+        outputs = []
+        for start in range(0, len(prompts), batch):
+            outputs += llm.generate(prompts[start : start + batch], params[start : start + batch])
     core.scheduler.max_num_batched_tokens = big_chunk
     return [fingerprint(o) for o in outputs]
 
@@ -119,13 +133,14 @@ def check_invariance(llm, args, vocab: int) -> dict:
     warm = min(8, len(params))
     llm.generate(make_prompts(warm, args.min_prompt, args.max_prompt, vocab, args.seed + 1), params[:warm])
     results, seconds = {}, {}
-    for name in (REFERENCE, *[c for c in CONFIGS if c != REFERENCE]):
+    configs = args.configs or CONFIGS
+    for name in (REFERENCE, *[c for c in configs if c != REFERENCE]):
         start = time.perf_counter()
         results[name] = run_config(llm, name, prompts, params, args.alone, args.chunk, big_chunk)
         seconds[name] = time.perf_counter() - start
     reference = results[REFERENCE]
     report = {}
-    for name in CONFIGS:
+    for name in (REFERENCE, *[c for c in configs if c != REFERENCE]):
         got = results[name]
         same = sum(a == b for a, b in zip(got, reference, strict=False))
         first_diff = next((i for i, (a, b) in enumerate(zip(got, reference, strict=False)) if a != b), None)
@@ -254,6 +269,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--cost-seconds", type=float, default=90.0, help="what the cost part takes besides a build"
+    )
+    parser.add_argument(
+        "--configs",
+        nargs="+",
+        help=f"configurations to compare with {REFERENCE} (default: {' '.join(CONFIGS)})",
     )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
