@@ -15,6 +15,7 @@ the windowed layers hold at most their window and one block.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 import tempfile
@@ -129,6 +130,7 @@ def run_bench(args: argparse.Namespace) -> Report:
             report.modes.append(_measure(llm, mode, prompt, follow_up, args, SamplingParams))
             llm.shutdown()
             del llm
+            gc.collect()  # the engine's cycles hold its weights and KV pool until collected
             if args.device.startswith("cuda"):
                 torch.cuda.empty_cache()
     _judge(report)

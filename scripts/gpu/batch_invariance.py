@@ -125,6 +125,15 @@ def run_config(llm, name: str, prompts, params, alone: int, chunk: int, big_chun
     return [fingerprint(o) for o in outputs]
 
 
+def first_difference(a: tuple, b: tuple) -> int:
+    """The first output position where two fingerprints differ (token or any logprob)."""
+    (tokens_a, logprobs_a), (tokens_b, logprobs_b) = a, b
+    for i, pair in enumerate(zip(zip(tokens_a, logprobs_a), zip(tokens_b, logprobs_b))):
+        if pair[0] != pair[1]:
+            return i
+    return min(len(tokens_a), len(tokens_b))
+
+
 def check_invariance(llm, args, vocab: int) -> dict:
     prompts = make_prompts(args.prompts, args.min_prompt, args.max_prompt, vocab, args.seed)
     params = make_params(args.prompts, args.max_tokens)
@@ -146,6 +155,14 @@ def check_invariance(llm, args, vocab: int) -> dict:
         first_diff = next((i for i, (a, b) in enumerate(zip(got, reference, strict=False)) if a != b), None)
         report[name] = {"identical": same, "outputs": len(got), "first_differing_prompt": first_diff,
                         "seconds": round(seconds[name], 2)}  # fmt: skip
+        where = [(i, first_difference(a, b)) for i, (a, b) in enumerate(zip(got, reference, strict=False)) if a != b]
+        if where:  # where each differing output first differs: its prompt, and the position in its output
+            report[name]["differences"] = [
+                {"prompt": i, "position": pos, "prompt_tokens": len(prompts[i]), "sampled": i % 2 == 1}
+                for i, pos in where[:64]
+            ]
+            at_first = sum(pos == 0 for _, pos in where)
+            print(f"{name:>12}: {at_first} of {len(where)} differ at their first output token", flush=True)
         note = "" if first_diff is None else f"  first difference: prompt {first_diff}"
         print(f"{name:>12}: {same}/{len(got)} outputs bitwise identical to {REFERENCE} "
               f"(tokens and logprobs), {seconds[name]:.1f} s{note}", flush=True)  # fmt: skip
