@@ -128,8 +128,10 @@ def run_config(llm, name: str, prompts, params, alone: int, chunk: int, big_chun
 def first_difference(a: tuple, b: tuple) -> int:
     """The first output position where two fingerprints differ (token or any logprob)."""
     (tokens_a, logprobs_a), (tokens_b, logprobs_b) = a, b
-    for i, pair in enumerate(zip(zip(tokens_a, logprobs_a), zip(tokens_b, logprobs_b))):
-        if pair[0] != pair[1]:
+    rows_a = list(zip(tokens_a, logprobs_a or [None] * len(tokens_a), strict=True))
+    rows_b = list(zip(tokens_b, logprobs_b or [None] * len(tokens_b), strict=True))
+    for i, (row_a, row_b) in enumerate(zip(rows_a, rows_b, strict=False)):
+        if row_a != row_b:
             return i
     return min(len(tokens_a), len(tokens_b))
 
@@ -155,7 +157,11 @@ def check_invariance(llm, args, vocab: int) -> dict:
         first_diff = next((i for i, (a, b) in enumerate(zip(got, reference, strict=False)) if a != b), None)
         report[name] = {"identical": same, "outputs": len(got), "first_differing_prompt": first_diff,
                         "seconds": round(seconds[name], 2)}  # fmt: skip
-        where = [(i, first_difference(a, b)) for i, (a, b) in enumerate(zip(got, reference, strict=False)) if a != b]
+        where = [
+            (i, first_difference(a, b))
+            for i, (a, b) in enumerate(zip(got, reference, strict=False))
+            if a != b
+        ]
         if where:  # where each differing output first differs: its prompt, and the position in its output
             report[name]["differences"] = [
                 {"prompt": i, "position": pos, "prompt_tokens": len(prompts[i]), "sampled": i % 2 == 1}
