@@ -189,6 +189,8 @@ def build(model_dir: Path, args, batch_invariant: bool):
         batch_invariant=batch_invariant,
         gpu_memory_utilization=args.gpu_memory_utilization,
         kernels=args.kernels,
+        enforce_eager=args.enforce_eager,
+        async_scheduling=False if args.no_async_scheduling else None,
     )
 
 
@@ -298,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         help=f"configurations to compare with {REFERENCE} (default: {' '.join(CONFIGS)})",
     )
+    parser.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs (a diagnosis)")
+    parser.add_argument("--no-async-scheduling", action="store_true", help="a diagnosis")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     started = time.perf_counter()

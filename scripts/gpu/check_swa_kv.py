@@ -16,16 +16,9 @@ import tempfile
 from pathlib import Path
 
 
-def _release(llm) -> None:
-    import gc
-
-    import torch
-
-    llm.shutdown()
-    del llm
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
+def _graph_steps(llm) -> int:
+    graphs = llm.engine.runner.graphs
+    return graphs.steps_run if graphs is not None else 0
 
 
 def main() -> int:
@@ -51,22 +44,24 @@ def main() -> int:
         model = Path(tmp)
         (model / "config.json").write_text(json.dumps(config))
         write_id_tokenizer(model, config["vocab_size"], config["eos_token_id"])
-        # Engines one after another in one process: each takes a fifth of the memory.
-        common = dict(
-            device=args.device,
-            dtype=args.dtype,
-            load_format="dummy",
-            seed=1,
-            max_model_len=1024,
-            gpu_memory_utilization=0.2,
+        # Engines one after another in one process: pools of a set size, not a share of what is free.
+        common = dict(device=args.device, dtype=args.dtype, load_format="dummy", seed=1, max_model_len=1024)
+        whole = LLM(
+            model,
+            sliding_window_kv="full-context",
+            enable_prefix_caching=False,
+            num_gpu_blocks=4096,
+            **common,
         )
-        whole = LLM(model, sliding_window_kv="full-context", enable_prefix_caching=False, **common)
         reference = [o.token_ids for o in whole.generate(prompts, params)]
-        _release(whole)
+        whole.shutdown()
+        del whole
         exact = (config["layer_types"].count("sliding_attention") - 1) * (args.window - 1)
         cases = {  # a margin covering the windowed layers' reach: the replay is exact
-            "bounded-replay": dict(sliding_window_kv="bounded-replay", swa_replay_margin=exact),
-            "full-replay": dict(sliding_window_kv="full-replay"),
+            "bounded-replay": dict(
+                sliding_window_kv="bounded-replay", swa_replay_margin=exact, num_gpu_blocks=4096
+            ),
+            "full-replay": dict(sliding_window_kv="full-replay", num_gpu_blocks=4096),
             "bounded-replay, small pool": dict(
                 sliding_window_kv="bounded-replay",
                 swa_replay_margin=exact,
@@ -76,16 +71,16 @@ def main() -> int:
         }
         for name, kwargs in cases.items():
             llm = LLM(model, **common, **kwargs)
-            graphs = llm.engine.runner.graphs
             for round_ in ("first", "second (hits)"):
                 got = [o.token_ids for o in llm.generate(prompts, params)]
                 same = sum(a == b for a, b in zip(got, reference, strict=True))
                 stats = llm.stats()
                 print(f"{name:>28}, {round_}: {same}/{len(prompts)} identical to whole contexts; "
                       f"preemptions {stats.num_preemptions}, prefix hits {llm.engine.kv.prefix_cache_hits} "
-                      f"tokens, graph steps {graphs.steps_run if graphs else 0}", flush=True)  # fmt: skip
+                      f"tokens, graph steps {_graph_steps(llm)}", flush=True)  # fmt: skip
                 failures += same != len(prompts)
-            _release(llm)
+            llm.shutdown()
+            del llm
     return 1 if failures else 0
 
 
