@@ -19,7 +19,6 @@ import batch_invariance as bi  # noqa: E402
 
 
 def main() -> int:
-    import torch
 
     from engine.bench.random_arch import hf_config, write_config_dir
     from engine.runner.inputs import build_inputs
