@@ -66,6 +66,9 @@ class DecodeGraphs:
             (self.max_batch, max_blocks_per_seq), dtype=torch.int32, device=device
         )
         self.window_block_tables = torch.zeros_like(self.block_tables) if windowed else None
+        # Every graph reads its query offsets (0, 1, .., size) from this one buffer: a graph keeps no
+        # tensor alive, so inputs made at capture would be freed and their memory reused under it.
+        self.query_start_loc = torch.arange(self.max_batch + 1, dtype=torch.int32, device=device)
         self.replays: dict[int, Callable[[], None]] = {}  # size -> replay of that size's step
         self.steps_run = 0  # decode steps served by a replay (the benchmarks report it)
         self.verify_steps_run = 0  # of those, speculative verify steps (some request fed drafts)
@@ -76,7 +79,7 @@ class DecodeGraphs:
         self._window_table = _HostTable(self.max_batch, max_blocks_per_seq) if windowed else None
 
     def _meta(self, size: int) -> AttentionMetadata:
-        query_start_loc = torch.arange(size + 1, dtype=torch.int32, device=self.device)
+        query_start_loc = self.query_start_loc[: size + 1]
         meta = AttentionMetadata(
             slot_mapping=self.packed[_SLOTS, :size],
             block_tables=self.block_tables[:size],
