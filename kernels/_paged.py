@@ -1,10 +1,14 @@
-"""Pieces shared by the varlen and decode paged-attention ops: input checks and the torch math."""
+"""Pieces shared by the varlen and decode paged-attention ops: input checks and the torch math.
+
+``softcap`` (Gemma-2's ``attn_logit_softcapping``): a score ``s`` (after the scale) becomes
+``softcap * tanh(s / softcap)`` before the mask and the softmax, as in transformers.
+"""
 
 from __future__ import annotations
 
 import torch
 
-from kernels._common import cdiv, interpreting, next_power_of_2, tl, triton
+from kernels._common import cdiv, interpreting, next_power_of_2, tanh, tl, triton
 from kernels.kv_cache_write import check_caches_contiguous
 
 LOG2E = 1.4426950408889634
@@ -35,8 +39,11 @@ def check_paged_inputs(
     block_tables: torch.Tensor,
     seq_lens: torch.Tensor,
     sliding_window: int | None,
+    softcap: float | None = None,
 ) -> None:
     """Shape/dtype checks that need no device sync."""
+    if softcap is not None and not softcap > 0:
+        raise ValueError(f"softcap must be positive or None, got {softcap}")
     if q.dim() != 3:
         raise ValueError(f"q must be [tokens, q_heads, head_dim], got {tuple(q.shape)}")
     if k_cache.dim() != 4 or v_cache.shape != k_cache.shape:
@@ -79,8 +86,11 @@ def attend(
     first_position: int,
     scale: float,
     sliding_window: int | None,
+    softcap: float | None = None,
+    first_key: int = 0,
 ) -> torch.Tensor:
-    """Causal GQA attention of ``q: [n, Hq, D]`` (positions ``first_position + i``) over ``keys``.
+    """Causal GQA attention of ``q: [n, Hq, D]`` (positions ``first_position + i``) over ``keys``
+    (positions ``first_key + j``).
 
     Computed in fp32 and returned in ``q.dtype``. Query heads are viewed as ``[Hk, G]`` so each
     KV head is broadcast to its group instead of being copied G times.
@@ -90,13 +100,15 @@ def attend(
     group = num_q_heads // num_kv_heads
     k = keys.float().permute(1, 2, 0).unsqueeze(1)  # [Hk, 1, D, L]
     v = values.float().permute(1, 0, 2).unsqueeze(1)  # [Hk, 1, L, D]
-    key_positions = torch.arange(context_len, device=q.device)
+    key_positions = torch.arange(first_key, first_key + context_len, device=q.device)
     out = torch.empty_like(q)
     rows_per_chunk = max(1, _MAX_SCORE_ELEMENTS // max(1, num_q_heads * context_len))
     for start in range(0, n, rows_per_chunk):
         stop = min(n, start + rows_per_chunk)
         qf = q[start:stop].float().view(stop - start, num_kv_heads, group, head_dim).permute(1, 2, 0, 3)
         scores = torch.matmul(qf, k) * scale  # [Hk, G, rows, L]
+        if softcap is not None:
+            scores = torch.tanh(scores / softcap) * softcap
         query_positions = first_position + torch.arange(start, stop, device=q.device)
         allowed = key_positions[None, :] <= query_positions[:, None]
         if sliding_window is not None:
@@ -115,6 +127,13 @@ def dot(a, b, DOT_IN_FP32: tl.constexpr):
     if DOT_IN_FP32:
         return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
     return tl.dot(a, b)
+
+
+@triton.jit
+def soft_cap(scores, softcap_log2e):
+    """``softcap * tanh(s / softcap)`` of log2-domain scores ``s * log2(e)``, given
+    ``softcap * log2(e)``: the same cap, scaled like the scores."""
+    return softcap_log2e * tanh(scores / softcap_log2e)
 
 
 @triton.jit
@@ -151,6 +170,7 @@ def attend_kv_range(
     q_positions,
     sliding_window,
     scale_log2e,
+    softcap_log2e,
     dims,
     dim_mask,
     BLOCK_M: tl.constexpr,
@@ -159,13 +179,15 @@ def attend_kv_range(
     BLOCK_N: tl.constexpr,
     USE_WINDOW: tl.constexpr,
     DOT_IN_FP32: tl.constexpr,
+    USE_SOFTCAP: tl.constexpr,
 ):
     """The online-softmax state ``(m, l, acc)`` of ``q: [BLOCK_M, BLOCK_D]`` over the key positions
     ``kv_start .. kv_end``, one tile of ``BLOCK_N`` keys after another in ascending order.
 
     Keys are gathered through the block table, so a tile may span several cache blocks. ``m_i`` is
     kept in the log2 domain; rows with nothing allowed yet keep the finite sentinel -1e30 so no
-    ``-inf - -inf`` NaN appears. ``DOT_IN_FP32``: as ``dot``'s.
+    ``-inf - -inf`` NaN appears. ``DOT_IN_FP32``: as ``dot``'s. ``USE_SOFTCAP``: the scores are
+    capped (``soft_cap``) before the mask.
     """
     m_i = tl.full([BLOCK_M], -1.0e30, dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -176,6 +198,8 @@ def attend_kv_range(
         kv_mask = key_mask[None, :] & dim_mask[:, None]
         k = tl.load(k_cache_ptr + offsets[None, :] + dims[:, None], mask=kv_mask, other=0.0)  # [D, N]
         qk = dot(q, k, DOT_IN_FP32) * scale_log2e
+        if USE_SOFTCAP:
+            qk = soft_cap(qk, softcap_log2e)
         allowed = key_mask[None, :] & (key_positions[None, :] <= q_positions[:, None])
         if USE_WINDOW:
             allowed = allowed & (key_positions[None, :] > q_positions[:, None] - sliding_window)

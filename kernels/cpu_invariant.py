@@ -86,11 +86,13 @@ def attend(
     scale: float,
     sliding_window: int | None = None,
     first_key: int = 0,
+    softcap: float | None = None,
 ) -> torch.Tensor:
     """Causal attention of ``q: [n, Hq, D]``, the last ``n`` positions of a context whose keys and
     values from position ``first_key`` (a multiple of ``KEY_BLOCK``: none before it may be visible)
     on are ``keys: [L, Hk, D]``, ``values: [L, Hk, Dv]`` (Hq a multiple of Hk) -> ``[n, Hq, Dv]`` in
-    q's dtype; softmax in fp32."""
+    q's dtype; softmax in fp32. ``softcap``: scores become ``softcap * tanh(score / softcap)``
+    before the mask (Gemma-2)."""
     if first_key % KEY_BLOCK:
         raise ValueError(f"first_key must be a multiple of {KEY_BLOCK}, got {first_key}")
     n, num_heads, _ = q.shape
@@ -120,6 +122,8 @@ def attend(
             visible &= key_pos > query_pos - sliding_window
         k = keys[:, start - first_key : start - first_key + KEY_BLOCK]
         scores = bmm(queries, k.transpose(1, 2)) * scale
+        if softcap is not None:  # rows of KEY_BLOCK: whole vectors
+            scores = torch.tanh(scores / softcap) * softcap
         scores = scores.masked_fill(~visible, float("-inf"))
         new_best = torch.maximum(best, scores.amax(dim=-1))
         # A row that has seen no key yet subtracts 0: exp(-inf) = 0 keeps its sums at exactly zero.

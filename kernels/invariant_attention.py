@@ -43,6 +43,7 @@ def _launch(
     query_start_loc: torch.Tensor,
     scale: float,
     sliding_window: int | None,
+    softcap: float | None = None,
 ) -> torch.Tensor:
     group = q.shape[1] // k_cache.shape[2]
     return _paged_launch(
@@ -55,6 +56,7 @@ def _launch(
         scale,
         sliding_window,
         invariant_tiles(group),
+        softcap,
     )
 
 
@@ -67,14 +69,15 @@ def invariant_attention(
     query_start_loc: torch.Tensor,
     scale: float,
     sliding_window: int | None = None,
+    softcap: float | None = None,
 ) -> torch.Tensor:
     """As ``paged_attention`` (causal GQA ``[T, Hq, D]`` over a varlen batch; a decode step is one
-    token per sequence), with a row's bits independent of the rest of the launch. Where Triton does
-    not run, the per-sequence torch reference."""
-    check_paged_inputs(q, k_cache, v_cache, block_tables, seq_lens, sliding_window)
+    token per sequence; ``softcap`` likewise), with a row's bits independent of the rest of the
+    launch. Where Triton does not run, the per-sequence torch reference."""
+    check_paged_inputs(q, k_cache, v_cache, block_tables, seq_lens, sliding_window, softcap)
     if query_start_loc.shape != (block_tables.shape[0] + 1,):
         raise ValueError(f"query_start_loc must be [batch+1], got {tuple(query_start_loc.shape)}")
     args = (q, k_cache, v_cache, block_tables, seq_lens, query_start_loc, scale, sliding_window)
     if use_triton(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc):
-        return _launch(*args)
-    return paged_attention_torch(*args)
+        return _launch(*args, softcap)
+    return paged_attention_torch(*args, softcap)

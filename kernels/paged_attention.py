@@ -3,6 +3,7 @@
 One kernel covers prefill, extend over a cached prefix, and decode: sequence ``b`` owns query rows
 ``query_start_loc[b]:query_start_loc[b+1]``; its context holds ``seq_lens[b]`` tokens whose K/V are
 already in the cache, and query row ``i`` sits at position ``seq_lens[b] - q_len_b + i``.
+``softcap``: scores soft-capped before the softmax (``kernels/_paged.py``).
 The single-token decode op with split-K (flash-decoding) lives in ``paged_attention_decode.py``.
 """
 
@@ -67,6 +68,7 @@ def _paged_attention_kernel(
     seq_lens_ptr,
     query_start_loc_ptr,
     scale_log2e,
+    softcap_log2e,
     num_seqs,
     num_kv_heads,
     head_dim,
@@ -79,6 +81,7 @@ def _paged_attention_kernel(
     BLOCK_D: tl.constexpr,
     USE_WINDOW: tl.constexpr,
     DOT_IN_FP32: tl.constexpr,
+    USE_SOFTCAP: tl.constexpr,
 ):
     # Rows of the tile are (query token, head of this KV group) pairs, so K/V are read once per group.
     program = tl.program_id(0)
@@ -112,8 +115,8 @@ def _paged_attention_kernel(
     block_table_ptr = block_tables_ptr + seq.to(tl.int64) * block_tables_stride
     m_i, l_i, acc = attend_kv_range(
         q, k_cache_ptr, v_cache_ptr, block_table_ptr, kv_head, num_kv_heads, head_dim, kv_start, kv_end,
-        q_positions, sliding_window, scale_log2e, dims, dim_mask,
-        BLOCK_M, BLOCK_D, BLOCK_SIZE, BLOCK_N, USE_WINDOW, DOT_IN_FP32,
+        q_positions, sliding_window, scale_log2e, softcap_log2e, dims, dim_mask,
+        BLOCK_M, BLOCK_D, BLOCK_SIZE, BLOCK_N, USE_WINDOW, DOT_IN_FP32, USE_SOFTCAP,
     )  # fmt: skip
     out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
     out_offsets = (
@@ -140,6 +143,7 @@ def _launch(
     scale: float,
     sliding_window: int | None,
     tiles: tuple[int, int, int] | None = None,
+    softcap: float | None = None,
 ) -> torch.Tensor:
     """``tiles``: (BLOCK_Q, BLOCK_M, num_warps) fixed by the caller (``kernels/invariant_attention.py``)
     instead of chosen from the step's mean query length."""
@@ -169,6 +173,7 @@ def _launch(
         seq_lens,
         query_start_loc,
         scale * LOG2E,
+        (softcap or 1.0) * LOG2E,
         num_seqs,
         num_kv_heads,
         head_dim,
@@ -181,6 +186,7 @@ def _launch(
         BLOCK_D=head_tile(head_dim),
         USE_WINDOW=sliding_window is not None,
         DOT_IN_FP32=dot_in_fp32(q.dtype),
+        USE_SOFTCAP=softcap is not None,
         num_warps=num_warps,
     )
     return out
@@ -195,6 +201,7 @@ def paged_attention_torch(
     query_start_loc: torch.Tensor,
     scale: float,
     sliding_window: int | None = None,
+    softcap: float | None = None,
 ) -> torch.Tensor:
     out = torch.empty_like(q)
     starts = query_start_loc.tolist()
@@ -205,7 +212,7 @@ def paged_attention_torch(
             continue
         keys, values = gather_context(k_cache, v_cache, block_tables[b], context_len)
         out[start:stop] = attend(
-            q[start:stop], keys, values, context_len - (stop - start), scale, sliding_window
+            q[start:stop], keys, values, context_len - (stop - start), scale, sliding_window, softcap
         )
     return out
 
@@ -219,9 +226,10 @@ def paged_attention(
     query_start_loc: torch.Tensor,
     scale: float,
     sliding_window: int | None = None,
+    softcap: float | None = None,
 ) -> torch.Tensor:
     """Causal GQA attention ``[T, Hq, D]`` for every query row of a varlen batch; fp32 softmax."""
-    check_paged_inputs(q, k_cache, v_cache, block_tables, seq_lens, sliding_window)
+    check_paged_inputs(q, k_cache, v_cache, block_tables, seq_lens, sliding_window, softcap)
     batch = block_tables.shape[0]
     if query_start_loc.shape != (batch + 1,) or query_start_loc.dtype not in (torch.int32, torch.int64):
         raise ValueError(
@@ -229,5 +237,5 @@ def paged_attention(
         )
     args = (q, k_cache, v_cache, block_tables, seq_lens, query_start_loc, scale, sliding_window)
     if use_triton(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc):
-        return _launch(*args)
-    return paged_attention_sdpa(*args)
+        return _launch(*args, softcap=softcap)
+    return paged_attention_sdpa(*args, softcap=softcap)

@@ -60,6 +60,7 @@ def _decode_split_kernel(
     partial_acc_ptr,
     counter_ptr,
     scale_log2e,
+    softcap_log2e,
     num_kv_heads,
     head_dim,
     sliding_window,
@@ -71,6 +72,7 @@ def _decode_split_kernel(
     BLOCK_D: tl.constexpr,
     USE_WINDOW: tl.constexpr,
     DOT_IN_FP32: tl.constexpr,
+    USE_SOFTCAP: tl.constexpr,
     SINGLE_SPLIT: tl.constexpr,
     FUSED_REDUCE: tl.constexpr,
     BLOCK_S: tl.constexpr,
@@ -102,8 +104,8 @@ def _decode_split_kernel(
     block_table_ptr = block_tables_ptr + seq * block_tables_stride
     m_i, l_i, acc = attend_kv_range(
         q, k_cache_ptr, v_cache_ptr, block_table_ptr, kv_head, num_kv_heads, head_dim, split_start, split_end,
-        q_positions, sliding_window, scale_log2e, dims, dim_mask,
-        BLOCK_G, BLOCK_D, BLOCK_SIZE, BLOCK_N, USE_WINDOW, DOT_IN_FP32,
+        q_positions, sliding_window, scale_log2e, softcap_log2e, dims, dim_mask,
+        BLOCK_G, BLOCK_D, BLOCK_SIZE, BLOCK_N, USE_WINDOW, DOT_IN_FP32, USE_SOFTCAP,
     )  # fmt: skip
 
     num_q_heads = num_kv_heads * GROUP
@@ -145,6 +147,7 @@ def _launch(
     sliding_window: int | None,
     num_splits: int | None,
     fused_reduce: bool | None = None,
+    softcap: float | None = None,
 ) -> torch.Tensor:
     check_launch_layout(q, k_cache, v_cache)
     batch, num_q_heads, head_dim = q.shape
@@ -175,6 +178,7 @@ def _launch(
         partial_acc,
         counters,
         scale * LOG2E,
+        (softcap or 1.0) * LOG2E,
         num_kv_heads,
         head_dim,
         sliding_window or 0,
@@ -186,6 +190,7 @@ def _launch(
         BLOCK_D=block_d,
         USE_WINDOW=sliding_window is not None,
         DOT_IN_FP32=dot_in_fp32(q.dtype),
+        USE_SOFTCAP=softcap is not None,
         SINGLE_SPLIT=num_splits == 1,
         FUSED_REDUCE=fused,
         BLOCK_S=next_power_of_2(num_splits) if fused else 1,  # no variant per split count unfused
@@ -204,11 +209,12 @@ def paged_attention_decode_torch(
     seq_lens: torch.Tensor,
     scale: float,
     sliding_window: int | None = None,
+    softcap: float | None = None,
 ) -> torch.Tensor:
     out = torch.empty_like(q)
     for b, context_len in enumerate(seq_lens.tolist()):
         keys, values = gather_context(k_cache, v_cache, block_tables[b], context_len)
-        out[b : b + 1] = attend(q[b : b + 1], keys, values, context_len - 1, scale, sliding_window)
+        out[b : b + 1] = attend(q[b : b + 1], keys, values, context_len - 1, scale, sliding_window, softcap)
     return out
 
 
@@ -222,16 +228,17 @@ def paged_attention_decode(
     sliding_window: int | None = None,
     num_splits: int | None = None,
     fused_reduce: bool | None = None,
+    softcap: float | None = None,
 ) -> torch.Tensor:
     """``q: [B, Hq, D]``, one query per sequence -> ``[B, Hq, D]``. ``fused_reduce`` (default
-    ``FUSED_REDUCE``): merge the splits in their last program rather than in a second kernel."""
-    check_paged_inputs(q, k_cache, v_cache, block_tables, seq_lens, sliding_window)
+    ``FUSED_REDUCE``): merge the splits in their last program rather than in a second kernel.
+    ``softcap``: scores soft-capped before the softmax (``kernels/_paged.py``)."""
+    check_paged_inputs(q, k_cache, v_cache, block_tables, seq_lens, sliding_window, softcap)
     if q.shape[0] != block_tables.shape[0]:
         raise ValueError(f"q has {q.shape[0]} rows but block_tables has {block_tables.shape[0]} sequences")
     if num_splits is not None and num_splits < 1:
         raise ValueError(f"num_splits must be >= 1, got {num_splits}")
+    args = (q, k_cache, v_cache, block_tables, seq_lens, scale, sliding_window)
     if use_triton(q, k_cache, v_cache, block_tables, seq_lens):
-        return _launch(
-            q, k_cache, v_cache, block_tables, seq_lens, scale, sliding_window, num_splits, fused_reduce
-        )
-    return paged_attention_decode_sdpa(q, k_cache, v_cache, block_tables, seq_lens, scale, sliding_window)
+        return _launch(*args, num_splits, fused_reduce, softcap)
+    return paged_attention_decode_sdpa(*args, softcap)

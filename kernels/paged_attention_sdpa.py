@@ -7,6 +7,9 @@ neighbours (so a row's bits never follow its neighbours'). The call is torch's f
 window on: ``attend`` walks the keys in fixed position-aligned blocks, so a row's bits are also the
 same as a decode row, in a chunk of its prompt and after a cached prefix, where the fused kernel
 sizes its reduction blocks by the call's query and key counts (and is the faster one).
+
+Soft-capped scores (``softcap``, Gemma-2) are no option of the fused kernel: outside batch-invariant
+mode those calls run ``kernels._paged.attend``, the same per-sequence torch math in fp32.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from kernels._paged import attend as attend_capped
 from kernels.cpu_invariant import KEY_BLOCK, attend
 from kernels.invariance import batch_invariant
 
@@ -83,6 +87,7 @@ def _attend_one(
     context_len: int,
     scale: float,
     sliding_window: int | None,
+    softcap: float | None,
 ) -> torch.Tensor:
     """``q: [n, Hq, D]``, the last ``n`` positions of a ``context_len``-token sequence -> ``[n, Hq, D]``."""
     invariant = batch_invariant()
@@ -90,7 +95,10 @@ def _attend_one(
     keys = _context(k_cache, table, first, context_len)
     values = _context(v_cache, table, first, context_len)
     if invariant:
-        return attend(q, keys, values, scale, sliding_window, first)
+        return attend(q, keys, values, scale, sliding_window, first, softcap)
+    if softcap is not None:
+        n = q.shape[0]
+        return attend_capped(q, keys, values, context_len - n, scale, sliding_window, softcap, first)
     return _fused(q, keys, values, first, context_len, scale, sliding_window)
 
 
@@ -155,6 +163,7 @@ def paged_attention_decode_sdpa(
     seq_lens: torch.Tensor,
     scale: float,
     sliding_window: int | None = None,
+    softcap: float | None = None,
 ) -> torch.Tensor:
     """``q: [B, Hq, D]``, one query per sequence at position ``seq_lens[b] - 1`` -> ``[B, Hq, D]``.
 
@@ -166,7 +175,24 @@ def paged_attention_decode_sdpa(
     values = v_cache.index_select(0, plan.block_ids).flatten(0, 1)
     if plan.invariant:
         rows = [
-            attend(q[b : b + 1], keys[first:stop], values[first:stop], scale, sliding_window, first_key)
+            attend(
+                q[b : b + 1], keys[first:stop], values[first:stop], scale, sliding_window, first_key, softcap
+            )
+            for b, ((first, stop), first_key) in enumerate(zip(plan.ranges, plan.first_keys, strict=True))
+        ]
+        return torch.cat(rows)
+    if softcap is not None:
+        rows = [
+            attend_capped(
+                q[b : b + 1],
+                keys[first:stop],
+                values[first:stop],
+                first_key + stop - first - 1,  # the row's own position, seq_lens[b] - 1
+                scale,
+                sliding_window,
+                softcap,
+                first_key,
+            )
             for b, ((first, stop), first_key) in enumerate(zip(plan.ranges, plan.first_keys, strict=True))
         ]
         return torch.cat(rows)
@@ -194,15 +220,16 @@ def paged_attention_sdpa(
     query_start_loc: torch.Tensor,
     scale: float,
     sliding_window: int | None = None,
+    softcap: float | None = None,
 ) -> torch.Tensor:
     """Causal GQA attention ``[T, Hq, D]`` for a varlen batch (prefill, extend over a cached prefix,
-    decode rows)."""
+    decode rows); ``softcap``: scores soft-capped before the softmax."""
     out = torch.empty_like(q)
     starts = query_start_loc.tolist()
     for b, context_len in enumerate(seq_lens.tolist()):
         start, stop = starts[b], starts[b + 1]
         if stop > start:
             out[start:stop] = _attend_one(
-                q[start:stop], k_cache, v_cache, block_tables[b], context_len, scale, sliding_window
+                q[start:stop], k_cache, v_cache, block_tables[b], context_len, scale, sliding_window, softcap
             )
     return out

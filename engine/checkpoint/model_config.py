@@ -48,6 +48,18 @@ class ModelConfig:
     num_mtp_layers: int = 0
     # [out, in] blocks of FP8 block-quantized weights (engine.checkpoint.fp8); None: not quantized.
     fp8_block_size: tuple[int, int] | None = None
+    # The gated MLP's activation: "silu" (SwiGLU) or "gelu_pytorch_tanh" (Gemma's GeGLU).
+    hidden_act: str = "silu"
+    # Options of the Gemma family (engine.models.gemma2, gemma3); the defaults are the Llama family's.
+    attention_scale: float | None = None  # the softmax scale; None: head_dim ** -0.5
+    attn_logit_softcap: float | None = None  # attention scores become cap * tanh(score / cap)
+    final_logit_softcap: float | None = None  # and so do the LM head's logits
+    embedding_multiplier: float | None = None  # the token embeddings times this (Gemma: sqrt(hidden))
+    norm_weight_offset: float = 0.0  # RMSNorm scales by offset + weight (Gemma stores weight - 1)
+    sandwich_norms: bool = False  # RMSNorms after attention and around the MLP as well (four a layer)
+    # RoPE base of the sliding-window layers, unscaled (Gemma-3's rope_local_base_freq); None: the
+    # global rope_theta and rope_scaling on every layer.
+    local_rope_theta: float | None = None
 
 
 def read_json(path: Path, required: bool = True) -> dict | None:

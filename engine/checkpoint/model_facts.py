@@ -56,7 +56,8 @@ def parameter_counts(cfg: ModelConfig) -> ParameterCounts:
     table = cfg.vocab_size * cfg.hidden_size
     total = active = cfg.hidden_size  # the final norm
     for layer in range(cfg.num_layers):
-        dense = _attention_parameters(cfg) + 2 * cfg.hidden_size  # + input and post-attention norms
+        # + input and post-attention norms (and Gemma's pre- and post-feedforward ones)
+        dense = _attention_parameters(cfg) + (4 if cfg.sandwich_norms else 2) * cfg.hidden_size
         mlp_total, mlp_active = _mlp_parameters(cfg, layer)
         total += dense + mlp_total
         active += dense + mlp_active

@@ -77,9 +77,11 @@ class PagedAttention(nn.Module):
         scale: float,
         sliding_window: int | None,
         rotary: RotaryEmbedding,
+        softcap: float | None = None,  # scores become softcap * tanh(score / softcap) (Gemma-2)
     ) -> None:
         super().__init__()
         self.rotary = rotary
+        self.softcap = softcap
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
         self.head_dim = head_dim
@@ -114,6 +116,7 @@ class PagedAttention(nn.Module):
             meta = meta.window
         invariant = batch_invariant() and use_triton(q, self.k_cache)
         fresh = bool(meta.fresh_prefill_lens) and q.is_cuda and self.sliding_window is None and not invariant
+        fresh = fresh and self.softcap is None  # torch's SDPA has no soft-capping
         q, k, v = rope_and_write_kv(
             positions,
             q,
@@ -138,6 +141,7 @@ class PagedAttention(nn.Module):
                 meta.query_start_loc,
                 self.scale,
                 self.sliding_window,
+                softcap=self.softcap,
             )
         if meta.decode_only:
             return paged_attention_decode(
@@ -148,6 +152,7 @@ class PagedAttention(nn.Module):
                 meta.seq_lens,
                 self.scale,
                 self.sliding_window,
+                softcap=self.softcap,
             )
         return paged_attention(
             q,
@@ -158,6 +163,7 @@ class PagedAttention(nn.Module):
             meta.query_start_loc,
             self.scale,
             self.sliding_window,
+            softcap=self.softcap,
         )
 
     def _fresh_prefill(

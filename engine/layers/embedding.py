@@ -1,7 +1,8 @@
 """Token embedding and LM head, split over tensor-parallel ranks by vocabulary rows.
 
 The vocabulary is padded to a multiple of the rank count; padded rows are zero and their logits
-are cut off after the gather, so every rank count sees the same ``vocab_size`` logits.
+are cut off after the gather, so every rank count sees the same ``vocab_size`` logits. Gemma scales
+the embeddings (``multiplier``) and soft-caps the logits (``softcap``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from engine.distributed.group import SINGLE, TPGroup
 from engine.distributed.sharding import vocab_rows
 from engine.layers.linear import matmul
 from engine.layers.norm import RMSNorm
+from kernels import cpu_invariant
 
 
 class _VocabRows(nn.Module):
@@ -36,11 +38,24 @@ class _VocabRows(nn.Module):
 
 class Embedding(_VocabRows):
     def __init__(
-        self, vocab_size: int, hidden: int, dtype: torch.dtype, device: torch.device, group: TPGroup = SINGLE
+        self,
+        vocab_size: int,
+        hidden: int,
+        dtype: torch.dtype,
+        device: torch.device,
+        group: TPGroup = SINGLE,
+        multiplier: float | None = None,
     ) -> None:
+        """``multiplier``: every embedding is scaled by it, rounded to ``dtype`` first as transformers
+        does (Gemma's sqrt(3072) is 55.5 in bf16)."""
         super().__init__(vocab_size, hidden, dtype, device, group)
+        self.multiplier = None if multiplier is None else torch.tensor(multiplier, dtype=dtype).item()
 
     def forward(self, token_ids: torch.Tensor) -> torch.Tensor:
+        x = self._lookup(token_ids)
+        return x if self.multiplier is None else x * self.multiplier
+
+    def _lookup(self, token_ids: torch.Tensor) -> torch.Tensor:
         if self.group.is_single:
             return F.embedding(token_ids, self.weight)
         # Ids of other ranks look up row 0 and are zeroed; the all-reduce adds the owning rank's row.
@@ -52,12 +67,20 @@ class Embedding(_VocabRows):
 
 
 class LMHead(_VocabRows):
-    """Projects hidden states to vocabulary logits, always returned in fp32 for the sampler."""
+    """Projects hidden states to vocabulary logits, always returned in fp32 for the sampler;
+    ``softcap``: logits become ``softcap * tanh(logits / softcap)``."""
 
     def __init__(
-        self, vocab_size: int, hidden: int, dtype: torch.dtype, device: torch.device, group: TPGroup = SINGLE
+        self,
+        vocab_size: int,
+        hidden: int,
+        dtype: torch.dtype,
+        device: torch.device,
+        group: TPGroup = SINGLE,
+        softcap: float | None = None,
     ) -> None:
         super().__init__(vocab_size, hidden, dtype, device, group)
+        self.softcap = softcap
 
     def tie_to(self, embedding: Embedding) -> None:
         self.weight = embedding.weight  # same vocabulary rows on this rank
@@ -72,6 +95,9 @@ class LMHead(_VocabRows):
 
     def _gathered(self, projected: torch.Tensor) -> torch.Tensor:
         logits = projected.float()
-        if self.group.is_single:
+        if not self.group.is_single:
+            logits = self.group.all_gather_last_dim(logits)[..., : self.vocab_size]
+        if self.softcap is None:
             return logits
-        return self.group.all_gather_last_dim(logits)[..., : self.vocab_size]
+        # tanh through the vectorized path whatever the vocabulary size (kernels/cpu_invariant.py)
+        return cpu_invariant.pointwise(torch.tanh, logits / self.softcap) * self.softcap

@@ -9,10 +9,21 @@ from kernels.rms_norm import fused_add_rms_norm, rms_norm
 
 
 class RMSNorm(nn.Module):
-    def __init__(self, size: int, eps: float, dtype: torch.dtype, device: torch.device) -> None:
+    def __init__(
+        self, size: int, eps: float, dtype: torch.dtype, device: torch.device, offset: float = 0.0
+    ) -> None:
+        """``offset``: the checkpoint stores the scale less this (Gemma's ``1 + weight``: 1.0); it is
+        added on load, so every kernel multiplies by the one weight."""
         super().__init__()
         self.eps = eps
+        self.offset = offset
         self.weight = nn.Parameter(torch.ones(size, dtype=dtype, device=device), False)
+
+    def load(self, kind: str, tensor: torch.Tensor, shard: int = 0) -> None:
+        """Copy the checkpoint's ``weight`` in, plus ``offset`` (added in fp32, then rounded once)."""
+        if kind != "weight" or tensor.shape != self.weight.shape:
+            raise ValueError(f"{kind} of shape {tuple(tensor.shape)} does not fit {tuple(self.weight.shape)}")
+        self.weight.data.copy_(tensor.float() + self.offset if self.offset else tensor)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Normalizes over the last dimension; any leading shape."""

@@ -1,10 +1,15 @@
-"""The Llama-family decoder that the architecture modules (llama, mistral, qwen2, qwen3) register as
-their model class; what sets them apart is parsed into ModelConfig by their own module.
+"""The Llama-family decoder that the architecture modules (llama, mistral, qwen2, qwen3, gemma2,
+gemma3) register as their model class; what sets them apart is parsed into ModelConfig by their own
+module.
 
 Options of the shared layers, as the config asks: a bias on q/k/v (Qwen2), an RMSNorm on each query
-and key head before RoPE (Qwen3), a sliding window per layer (Mistral, some Qwen layers), an LM head
-tied to the embedding, a mixture-of-experts MLP on the layers ``cfg.moe`` names (Qwen3-MoE, Mixtral:
-``engine.layers.moe``; the checkpoint's per-expert tensors load into stacked expert weights).
+and key head before RoPE (Qwen3, Gemma-3), a sliding window per layer (Mistral, some Qwen layers,
+Gemma's local layers, which may have a RoPE base of their own), an LM head tied to the embedding, a
+mixture-of-experts MLP on the layers ``cfg.moe`` names (Qwen3-MoE, Mixtral: ``engine.layers.moe``;
+the checkpoint's per-expert tensors load into stacked expert weights). Gemma's: RMSNorms scaling by
+``1 + weight`` and four of them a layer (``sandwich_norms``: the attention's and the MLP's outputs are
+normed before they join the residual stream), the embeddings scaled, a GeGLU MLP, the softmax scale
+from the config, and soft-capped attention scores and logits.
 
 Tensor parallel (``tp`` of world size k): each rank keeps num_heads / k query heads and their KV
 heads (a replica of one when there are fewer KV heads than ranks), 1/k of the MLP rows and of the
@@ -62,15 +67,17 @@ class DecoderAttention(nn.Module):
             device,
         )
         self.o_proj = RowParallelLinear(full_q, q_rows, cfg.hidden_size, False, dtype, device, tp)
-        self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps, dtype, device) if cfg.qk_norm else None
-        self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps, dtype, device) if cfg.qk_norm else None
+        offset = cfg.norm_weight_offset
+        self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps, dtype, device, offset) if cfg.qk_norm else None
+        self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps, dtype, device, offset) if cfg.qk_norm else None
         self.attn = PagedAttention(
             self.num_heads,
             self.num_kv_heads,
             self.head_dim,
-            self.head_dim**-0.5,
+            self.head_dim**-0.5 if cfg.attention_scale is None else cfg.attention_scale,
             cfg.sliding_windows[layer],
             rotary,
+            cfg.attn_logit_softcap,
         )
 
     def forward(self, positions: torch.Tensor, x: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
@@ -102,15 +109,22 @@ class DecoderLayer(nn.Module):
         layer: int = 0,
     ) -> None:
         super().__init__()
-        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype, device)
+        norm = [cfg.hidden_size, cfg.rms_norm_eps, dtype, device, cfg.norm_weight_offset]
+        self.input_layernorm = RMSNorm(*norm)
         self.self_attn = attention
-        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype, device)
+        self.post_attention_layernorm = RMSNorm(*norm)
+        # Sandwich norms (Gemma): post_attention_layernorm norms the attention's output, the
+        # pre-feedforward norm takes its place before the MLP and the post-feedforward one norms the
+        # MLP's output.
+        self.pre_feedforward_layernorm = RMSNorm(*norm) if cfg.sandwich_norms else None
+        self.post_feedforward_layernorm = RMSNorm(*norm) if cfg.sandwich_norms else None
         self.mlp = decoder_mlp(cfg, layer, dtype, device, tp)
         # Both row-parallel outputs go only into the next fused add + RMSNorm (this layer's, the next
-        # layer's, or the final norm), which rounds their fp32 sums itself.
-        self.self_attn.o_proj.rounds_output = False
-        if isinstance(self.mlp, GatedMLP):
-            self.mlp.down_proj.rounds_output = False
+        # layer's, or the final norm), which rounds their fp32 sums itself; a sandwich norm does not.
+        if not cfg.sandwich_norms:
+            self.self_attn.o_proj.rounds_output = False
+            if isinstance(self.mlp, GatedMLP):
+                self.mlp.down_proj.rounds_output = False
 
     def forward(
         self, positions: torch.Tensor, x: torch.Tensor, residual: torch.Tensor | None, meta: AttentionMetadata
@@ -120,22 +134,30 @@ class DecoderLayer(nn.Module):
         qkv_proj = self.self_attn.qkv_proj
         qkv, residual = self.input_layernorm.norm_matmul(x, residual, qkv_proj.weight, qkv_proj.bias)
         x = self.self_attn.attend(positions, qkv, meta)
+        mlp_norm = self.post_attention_layernorm
+        if self.pre_feedforward_layernorm is not None:
+            x, mlp_norm = self.post_attention_layernorm(x), self.pre_feedforward_layernorm
         if isinstance(self.mlp, MoE):  # the router and the experts both read the normed input
-            x, residual = self.post_attention_layernorm.add_and_norm(x, residual)
-            return self.mlp(x), residual
-        gate_up, residual = self.post_attention_layernorm.norm_matmul(
-            x, residual, self.mlp.gate_up_proj.weight
-        )
-        return self.mlp.down(gate_up), residual
+            x, residual = mlp_norm.add_and_norm(x, residual)
+            x = self.mlp(x)
+        else:
+            gate_up, residual = mlp_norm.norm_matmul(x, residual, self.mlp.gate_up_proj.weight)
+            x = self.mlp.down(gate_up)
+        if self.post_feedforward_layernorm is not None:
+            x = self.post_feedforward_layernorm(x)
+        return x, residual
 
 
 def decoder_mlp(
     cfg: ModelConfig, layer: int, dtype: torch.dtype, device: torch.device, tp: TPGroup
 ) -> GatedMLP | MoE:
-    """Layer ``layer``'s MLP: a mixture of experts where ``cfg.moe`` says so, else the dense SwiGLU."""
+    """Layer ``layer``'s MLP: a mixture of experts where ``cfg.moe`` says so, else the dense SwiGLU
+    (or GeGLU, as ``cfg.hidden_act`` says)."""
     if cfg.moe is not None and cfg.moe.moe_layers[layer]:
+        if cfg.hidden_act != "silu":
+            raise ValueError(f"mixture-of-experts layers run silu only, not {cfg.hidden_act!r}")
         return MoE(cfg.hidden_size, cfg.moe, dtype, device, tp)
-    return GatedMLP(cfg.hidden_size, cfg.intermediate_size, dtype, device, tp)
+    return GatedMLP(cfg.hidden_size, cfg.intermediate_size, dtype, device, tp, cfg.hidden_act)
 
 
 # checkpoint module name -> (our fused module name, slice index)
@@ -171,13 +193,19 @@ class CausalLM(nn.Module):
         else:
             attention = DecoderAttention
             rotary = RotaryEmbedding(cfg.head_dim, max_position, cfg.rope_theta, cfg.rope_scaling, device)
-        self.embed_tokens = Embedding(cfg.vocab_size, cfg.hidden_size, dtype, device, tp)
+        rotaries = [rotary] * cfg.num_layers
+        if cfg.local_rope_theta is not None:  # the sliding-window layers' own RoPE base (Gemma-3)
+            local = RotaryEmbedding(cfg.head_dim, max_position, cfg.local_rope_theta, None, device)
+            rotaries = [rotary if w is None else local for w in cfg.sliding_windows]
+        self.embed_tokens = Embedding(
+            cfg.vocab_size, cfg.hidden_size, dtype, device, tp, cfg.embedding_multiplier
+        )
         self.layers = nn.ModuleList(
-            DecoderLayer(cfg, attention(cfg, i, rotary, dtype, device, tp), dtype, device, tp, i)
+            DecoderLayer(cfg, attention(cfg, i, rotaries[i], dtype, device, tp), dtype, device, tp, i)
             for i in range(cfg.num_layers)
         )
-        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype, device)
-        self.lm_head = LMHead(cfg.vocab_size, cfg.hidden_size, dtype, device, tp)
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype, device, cfg.norm_weight_offset)
+        self.lm_head = LMHead(cfg.vocab_size, cfg.hidden_size, dtype, device, tp, cfg.final_logit_softcap)
         if cfg.tie_word_embeddings:
             self.lm_head.tie_to(self.embed_tokens)
         self.mtp = MTPWeights(cfg.num_layers, cfg.num_mtp_layers, dtype)
@@ -240,7 +268,7 @@ class CausalLM(nn.Module):
             module = self.get_submodule(target.rsplit(".", 1)[0])
             kind = parts[-1]
             with torch.no_grad():
-                if isinstance(module, Linear | Embedding | LMHead):  # they take this rank's slice
+                if isinstance(module, Linear | Embedding | LMHead | RMSNorm):  # this rank's slice, offset
                     try:
                         module.load(kind, tensor, shard)
                     except ValueError as exc:

@@ -13,6 +13,8 @@ from engine.models.registry import Architecture, register
 
 DECODER = "engine.models.decoder:CausalLM"
 ROPE_TYPES = ("default", "linear", "llama3", "yarn")
+# The gated MLP's activations (engine.layers.mlp): SwiGLU, and Gemma's GeGLU with the tanh GELU.
+ACTIVATIONS = ("silu", "gelu_pytorch_tanh")
 
 
 def parse_llama_config(raw: dict, architecture: str) -> ModelConfig:
@@ -52,7 +54,15 @@ def parse_llama_config(raw: dict, architecture: str) -> ModelConfig:
         qk_norm=False,
         sliding_windows=[None] * num_layers,
         dtype=checkpoint_dtype(raw),
+        hidden_act=gated_activation(raw.get("hidden_act") or "silu"),
     )
+
+
+def gated_activation(name: str) -> str:
+    """``name`` if the gated MLP has it, else a ValueError naming the ones it has."""
+    if name not in ACTIVATIONS:
+        raise ValueError(f"activation {name!r} is not supported ({', '.join(ACTIVATIONS)})")
+    return name
 
 
 def sliding_windows(raw: dict, num_layers: int) -> list[int | None]:

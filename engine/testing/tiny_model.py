@@ -16,7 +16,18 @@ from pathlib import Path
 
 from engine.testing.tiny_deepseek import DEEPSEEK_ARCHES, deepseek_config, deepseek_weight_shapes
 
-ARCHES = ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "deepseek_v2", "deepseek_v3")
+ARCHES = (
+    "llama",
+    "mistral",
+    "qwen2",
+    "qwen3",
+    "qwen3_moe",
+    "mixtral",
+    "deepseek_v2",
+    "deepseek_v3",
+    "gemma2",
+    "gemma3",
+)
 DTYPES = ("float32", "bfloat16", "float16")
 VOCAB_SIZE = 512
 HIDDEN, LAYERS, HEADS, KV_HEADS, HEAD_DIM, INTERMEDIATE = 64, 2, 4, 2, 16, 128
@@ -73,9 +84,21 @@ class _Flavor:
     tied: bool = False
     moe: _MoEFlavor | None = None
     deepseek: str | None = None  # DeepSeek-V2/V3 shapes (engine.testing.tiny_deepseek)
+    # Gemma: four norms a layer, stored as offsets from one (the model scales by 1 + weight).
+    gemma: bool = False
+    layers: int = LAYERS  # the default depth
+    config: tuple[tuple[str, object], ...] = ()  # more config.json fields
+    model_class: str | None = None  # the architectures entry, when not the config class's name
+
+    @property
+    def architecture(self) -> str:
+        return self.model_class or self.config_class.replace("Config", "ForCausalLM")
 
 
 _CHATML = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+_GEMMA = ("<pad>", "<eos>", "<bos>", "<start_of_turn>", "<end_of_turn>")
+# Windows of 16 tokens, shorter than the tests' prompts, and a softmax scale that is not head_dim's.
+_GEMMA_CONFIG = (("sliding_window", 16), ("query_pre_attn_scalar", 24))
 _LLAMA3 = ("<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>")
 FLAVORS = {
     "llama": _Flavor(
@@ -130,6 +153,44 @@ FLAVORS = {
         )
         for arch in DEEPSEEK_ARCHES
     },
+    "gemma2": _Flavor(
+        "Gemma2Config",
+        "gemma.jinja",
+        _GEMMA,
+        "<bos>",
+        "<eos>",
+        ("<end_of_turn>",),
+        tied=True,
+        gemma=True,
+        layers=4,  # local, global, local, global
+        # Gemma-2's own caps (50, 30) barely touch a tiny model's scores (< 1) and logits (< 3); these
+        # move its logits by 4 % (attention) and 10 % (final) of their largest.
+        config=(*_GEMMA_CONFIG, ("attn_logit_softcapping", 2.0), ("final_logit_softcapping", 5.0)),
+    ),
+    "gemma3": _Flavor(
+        "Gemma3TextConfig",
+        "gemma.jinja",
+        _GEMMA,
+        "<bos>",
+        "<eos>",
+        ("<end_of_turn>",),
+        qk_norm=True,
+        tied=True,
+        gemma=True,
+        layers=6,  # local, local, global, local, local, global
+        config=(
+            *_GEMMA_CONFIG,
+            ("sliding_window_pattern", 3),
+            (
+                "rope_parameters",
+                {
+                    "full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1_000_000.0},
+                    "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+                },
+            ),
+        ),
+        model_class="Gemma3ForCausalLM",
+    ),
     "mixtral": _Flavor(
         "MixtralConfig",
         "llama3.jinja",
@@ -159,16 +220,18 @@ def make_tiny_model(
     num_shards: int = 1,
     num_kv_heads: int = KV_HEADS,
     hidden_size: int = HIDDEN,
-    num_layers: int = LAYERS,
+    num_layers: int | None = None,
     max_positions: int = MAX_POSITIONS,
 ) -> Path:
     """Write a tiny random checkpoint for ``arch`` into ``out_dir`` and return the directory.
 
     ``num_kv_heads`` (a divisor of the 4 query heads) lets tests cover 1 KV head, e.g. fewer than
-    tensor-parallel ranks. ``hidden_size`` (a multiple of 4 query heads x 2), ``num_layers`` and
-    ``max_positions`` make a bigger model for benchmarks."""
+    tensor-parallel ranks. ``hidden_size`` (a multiple of 4 query heads x 2), ``num_layers`` (default:
+    the flavor's, 2 but for Gemma's) and ``max_positions`` make a bigger model for benchmarks."""
     if arch not in FLAVORS:
         raise ValueError(f"unknown arch {arch!r}; choose one of {', '.join(ARCHES)}")
+    if num_layers is None:
+        num_layers = FLAVORS[arch].layers
     if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
     if num_shards < 1:
@@ -280,11 +343,12 @@ def _write_config(
         kwargs["sliding_window"] = 24  # smaller than test prompts, so the window is exercised
     if flavor.moe is not None:
         kwargs.update(flavor.moe.config)
+    kwargs.update(flavor.config)
     if flavor.deepseek is not None:
         del kwargs["head_dim"]  # qk_nope_head_dim + qk_rope_head_dim, with v_head_dim apart
         kwargs.update(deepseek_config(flavor.deepseek, HEADS, dims.layers))
     config = getattr(transformers, flavor.config_class)(**kwargs)
-    config.architectures = [flavor.config_class.replace("Config", "ForCausalLM")]
+    config.architectures = [flavor.architecture]
     config.dtype = dtype
     config.to_json_file(out / "config.json")
     generation = {"bos_token_id": kwargs["bos_token_id"], "eos_token_id": eos_ids, "do_sample": False}
@@ -327,6 +391,9 @@ def _weight_shapes(
             shapes.update(
                 {p + "self_attn.q_norm.weight": (HEAD_DIM,), p + "self_attn.k_norm.weight": (HEAD_DIM,)}
             )
+        if flavor.gemma:
+            shapes[p + "pre_feedforward_layernorm.weight"] = (HIDDEN,)
+            shapes[p + "post_feedforward_layernorm.weight"] = (HIDDEN,)
     shapes["model.norm.weight"] = (HIDDEN,)
     if not flavor.tied:
         shapes["lm_head.weight"] = (VOCAB_SIZE, HIDDEN)
@@ -361,7 +428,7 @@ def _write_weights(
     tensors = {}
     for name, shape in _weight_shapes(flavor, num_kv_heads, dims).items():
         if name.endswith("norm.weight"):  # norms near one, but not exactly, so a missing one shows
-            t = 1.0 + 0.1 * torch.randn(shape, generator=gen)
+            t = (0.0 if flavor.gemma else 1.0) + 0.1 * torch.randn(shape, generator=gen)
         else:
             t = INIT_STD * torch.randn(shape, generator=gen)
         tensors[name] = t.to(getattr(torch, dtype)).contiguous()

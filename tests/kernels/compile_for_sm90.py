@@ -30,7 +30,7 @@ from kernels import (
     rotary,
 )
 
-FLOAT_PARAMS = {"eps", "scale_log2e"}
+FLOAT_PARAMS = {"eps", "scale_log2e", "softcap_log2e"}
 
 
 def signature(kernel, pointer_types, constexprs, default_pointer="*bf16"):
@@ -119,10 +119,11 @@ def compile_batch_invariant() -> None:
                         {"HAS_BIAS": bias, "DOT_IN_FP32": dtype == "*fp32", "EVEN_K": even_k, "BLOCK_M": config.block_m,
                          "BLOCK_N": block_n, "BLOCK_K": config.block_k, "GROUP_M": invariant_matmul.GROUP_M},
                         default_pointer=dtype, num_warps=config.num_warps, num_stages=config.num_stages)  # fmt: skip
-    for window in (False, True):
-        compile_variant(f"invariant paged_attention window={window}", paged_attention._paged_attention_kernel,
+    for window, softcap in ((False, False), (True, False), (True, True)):
+        compile_variant(f"invariant paged_attention window={window} softcap={softcap}",
+                        paged_attention._paged_attention_kernel,
                         {"GROUP": 4, "BLOCK_SIZE": 16, "BLOCK_Q": 16, "BLOCK_M": 64, "BLOCK_N": 64,
-                         "BLOCK_D": 128, "USE_WINDOW": window, "DOT_IN_FP32": False},
+                         "BLOCK_D": 128, "USE_WINDOW": window, "DOT_IN_FP32": False, "USE_SOFTCAP": softcap},
                         PAGED_POINTERS, num_warps=4)  # fmt: skip
 
 
@@ -130,7 +131,9 @@ def main() -> int:
     for residual in (False, True):
         compile_variant(f"rms_norm residual={residual}", rms_norm._rms_norm_kernel,
                         {"HAS_RESIDUAL": residual, "BLOCK": 4096}, num_warps=8)  # fmt: skip
-    compile_variant("silu_and_mul", activation._silu_and_mul_kernel, {"BLOCK": 1024})
+    for gelu in (False, True):
+        compile_variant(f"act_and_mul gelu_tanh={gelu}", activation._act_and_mul_kernel,
+                        {"GELU_TANH": gelu, "BLOCK": 1024})  # fmt: skip
     for neox in (True, False):
         compile_variant(f"rotary neox={neox}", rotary._rotary_kernel,
                         {"IS_NEOX": neox, "BLOCK_HQ": 32, "BLOCK_HK": 8, "BLOCK_HALF": 64},
@@ -143,18 +146,22 @@ def main() -> int:
                         {"IS_NEOX": neox, "RETURN_KV": return_kv, "BLOCK_H": block_h, "BLOCK_HALF": 64},
                         {"positions_ptr": "*i64", "cos_sin_ptr": "*fp32", "slot_mapping_ptr": "*i64"},
                         num_warps=block_h)  # fmt: skip
-    for window, dtype in ((False, "*bf16"), (True, "*fp16"), (False, "*fp32")):
+    # the last: Gemma-2's soft-capped scores on its local (windowed) layers
+    for window, dtype, softcap in ((False, "*bf16", False), (True, "*fp16", False), (False, "*fp32", False),
+                                   (True, "*bf16", True)):  # fmt: skip
         fp32 = dtype == "*fp32"
-        compile_variant(f"paged_attention window={window} {dtype}", paged_attention._paged_attention_kernel,
+        compile_variant(f"paged_attention window={window} softcap={softcap} {dtype}",
+                        paged_attention._paged_attention_kernel,
                         {"GROUP": 4, "BLOCK_SIZE": 16, "BLOCK_Q": 32, "BLOCK_M": 128, "BLOCK_N": 64,
-                         "BLOCK_D": 128, "USE_WINDOW": window, "DOT_IN_FP32": fp32},
+                         "BLOCK_D": 128, "USE_WINDOW": window, "DOT_IN_FP32": fp32, "USE_SOFTCAP": softcap},
                         PAGED_POINTERS, num_warps=8, default_pointer=dtype)  # fmt: skip
-        for single, fused in ((False, False), (True, False), (False, True)):
-            compile_variant(f"decode split window={window} single={single} fused={fused} {dtype}",
+        splits = ((False, False),) if softcap else ((False, False), (True, False), (False, True))
+        for single, fused in splits:
+            compile_variant(f"decode split window={window} single={single} fused={fused} softcap={softcap} {dtype}",
                             paged_attention_decode._decode_split_kernel,
                             {"GROUP": 4, "BLOCK_SIZE": 16, "BLOCK_G": 16, "BLOCK_N": 64, "BLOCK_D": 128,
-                             "USE_WINDOW": window, "DOT_IN_FP32": fp32, "SINGLE_SPLIT": single,
-                             "FUSED_REDUCE": fused, "BLOCK_S": 32 if fused else 1},
+                             "USE_WINDOW": window, "DOT_IN_FP32": fp32, "USE_SOFTCAP": softcap,
+                             "SINGLE_SPLIT": single, "FUSED_REDUCE": fused, "BLOCK_S": 32 if fused else 1},
                             DECODE_POINTERS, default_pointer=dtype)  # fmt: skip
     compile_variant("decode reduce", _decode_splits.decode_reduce_kernel, {"BLOCK_S": 8, "BLOCK_D": 128},
                     DECODE_POINTERS)  # fmt: skip

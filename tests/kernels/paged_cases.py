@@ -30,8 +30,11 @@ def make_cache(
     return k_cache, v_cache, block_tables.to(device), seq_lens_t.to(device)
 
 
-def naive_attention(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc, scale, sliding_window=None):
-    """float64, one query row and head at a time, straight from the definition."""
+def naive_attention(
+    q, k_cache, v_cache, block_tables, seq_lens, query_start_loc, scale, sliding_window=None, softcap=None
+):
+    """float64, one query row and head at a time, straight from the definition; ``softcap``: scores
+    become ``softcap * tanh(score / softcap)`` (Gemma-2)."""
     num_q_heads = q.shape[1]
     group = num_q_heads // k_cache.shape[2]
     out = torch.zeros(q.shape, dtype=torch.float64)
@@ -48,6 +51,9 @@ def naive_attention(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc
             for h in range(num_q_heads):
                 k = keys[low : position + 1, h // group]
                 v = values[low : position + 1, h // group]
-                weights = torch.softmax(k @ row[h] * scale, dim=0)
+                scores = k @ row[h] * scale
+                if softcap is not None:
+                    scores = softcap * torch.tanh(scores / softcap)
+                weights = torch.softmax(scores, dim=0)
                 out[starts[b] + i, h] = weights @ v
     return out

@@ -69,21 +69,22 @@ def test_pointwise_bits_do_not_follow_the_position():
         assert torch.equal(pointwise(torch.sigmoid, logits[rows - 1 : rows]), whole[rows - 1 : rows]), rows
 
 
+@pytest.mark.parametrize("softcap", [None, 1.5])
 @pytest.mark.parametrize("sliding_window", [None, 24])
-def test_attention_rows_do_not_follow_the_chunking(threads, sliding_window):
+def test_attention_rows_do_not_follow_the_chunking(threads, sliding_window, softcap):
     gen = torch.Generator().manual_seed(3)
     length = KEY_BLOCK + 40  # two key blocks
     q = torch.randn(length, 4, 16, generator=gen)
     keys, values = torch.randn(length, 2, 16, generator=gen), torch.randn(length, 2, 12, generator=gen)
-    whole = attend(q, keys, values, 0.25, sliding_window)
+    whole = attend(q, keys, values, 0.25, sliding_window, softcap=softcap)
     for chunk in (1, 64):
         for start in range(0, length, chunk):
             stop = min(length, start + chunk)
-            got = attend(q[start:stop], keys[:stop], values[:stop], 0.25, sliding_window)
+            got = attend(q[start:stop], keys[:stop], values[:stop], 0.25, sliding_window, softcap=softcap)
             assert torch.equal(got, whole[start:stop]), (chunk, start)
     # the window's keys only, from a KEY_BLOCK-aligned position: the same bits again
     if sliding_window is not None:
-        last = attend(q[-1:], keys[KEY_BLOCK:], values[KEY_BLOCK:], 0.25, sliding_window, first_key=KEY_BLOCK)
+        last = attend(q[-1:], keys[KEY_BLOCK:], values[KEY_BLOCK:], 0.25, sliding_window, KEY_BLOCK, softcap)
         assert torch.equal(last, whole[-1:])
 
 
@@ -99,3 +100,14 @@ def test_attention_is_causal_gqa_attention():
         scale=0.25,
     )[0].transpose(0, 1)
     torch.testing.assert_close(attend(q, keys, values, 0.25), expected)
+
+
+def test_softcapped_attention_caps_the_scores_before_the_mask():
+    gen = torch.Generator().manual_seed(5)
+    q = torch.randn(300, 4, 16, generator=gen)
+    keys, values = torch.randn(300, 2, 16, generator=gen), torch.randn(300, 2, 16, generator=gen)
+    scores = torch.einsum("qhd,khd->hqk", q, keys.repeat_interleave(2, 1)) * 0.25
+    scores = 1.5 * torch.tanh(scores / 1.5)
+    scores = scores.masked_fill(torch.ones(300, 300, dtype=torch.bool).triu(1), float("-inf"))
+    expected = torch.einsum("hqk,khd->qhd", scores.softmax(-1), values.repeat_interleave(2, 1))
+    torch.testing.assert_close(attend(q, keys, values, 0.25, softcap=1.5), expected)

@@ -11,7 +11,7 @@ TARGET = 140  # the query position whose output must not change
 SCALE = HEAD_DIM**-0.5
 
 
-def _launch(queries, k_cache, v_cache, tables, spans, window):
+def _launch(queries, k_cache, v_cache, tables, spans, window, softcap=None):
     """One launch over several sequences: ``spans`` is ``[(table row, first position, stop)]``; each
     sequence feeds its queries ``queries[table row][first:stop]``. Returns the per-sequence outputs."""
     q = torch.cat([queries[row][first:stop] for row, first, stop in spans])
@@ -19,8 +19,12 @@ def _launch(queries, k_cache, v_cache, tables, spans, window):
     lens = [stop - first for _, first, stop in spans]
     query_start_loc = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
     block_tables = tables[[row for row, _, _ in spans]]
-    out = invariant_attention(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc, SCALE, window)
-    expected = naive_attention(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc, SCALE, window)
+    out = invariant_attention(
+        q, k_cache, v_cache, block_tables, seq_lens, query_start_loc, SCALE, window, softcap
+    )
+    expected = naive_attention(
+        q, k_cache, v_cache, block_tables, seq_lens, query_start_loc, SCALE, window, softcap
+    )
     return out, expected, query_start_loc.tolist()
 
 
@@ -30,9 +34,12 @@ def test_tiles_depend_on_the_model_only():
     assert invariant_tiles(128) == (1, 128, 4)
 
 
+@pytest.mark.parametrize("softcap", [None, 1.5])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("window", [None, 50])
-def test_a_query_has_the_same_bits_in_every_launch(device, force_triton, row_invariant_dot, dtype, window):
+def test_a_query_has_the_same_bits_in_every_launch(
+    device, force_triton, row_invariant_dot, dtype, window, softcap
+):
     lengths = [CONTEXT, 120, 90]  # the target sequence and two neighbours
     k_cache, v_cache, tables, _ = make_cache(lengths, KV_HEADS, HEAD_DIM, dtype, device)
     queries = [torch.randn(n, Q_HEADS, HEAD_DIM, device=device).to(dtype) for n in lengths]
@@ -47,7 +54,7 @@ def test_a_query_has_the_same_bits_in_every_launch(device, force_triton, row_inv
     }
     results = {}
     for name, spans in launches.items():
-        out, expected, starts = _launch(queries, k_cache, v_cache, tables, spans, window)
+        out, expected, starts = _launch(queries, k_cache, v_cache, tables, spans, window, softcap)
         assert_close(out, expected.to(dtype), dtype)
         index = next(i for i, (row, *_) in enumerate(spans) if row == 0)
         results[name] = out[starts[index] + TARGET - spans[index][1]]

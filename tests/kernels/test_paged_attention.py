@@ -43,6 +43,38 @@ def test_triton_matches_reference(device, force_triton, dtype, sliding_window):
     )
 
 
+@pytest.mark.parametrize("sliding_window", [None, 8])
+def test_softcapped_reference_matches_float64(sliding_window):
+    args = make_batch("cpu", torch.float32)
+    scale = 64**-0.5
+    expected = naive_attention(*args, scale, sliding_window, softcap=1.5)
+    actual = paged_attention_torch(*args, scale, sliding_window, softcap=1.5)
+    torch.testing.assert_close(actual.double(), expected, atol=1e-6, rtol=1e-6)
+    # the cap bites: scores of ~N(0, 1) are squeezed into (-1.5, 1.5)
+    assert not torch.allclose(actual, paged_attention_torch(*args, scale, sliding_window), atol=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "sliding_window"),
+    [(torch.float32, None), (torch.float32, 8), (torch.bfloat16, None), (torch.float16, 5)],
+)
+def test_triton_softcap_matches_reference(device, force_triton, dtype, sliding_window):
+    args = make_batch(
+        device, dtype, q_heads=4, kv_heads=2, head_dim=40, seq_lens=[7, 42, 77], q_lens=[7, 5, 66]
+    )
+    assert_close(
+        paged_attention(*args, 0.3, sliding_window, softcap=1.5),
+        paged_attention_torch(*args, 0.3, sliding_window, softcap=1.5),
+        dtype,
+    )
+
+
+def test_a_cap_that_is_not_positive_is_rejected():
+    args = make_batch("cpu", torch.float32)
+    with pytest.raises(ValueError, match="softcap"):
+        paged_attention(*args, 0.1, softcap=0.0)
+
+
 @pytest.mark.parametrize(("q_heads", "kv_heads", "head_dim"), [(4, 4, 32), (8, 1, 80)])
 def test_triton_head_layouts(device, force_triton, q_heads, kv_heads, head_dim):
     """MHA, and multi-query with a head_dim that is not a power of two."""

@@ -45,6 +45,33 @@ def test_triton_matches_reference(device, force_triton, dtype, sliding_window, n
     assert_close(actual, paged_attention_decode_torch(*args, 0.125, sliding_window), dtype)
 
 
+@pytest.mark.parametrize("sliding_window", [None, 8])
+def test_softcapped_reference_matches_float64(sliding_window):
+    q, k_cache, v_cache, block_tables, seq_lens = make_batch("cpu", torch.float32)
+    query_start_loc = torch.arange(len(SEQ_LENS) + 1, dtype=torch.int32)
+    expected = naive_attention(
+        q, k_cache, v_cache, block_tables, seq_lens, query_start_loc, 0.125, sliding_window, softcap=1.5
+    )
+    actual = paged_attention_decode_torch(
+        q, k_cache, v_cache, block_tables, seq_lens, 0.125, sliding_window, softcap=1.5
+    )
+    torch.testing.assert_close(actual.double(), expected, atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("num_splits", [1, 3])
+@pytest.mark.parametrize(
+    ("dtype", "sliding_window"), [(torch.float32, None), (torch.float32, 40), (torch.bfloat16, 5)]
+)
+def test_triton_softcap_matches_reference(device, force_triton, dtype, sliding_window, num_splits):
+    args = make_batch(device, dtype, q_heads=4, kv_heads=2, head_dim=40)
+    actual = paged_attention_decode(*args, 0.3, sliding_window, num_splits, softcap=1.5)
+    expected = paged_attention_decode_torch(*args, 0.3, sliding_window, softcap=1.5)
+    assert_close(actual, expected, dtype)
+    assert not torch.allclose(
+        actual.float(), paged_attention_decode_torch(*args, 0.3, sliding_window).float(), atol=1e-2
+    )
+
+
 @pytest.mark.parametrize(("q_heads", "kv_heads", "head_dim"), [(4, 4, 32), (8, 1, 80)])
 def test_triton_head_layouts(device, force_triton, q_heads, kv_heads, head_dim):
     """MHA, and multi-query with a head_dim that is not a power of two."""

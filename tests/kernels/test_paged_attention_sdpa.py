@@ -5,6 +5,7 @@ whatever else shares the batch."""
 import pytest
 import torch
 
+from kernels.invariance import set_batch_invariant
 from kernels.paged_attention_sdpa import paged_attention_decode_sdpa, paged_attention_sdpa
 from tests.kernels.paged_cases import make_cache, naive_attention
 from tests.kernels.test_paged_attention import make_batch
@@ -17,6 +18,21 @@ def test_varlen_matches_float64(sliding_window):
     args = make_batch("cpu", torch.float32)
     expected = naive_attention(*args, SCALE, sliding_window)
     actual = paged_attention_sdpa(*args, SCALE, sliding_window)
+    torch.testing.assert_close(actual.double(), expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("invariant", [False, True])
+@pytest.mark.parametrize("sliding_window", [None, 8])
+def test_softcapped_varlen_matches_float64(sliding_window, invariant):
+    """Soft-capped scores are no option of torch's fused kernel: the calls run the torch math (or,
+    batch-invariant, ``cpu_invariant.attend``) instead."""
+    args = make_batch("cpu", torch.float32)
+    expected = naive_attention(*args, SCALE, sliding_window, softcap=1.5)
+    before = set_batch_invariant(invariant)
+    try:
+        actual = paged_attention_sdpa(*args, SCALE, sliding_window, softcap=1.5)
+    finally:
+        set_batch_invariant(before)
     torch.testing.assert_close(actual.double(), expected, atol=1e-5, rtol=1e-5)
 
 
@@ -34,6 +50,24 @@ def test_decode_matches_float64(sliding_window):
         q, k_cache, v_cache, block_tables, lens, query_start_loc, SCALE, sliding_window
     )
     actual = paged_attention_decode_sdpa(q, k_cache, v_cache, block_tables, lens, SCALE, sliding_window)
+    torch.testing.assert_close(actual.double(), expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("invariant", [False, True])
+@pytest.mark.parametrize("sliding_window", [None, 8])
+def test_softcapped_decode_matches_float64(sliding_window, invariant):
+    q, k_cache, v_cache, block_tables, lens = _decode_batch([1, 16, 17, 40, 3, 300])
+    query_start_loc = torch.arange(len(lens) + 1, dtype=torch.int32)
+    expected = naive_attention(
+        q, k_cache, v_cache, block_tables, lens, query_start_loc, SCALE, sliding_window, softcap=1.5
+    )
+    before = set_batch_invariant(invariant)
+    try:
+        actual = paged_attention_decode_sdpa(
+            q, k_cache, v_cache, block_tables, lens, SCALE, sliding_window, softcap=1.5
+        )
+    finally:
+        set_batch_invariant(before)
     torch.testing.assert_close(actual.double(), expected, atol=1e-5, rtol=1e-5)
 
 

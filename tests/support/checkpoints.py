@@ -24,6 +24,8 @@ ARCH_SEEDS = {
     "mixtral": 6,
     "deepseek_v2": 7,
     "deepseek_v3": 8,
+    "gemma2": 9,
+    "gemma3": 10,
 }
 GGUF_TWIN_ARCHES = ("llama", "qwen2", "qwen3")
 
@@ -43,6 +45,16 @@ def tiny_qwen3(tiny_models) -> Path:
 @pytest.fixture(scope="session")
 def tiny_llama(tiny_models) -> Path:
     return tiny_models["llama"]
+
+
+@pytest.fixture(scope="session")
+def tiny_gemma2(tiny_models) -> Path:
+    return tiny_models["gemma2"]
+
+
+@pytest.fixture(scope="session")
+def tiny_gemma3(tiny_models) -> Path:
+    return tiny_models["gemma3"]
 
 
 @pytest.fixture(scope="session")

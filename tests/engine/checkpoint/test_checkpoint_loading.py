@@ -60,8 +60,8 @@ def test_inspect_reports_cheap_facts(tiny_models):
         assert info.num_parameters == sum(p.numel() for p in hf.parameters()) + held_apart, arch
         if arch in DEEPSEEK_ARCHES:  # one latent + rope part per token, 2 layers, fp32
             assert info.kv_bytes_per_token == 2 * (KV_LORA_RANK + QK_ROPE_HEAD_DIM) * 4
-        else:  # K+V, 2 layers, 2 kv heads, dim 16, fp32
-            assert info.kv_bytes_per_token == 2 * 2 * 2 * 16 * 4
+        else:  # K+V, every layer (2, Gemma's 4 and 6), 2 kv heads, dim 16, fp32
+            assert info.kv_bytes_per_token == 2 * hf.config.num_hidden_layers * 2 * 16 * 4
         assert info.has_tokenizer and info.has_chat_template
         assert info.size_bytes > info.num_parameters * 4 * 0.99
     assert inspect_checkpoint(tiny_models["qwen3"]).to_dict()["architecture"] == "Qwen3ForCausalLM"

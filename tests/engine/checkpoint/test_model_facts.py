@@ -55,7 +55,19 @@ DEEPSEEK_V3 = {
     "topk_group": 4, "topk_method": "noaux_tc", "scoring_func": "sigmoid", "norm_topk_prob": True,
     "routed_scaling_factor": 2.5, "q_lora_rank": 1536, "num_nextn_predict_layers": 1,
 }  # fmt: skip
-PUBLISHED_CONFIGS = [LLAMA_3_1_8B, MIXTRAL_8X7B, QWEN3_30B_A3B, DEEPSEEK_V2_LITE, DEEPSEEK_V3]
+GEMMA_2_2B = {
+    "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "hidden_size": 2304,
+    "intermediate_size": 9216, "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4,
+    "head_dim": 256, "vocab_size": 256000, "torch_dtype": "float32",
+}  # fmt: skip
+GEMMA_3_1B = {
+    "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "hidden_size": 1152,
+    "intermediate_size": 6912, "num_hidden_layers": 26, "num_attention_heads": 4, "num_key_value_heads": 1,
+    "head_dim": 256, "vocab_size": 262144, "sliding_window": 512, "torch_dtype": "bfloat16",
+}  # fmt: skip
+PUBLISHED_CONFIGS = [
+    LLAMA_3_1_8B, MIXTRAL_8X7B, QWEN3_30B_A3B, DEEPSEEK_V2_LITE, DEEPSEEK_V3, GEMMA_2_2B, GEMMA_3_1B,
+]  # fmt: skip
 
 
 def assert_published(count: int, billions: float, tolerance: float = TOTAL_TOLERANCE) -> None:

@@ -21,6 +21,8 @@ REPO_ROOT = Path(engine.__file__).resolve().parents[1]
 
 def test_the_llama_family_and_its_mixture_of_experts_kin_are_registered():
     assert {
+        "Gemma2ForCausalLM",
+        "Gemma3ForCausalLM",
         "LlamaForCausalLM",
         "MistralForCausalLM",
         "MixtralForCausalLM",
