@@ -33,6 +33,19 @@ def interleaved(tmp_path_factory):
     return path
 
 
+def test_gemma3_interleaving_replays_exactly(tiny_gemma3):
+    """Gemma-3's pattern (local, local, global twice; windows of 16): bounded replay after hits
+    gives a full recompute's tokens and logprobs, bit for bit in batch-invariant mode."""
+    reference = _reference(tiny_gemma3, _prompts(), batch_invariant=True)
+    llm = LLM(tiny_gemma3, device="cpu", block_size=BLOCK, batch_invariant=True)
+    layout = llm.engine.kv.layout
+    assert layout.window_layers == (0, 1, 3, 4) and layout.exact_replay_margin() <= layout.replay_margin
+    llm.generate(_prompts(), GREEDY)
+    second = llm.generate(_prompts(), GREEDY)
+    assert _bits(second) == reference
+    assert all(o.num_cached_tokens > 0 for o in second)
+
+
 def _prompts(shared: int = SHARED, tails: tuple[int, ...] = TAILS) -> list[list[int]]:
     rng = random.Random(4)
     prefix = [rng.randrange(3, VOCAB_SIZE) for _ in range(shared)]
