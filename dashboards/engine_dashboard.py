@@ -202,9 +202,17 @@ def build() -> dict:
             ),
             Panel(
                 "KV-cache usage",
-                (Query(f"max by (instance) (vllm:kv_cache_usage_perc{{{SELECTOR}}})", "{{instance}}"),),
+                (
+                    Query(f"max by (instance) (vllm:kv_cache_usage_perc{{{SELECTOR}}})", "{{instance}}"),
+                    Query(
+                        f"max by (instance) (chassis_kv_window_usage_perc{{{SELECTOR}}})",
+                        "{{instance}} sliding-window pool",
+                    ),
+                ),
                 unit="percentunit",
                 max_value=1,
+                description="The fuller KV pool's share in use; models whose sliding-window layers keep only "
+                "their windows (sliding_window_kv) also show that pool of their own.",
             ),
             Panel(
                 "Running requests",

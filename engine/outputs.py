@@ -52,7 +52,7 @@ class KVTierStats:
 class EngineStats:
     num_running: int
     num_waiting: int
-    kv_usage: float  # fraction of KV blocks in use, 0..1
+    kv_usage: float  # fraction of KV blocks in use, 0..1 (of the fuller pool, engine/kv/layout.py)
     num_blocks_total: int
     num_blocks_used: int
     prefix_cache_queries: int  # tokens, cumulative
@@ -72,6 +72,9 @@ class EngineStats:
     spec_decode_num_accepted_tokens: int = 0
     spec_decode_num_accepted_tokens_per_pos: list[int] = field(default_factory=list)
     kv_tiers: dict[str, KVTierStats] = field(default_factory=dict)  # by tier name: host, disk, shared
+    # The sliding-window layers' own pool beside full attention's (0 blocks: no such pool).
+    window_blocks_total: int = 0
+    window_kv_usage: float = 0.0
     # Step time shared among the rows it ran, cumulative: "prefill" (prompt rows), "decode" (engine/core/busy_time.py).
     busy_seconds: dict[str, float] = field(default_factory=dict)
 

@@ -452,7 +452,7 @@ class EngineCore:
         return EngineStats(
             num_running=len(self.scheduler.running),
             num_waiting=len(self.scheduler.waiting),
-            kv_usage=pool.usage(),
+            kv_usage=self.kv.usage(),
             num_blocks_total=pool.num_blocks,
             num_blocks_used=pool.num_used_blocks,
             prefix_cache_queries=self.kv.prefix_cache_queries,
@@ -464,6 +464,8 @@ class EngineCore:
             expert_parallel=self._expert_parallel,
             kv_tiers=self._tier_stats(),
             busy_seconds=self.busy_seconds.as_dict(),
+            window_blocks_total=self.kv.window.pool.num_blocks if self.kv_layout.hybrid else 0,
+            window_kv_usage=self.kv.window_usage(),
             **self._spec_stats(),
         )
 

@@ -265,7 +265,8 @@ class KVCacheManager:
         self._block_ids[request.request_id] = [b.block_id for b in blocks]
 
     def usage(self) -> float:
-        return self.pool.usage()
+        """The fuller pool's share in use: a window group's own pool can run dry first."""
+        return max(self.pool.usage(), self.window_usage())
 
     def reset_prefix_cache(self) -> bool:
         return self.pool.reset_prefix_cache()

@@ -130,6 +130,12 @@ class _EngineStatsCollector(Collector):
         yield gauge(  # the older name, which vLLM's published Grafana dashboard still reads
             "vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage.", stats.kv_usage
         )
+        if stats.window_blocks_total:  # sliding-window layers keep their windows in a pool of their own
+            yield gauge(
+                "chassis_kv_window_usage_perc",
+                "Usage of the sliding-window layers' own KV pool. 1 means 100 percent usage.",
+                stats.window_kv_usage,
+            )
         if stats.spec_decode_num_accepted_tokens_per_pos:  # speculative decoding is on
             yield counter(
                 "vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", stats.spec_decode_num_drafts

@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
+from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from dashboards.catalog import all_dashboards
@@ -80,6 +81,17 @@ def expert_parallel_series_names() -> set[str]:
     return expanded(_EngineStatsCollector("m", lambda: None)._expert_parallel_families(report))
 
 
+def sliding_window_series_names() -> set[str]:
+    """The series of a replica whose sliding-window layers keep a pool of their own (the dashboard's
+    replica has none; tests/engine/server/test_metrics.py checks their values)."""
+    from engine.outputs import EngineStats
+    from engine.server.metrics import ServerMetrics
+
+    stats = EngineStats(0, 0, 0.5, 10, 5, 0, 0, 0, 0, 0, window_blocks_total=8, window_kv_usage=0.5)
+    text = generate_latest(ServerMetrics("m", lambda: stats).registry).decode()
+    return {sample.name for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
 def gateway_series_names() -> set[str]:
     from gateway.metrics import GatewayMetrics
 
@@ -118,6 +130,7 @@ def test_dashboards_and_rules_query_only_exported_metrics(replica, client):
     exported = (
         replica_series_names(replica.url)
         | expert_parallel_series_names()
+        | sliding_window_series_names()
         | gateway_series_names()
         | control_plane
         | celery_worker_series_names()

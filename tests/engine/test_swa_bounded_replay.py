@@ -119,7 +119,9 @@ def test_bounded_replay_after_hits_equals_a_full_recompute(interleaved, batch_in
         assert 0 < out.num_cached_tokens <= hit - WINDOW - layout.replay_margin
     # While decoding, a windowed layer held its window and one block more, never the context.
     assert held and max(held) <= -(-WINDOW // BLOCK) + layout.base_alignment // BLOCK
-    assert llm.stats().num_blocks_used == 0 and llm.engine.kv.window.pool.num_used_blocks == 0
+    stats = llm.stats()
+    assert stats.num_blocks_used == 0 and llm.engine.kv.window.pool.num_used_blocks == 0
+    assert stats.window_blocks_total == llm.engine.runner.num_window_blocks > 0
 
 
 def test_resumes_after_preemption_replay_the_window_only(interleaved):

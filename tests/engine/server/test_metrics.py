@@ -29,6 +29,8 @@ class Stats:
     spec_decode_num_accepted_tokens_per_pos: list[int] = field(default_factory=list)
     kv_tiers: dict = field(default_factory=dict)
     busy_seconds: dict = field(default_factory=dict)
+    window_blocks_total: int = 0
+    window_kv_usage: float = 0.0
 
 
 @dataclass
@@ -146,3 +148,14 @@ def test_per_request_histograms_and_the_dashboards_older_names():
         float(dict(labels)["le"]) for name, labels in after if name == "vllm:request_prompt_tokens_bucket"
     )
     assert les[:6] == [1, 2, 5, 10, 20, 50] and les[-2:] == [2000, math.inf]
+
+
+def test_the_sliding_window_pool_only_where_there_is_one():
+    stats = Stats(kv_usage=0.25)
+    metrics = ServerMetrics("tiny", lambda: stats)
+    model = (("model_name", "tiny"),)
+    assert not any(name == "chassis_kv_window_usage_perc" for name, _ in samples(metrics))
+    stats.window_blocks_total, stats.window_kv_usage, stats.kv_usage = 400, 0.75, 0.75
+    after = samples(metrics)
+    assert after[("chassis_kv_window_usage_perc", model)] == 0.75
+    assert after[("vllm:kv_cache_usage_perc", model)] == 0.75  # the fuller pool's, for the gateway
