@@ -111,6 +111,11 @@ def main() -> int:
         default=300,
         help="training steps per checkpoint (0: random weights, as before training existed)",
     )
+    parser.add_argument(
+        "--reference-dtype",
+        help="transformers' dtype (default --dtype): float32 separates its rounding from ours",
+    )
+    parser.add_argument("--reference-device", help="transformers' device (default --device)")
     parser.add_argument("--prompts", type=int, default=8, help="prompts cut from the held-out text")
     parser.add_argument("--seed", type=int, default=0, help="seed of the prompts and of training")
     args = parser.parse_args()
@@ -141,7 +146,13 @@ def main() -> int:
                     f"{result.heldout_loss:.3f} (from {result.initial_heldout_loss:.3f})"
                 )
             prompts = heldout_prompts(model_dir, args.prompts, seed=args.seed)
-            theirs = hf_greedy(model_dir, prompts, args.tokens, args.dtype, args.device)
+            theirs = hf_greedy(
+                model_dir,
+                prompts,
+                args.tokens,
+                args.reference_dtype or args.dtype,
+                args.reference_device or args.device,
+            )
             diverged = 0
             for kernels in args.kernels:
                 os.environ["CHASSIS_KERNELS"] = kernels
