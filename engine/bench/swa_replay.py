@@ -57,21 +57,33 @@ class Report:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--random-arch", default="tiny-qwen3-swa", help="engine/bench/random_arch.py shape")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--dtype", default="auto")
-    parser.add_argument("--prompt-tokens", type=int, default=16_384)
+    parser.add_argument(
+        "--random-arch",
+        default="tiny-qwen3-swa",
+        help="model shape with random weights (engine/bench/random_arch.py); qwen3-8b-swa on a GPU",
+    )
+    parser.add_argument("--device", default="cpu", help="where the engines run (cpu, cuda)")
+    parser.add_argument("--dtype", default="auto", help="weights and activations; auto: the shape's")
+    parser.add_argument("--prompt-tokens", type=int, default=16_384, help="length of the long prompt")
     parser.add_argument(
         "--window", type=int, default=4096, help="the local layers' window (overrides the shape's)"
     )
     parser.add_argument("--follow-up-tokens", type=int, default=64, help="tokens the second request appends")
-    parser.add_argument("--decode-tokens", type=int, default=16)
-    parser.add_argument("--block-size", type=int, default=16)
-    parser.add_argument("--max-num-batched-tokens", type=int, default=2048)
-    parser.add_argument("--swa-replay-margin", type=int, default=140)
-    parser.add_argument("--gpu-memory-utilization", type=float, default=0.9)
-    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--decode-tokens", type=int, default=16, help="tokens decoded after the long prompt")
+    parser.add_argument("--block-size", type=int, default=16, help="tokens per KV block")
+    parser.add_argument(
+        "--max-num-batched-tokens", type=int, default=2048, help="token budget of a step (chunk)"
+    )
+    parser.add_argument(
+        "--swa-replay-margin", type=int, default=140, help="bounded replay's margin before the window"
+    )
+    parser.add_argument(
+        "--gpu-memory-utilization", type=float, default=0.9, help="share of the GPU each engine may fill"
+    )
+    parser.add_argument(
+        "--modes", nargs="+", default=list(MODES), choices=MODES, help="sliding_window_kv modes to measure"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the prompts and the random weights")
     parser.add_argument("--json", help="write the report here")
 
 
