@@ -68,7 +68,14 @@ def engine_greedy(model_dir: Path, prompts: list[list[int]], tokens: int, args) 
 
     from engine import LLM, SamplingParams
 
-    llm = LLM(model_dir, device=args.device, dtype=args.dtype, num_gpu_blocks=256)
+    llm = LLM(
+        model_dir,
+        device=args.device,
+        dtype=args.dtype,
+        num_gpu_blocks=256,
+        sliding_window_kv=args.sliding_window_kv,
+        enforce_eager=args.enforce_eager,
+    )
     outs = llm.generate(prompts, SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True))
     del llm
     gc.collect()
@@ -116,6 +123,10 @@ def main() -> int:
         help="transformers' dtype (default --dtype): float32 separates its rounding from ours",
     )
     parser.add_argument("--reference-device", help="transformers' device (default --device)")
+    parser.add_argument(
+        "--sliding-window-kv", default="bounded-replay", help="EngineConfig.sliding_window_kv of our engine"
+    )
+    parser.add_argument("--enforce-eager", action="store_true", help="our engine without CUDA graphs")
     parser.add_argument("--prompts", type=int, default=8, help="prompts cut from the held-out text")
     parser.add_argument("--seed", type=int, default=0, help="seed of the prompts and of training")
     args = parser.parse_args()
