@@ -2,7 +2,8 @@
 
 HF normalises in fp32, casts the result back to the input dtype, and only then multiplies by the
 weight; both paths here round at the same two points so bf16 outputs agree bit for bit in most
-elements.
+elements. ``round_normed=False`` is Gemma's order instead (``GemmaRMSNorm``): the fp32 normalised
+value times an fp32 weight (``1 + w``), rounded once.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ def _rms_norm_kernel(
     n_cols,
     eps,
     HAS_RESIDUAL: tl.constexpr,
+    ROUND_NORMED: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
@@ -41,7 +43,9 @@ def _rms_norm_kernel(
         tl.store(residual_out_ptr + row * residual_out_row_stride + cols, x, mask=mask)
     xf = x.to(tl.float32)
     variance = tl.sum(xf * xf, axis=0) / n_cols
-    normed = (xf * tl.rsqrt(variance + eps)).to(x.dtype).to(tl.float32)
+    normed = xf * tl.rsqrt(variance + eps)
+    if ROUND_NORMED:
+        normed = normed.to(x.dtype).to(tl.float32)
     weight = tl.load(weight_ptr + cols, mask=mask, other=0.0).to(tl.float32)
     tl.store(out_ptr + row * out_row_stride + cols, (normed * weight).to(out_ptr.dtype.element_ty), mask=mask)
 
@@ -58,7 +62,11 @@ def _check(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor | None)
 
 
 def _launch(
-    x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor | None
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float,
+    residual: torch.Tensor | None,
+    round_normed: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     tensors = (x, weight) if residual is None else (x, weight, residual)
     for t in tensors:
@@ -84,35 +92,41 @@ def _launch(
         n_cols,
         eps,
         HAS_RESIDUAL=residual is not None,
+        ROUND_NORMED=round_normed,
         BLOCK=block,
         num_warps=num_warps,
     )
     return out, residual_out
 
 
-def rms_norm_torch(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+def rms_norm_torch(
+    x: torch.Tensor, weight: torch.Tensor, eps: float, round_normed: bool = True
+) -> torch.Tensor:
     xf = x.float()
-    normed = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
-    return (normed * weight).to(x.dtype)
+    normed = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    if not round_normed:
+        return (normed * weight.float()).to(x.dtype)
+    return (normed.to(x.dtype) * weight).to(x.dtype)
 
 
 def fused_add_rms_norm_torch(
-    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, round_normed: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor]:
     new_residual = x.to(residual.dtype) + residual
-    return rms_norm_torch(new_residual, weight, eps), new_residual
+    return rms_norm_torch(new_residual, weight, eps, round_normed), new_residual
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """``x * rsqrt(mean(x^2) + eps) * weight`` per row of ``x: [T, H]``; output in ``x.dtype``."""
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, round_normed: bool = True) -> torch.Tensor:
+    """``x * rsqrt(mean(x^2) + eps) * weight`` per row of ``x: [T, H]``; output in ``x.dtype``.
+    ``round_normed``: round the normalised value to ``x.dtype`` before the weight (Llama's order)."""
     _check(x, weight, None)
     if use_triton(x, weight):
-        return _launch(x, weight, eps, None)[0]
-    return rms_norm_torch(x, weight, eps)
+        return _launch(x, weight, eps, None, round_normed)[0]
+    return rms_norm_torch(x, weight, eps, round_normed)
 
 
 def fused_add_rms_norm(
-    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, round_normed: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Returns ``(rms_norm(x + residual), x + residual)`` as new tensors, in ``residual.dtype``.
 
@@ -120,6 +134,6 @@ def fused_add_rms_norm(
     to the residual's dtype first, exactly as a separate cast would, without that cast's launch."""
     _check(x, weight, residual)
     if use_triton(x, residual, weight):
-        out, new_residual = _launch(x, weight, eps, residual)
+        out, new_residual = _launch(x, weight, eps, residual, round_normed)
         return out, new_residual
-    return fused_add_rms_norm_torch(x, residual, weight, eps)
+    return fused_add_rms_norm_torch(x, residual, weight, eps, round_normed)

@@ -95,3 +95,35 @@ def test_bad_shapes_are_rejected():
         fused_add_rms_norm(torch.randn(4, 32), torch.randn(4, 33), torch.randn(32), 1e-6)
     with pytest.raises(ValueError, match="residual"):  # only fp32 may be wider than the residual
         fused_add_rms_norm(torch.randn(4, 32).half(), torch.randn(4, 32).bfloat16(), torch.randn(32), 1e-6)
+
+
+def _gemma_norm(size: int, dtype):
+    from transformers.models.gemma2.modeling_gemma2 import Gemma2RMSNorm
+
+    hf = Gemma2RMSNorm(size, eps=1e-6).to(dtype)
+    torch.nn.init.normal_(hf.weight, std=2.0)  # scales far from 1, where 1 + w in bf16 loses digits
+    return hf
+
+
+def test_gemma_order_reference_matches_hf_gemma_rms_norm():
+    """Gemma multiplies the fp32 normalised value by 1 + w in fp32 and rounds once: with the weight
+    kept in fp32 and round_normed off, the same bits."""
+    pytest.importorskip("transformers")
+    hf = _gemma_norm(131, torch.bfloat16)
+    x = torch.randn(7, 131, dtype=torch.bfloat16)
+    weight = hf.weight.float() + 1.0
+    with torch.no_grad():
+        torch.testing.assert_close(rms_norm_torch(x, weight, 1e-6, round_normed=False), hf(x), atol=0, rtol=0)
+        assert not torch.equal(rms_norm_torch(x, weight.to(torch.bfloat16), 1e-6), hf(x))  # Llama's order
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_triton_gemma_order_matches_reference(device, force_triton, dtype):
+    x = torch.randn(7, 131, device=device).to(dtype)
+    residual = torch.randn(7, 131, device=device).to(dtype)
+    weight = torch.randn(131, device=device) + 1.0  # fp32 beside a narrower x
+    assert_close(rms_norm(x, weight, 1e-6, False), rms_norm_torch(x, weight, 1e-6, False), dtype)
+    out, new_residual = fused_add_rms_norm(x, residual, weight, 1e-6, False)
+    ref_out, ref_residual = fused_add_rms_norm_torch(x, residual, weight, 1e-6, False)
+    assert_close(out, ref_out, dtype)
+    assert_close(new_residual, ref_residual, dtype)
