@@ -63,10 +63,11 @@ def test_greedy_matches_transformers_through_the_triton_gemv(tiny_models, triton
         ours = torch.stack(llm.engine.recorded_logits[out.request_id])
         rel = (ours - expected_logits[i]).abs().max() / expected_logits[i].abs().max()
         assert rel < 1e-4, f"prompt {i}: logits relative error {rel:.2e}"
-    # Both requests decode together: 2-row products, the SwiGLU one fused into the down projection
-    # (Gemma's GeGLU is not), the norms into the q/k/v, gate/up and LM-head products (the first
-    # layer's has no residual).
-    expected = {(2, False), (2, "normed"), (2, "normed, no residual")}
+    # Both requests decode together: 2-row products, the SwiGLU one fused into the down projection,
+    # the norms into the q/k/v, gate/up and LM-head products (the first layer's has no residual).
+    # Gemma's are not: its GeGLU has no fused GEMV, and its norms multiply an fp32 1 + w into the
+    # unrounded normalised value (engine/layers/norm.py), which the fused GEMV does not.
+    expected = {(2, False)}
     if not arch.startswith("gemma"):
-        expected.add((2, True))
+        expected |= {(2, True), (2, "normed"), (2, "normed, no residual")}
     assert expected <= set(triton_gemv_everywhere)
