@@ -350,10 +350,11 @@ class KVCacheManager:
         start = self._num_cached_blocks.get(rid, 0)
         if num_tokens // self.block_size <= start:  # no block became full: nothing to hash
             return
+        base = 0
         if self.layout.all_windowed:  # block i of the request is the window's i - base
             base = self.window.base(rid)
             start = max(start, base)
-            blocks = [None] * base + self.window.blocks(rid)
+            blocks = self.window.blocks(rid)
         else:
             blocks = self._blocks[rid]
         hashes = self._block_hashes(request)
@@ -362,7 +363,7 @@ class KVCacheManager:
         for i in range(start, end):
             parent = hashes[i - 1] if i else None
             self.pool.cache(
-                blocks[i],
+                blocks[i - base],
                 hashes[i],
                 parent,
                 tokens[i * self.block_size : (i + 1) * self.block_size],

@@ -3,22 +3,14 @@ request as its window moves on and return to their pool; a prefix hit beside ful
 is reused by those and replayed from the layout's replay start for the windowed ones; where every
 layer is windowed, a hit needs only the cached blocks of the window before it."""
 
-from dataclasses import dataclass, field
-
 from engine.kv.kv_manager import KVCacheManager
 from engine.kv.layout import KVLayout
 from engine.kv.specs import FullAttentionSpec, SlidingWindowSpec
+from tests.support.kv_requests import KVRequestStub as Req
 
 BS = 4
 SHAPE = dict(block_size=BS, dtype="float32", num_kv_heads=1, head_dim=4)
 WINDOW = 8
-
-
-@dataclass
-class Req:
-    request_id: str
-    all_token_ids: list[int] = field(default_factory=list)
-    cache_salt: str | None = None
 
 
 def _hybrid(margin: int = 4, window_blocks: int = 16) -> KVCacheManager:

@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from engine.kv.kv_manager import KVCacheManager
 from engine.kv.tiers.connector import TieredKV
 from engine.kv.tiers.host import HostMemoryTier
 from engine.kv.tiers.protocol import Retention
 from engine.kv.tiers.record import decode_record
+from tests.support.kv_requests import KVRequestStub as Req
 
 BS = 4
-
-
-@dataclass
-class Req:
-    request_id: str
-    all_token_ids: list[int] = field(default_factory=list)
-    cache_salt: str | None = None
 
 
 class FakeDevice:
