@@ -51,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--device", default="cuda", help="--eager: cpu for a smoke run (CPU op self times)")
     parser.add_argument("--top", type=int, default=25, help="kernels listed per table")
+    parser.add_argument(
+        "--batch-invariant", action="store_true", help="--eager: the engine in batch-invariant mode (issue 20)"
+    )
     args = parser.parse_args(argv)
     if args.host:
         return host_breakdowns(args)
@@ -137,9 +140,10 @@ def eager_breakdowns(args) -> int:
         llm = LLM(
             str(model_dir), device=args.device, dtype="bfloat16", load_format="dummy", enforce_eager=True,
             max_num_seqs=256, max_num_batched_tokens=8192, gpu_memory_utilization=0.85,
+            batch_invariant=args.batch_invariant,
         )  # fmt: skip
         print(
-            f"{args.arch}: {layers_note}, eager (no CUDA graphs), fused-MoE tiles from {moe_tiles}; loaded in {time.perf_counter() - started:.0f} s"
+            f"{args.arch}: {layers_note}{', batch-invariant' if args.batch_invariant else ''}, eager (no CUDA graphs), fused-MoE tiles from {moe_tiles}; loaded in {time.perf_counter() - started:.0f} s"
         )
         vocab = config["vocab_size"]
         seeds = iter(range(1000, 10**6))  # fresh prompts for every run: no prefix-cache hits
