@@ -212,3 +212,58 @@ def attend_kv_range(
         )  # [N, D]
         acc = acc * alpha[:, None] + dot(p.to(v.dtype), v, DOT_IN_FP32)
     return m_i, l_i, acc
+
+
+@triton.jit
+def merge_state(m_i, l_i, acc, m_s, l_s, acc_s):
+    """Fold one key segment's online-softmax state ``(m_s, l_s, acc_s)`` into the running
+    ``(m_i, l_i, acc)``. Merging an empty segment (``m_s`` the -1e30 sentinel, nothing summed) leaves
+    the running state's bits as they were, and an empty running state takes the segment's exactly."""
+    m_new = tl.maximum(m_i, m_s)
+    alpha = tl.exp2(m_i - m_new)
+    beta = tl.exp2(m_s - m_new)
+    return m_new, l_i * alpha + l_s * beta, acc * alpha[:, None] + acc_s * beta[:, None]
+
+
+@triton.jit
+def attend_kv_segments(
+    q,
+    k_cache_ptr,
+    v_cache_ptr,
+    block_table_ptr,
+    kv_head,
+    num_kv_heads,
+    head_dim,
+    kv_start,
+    kv_end,
+    q_positions,
+    sliding_window,
+    scale_log2e,
+    softcap_log2e,
+    dims,
+    dim_mask,
+    BLOCK_M: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    SEGMENT: tl.constexpr,
+    USE_WINDOW: tl.constexpr,
+    DOT_IN_FP32: tl.constexpr,
+    USE_SOFTCAP: tl.constexpr,
+):
+    """As ``attend_kv_range``, but the keys are cut at absolute positions that are multiples of
+    ``SEGMENT``: each segment's state starts fresh and is folded into the total in ascending order
+    (``merge_state``). A split decode that attends each segment in its own program and folds the
+    segments in a second kernel (``kernels/invariant_attention.py``) gives the same bits."""
+    m_i = tl.full([BLOCK_M], -1.0e30, dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    for segment_start in range(kv_start // SEGMENT * SEGMENT, kv_end, SEGMENT):
+        m_s, l_s, acc_s = attend_kv_range(
+            q, k_cache_ptr, v_cache_ptr, block_table_ptr, kv_head, num_kv_heads, head_dim,
+            tl.maximum(segment_start, kv_start), tl.minimum(segment_start + SEGMENT, kv_end),
+            q_positions, sliding_window, scale_log2e, softcap_log2e, dims, dim_mask,
+            BLOCK_M, BLOCK_D, BLOCK_SIZE, BLOCK_N, USE_WINDOW, DOT_IN_FP32, USE_SOFTCAP,
+        )  # fmt: skip
+        m_i, l_i, acc = merge_state(m_i, l_i, acc, m_s, l_s, acc_s)
+    return m_i, l_i, acc

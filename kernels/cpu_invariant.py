@@ -4,11 +4,13 @@ the batch, the chunk a prompt was cut into, a cached prefix. Only in batch-invar
 (a one-row product stays a GEMV, about half the time of a padded one) and the callers use torch's
 fused attention instead of ``attend``.
 
-MKL's fp32 GEMM sums a row's products in one order when the row sits in a group of 4 rows, and in
-another (a GEMV at one row) for the 1-3 rows left over when a product has fewer than 12 rows
-(measured with MKL 2024.2 on AVX2; tests/kernels/test_cpu_invariant.py checks it on the machine that
-runs it). ``linear`` and ``bmm`` therefore give such a product zero rows up to the next multiple of 4:
-a decode step's one row costs a 4-row product. Other devices pass straight through.
+MKL's fp32 GEMM picks its kernels, and with several threads its partition, by the row count: a row
+is summed in another order at 1-3 rows than in a group of 4 on AVX2, at fewer than 16 rows than at
+more on an AVX512 Xeon, and at 57-71 of 600 rows with two threads for a 1,536-deep product there
+(tests/kernels/test_cpu_invariant.py checks it on the machine that runs it). ``linear`` and ``bmm``
+therefore run every product as calls of exactly ``ROW_BLOCK`` rows, the last one padded with zero
+rows: each call has the same shape whatever the batch, so a row's bits follow only its own values.
+A decode step's one row costs a 16-row product. Other devices pass straight through.
 
 Attention (``attend``) walks the keys in blocks of ``KEY_BLOCK`` positions aligned at position 0,
 with an online softmax, for every query row at once: a row's sums run over the same blocks in the
@@ -33,8 +35,7 @@ from kernels.invariance import batch_invariant
 
 __all__ = ["KEY_BLOCK", "attend", "bmm", "linear", "padded_rows", "pointwise"]
 
-_ROW_GROUP = 4  # MKL's GEMM rows per micro-kernel
-_SMALL_PRODUCT = 12  # below this many rows, rows outside a group of 4 take other kernels
+ROW_BLOCK = 16  # rows of every GEMM call in the mode
 KEY_BLOCK = 256
 # fp32 elements per step of torch's vectorized CPU loops (two vectors: 16 with AVX2, 32 with AVX512),
 # a multiple of either; a tail shorter than a step goes through the scalar loop, with other bits.
@@ -44,9 +45,9 @@ _LANES = 64
 def padded_rows(rows: int) -> int:
     """The row count to compute ``rows`` rows with so that each comes out as in any larger product
     (``rows`` itself outside batch-invariant mode)."""
-    if rows >= _SMALL_PRODUCT or rows % _ROW_GROUP == 0 or not batch_invariant():
+    if not batch_invariant():
         return rows
-    return rows + _ROW_GROUP - rows % _ROW_GROUP
+    return -(-rows // ROW_BLOCK) * ROW_BLOCK
 
 
 def _pad_rows(x: torch.Tensor, dim: int) -> torch.Tensor:
@@ -68,15 +69,26 @@ def pointwise(fn, x: torch.Tensor) -> torch.Tensor:
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``F.linear`` over the last dimension, each row's bits independent of the row count."""
+    if x.device.type != "cpu" or not batch_invariant():
+        return F.linear(x, weight, bias)
     flat = x.reshape(-1, x.shape[-1])
-    out = F.linear(_pad_rows(flat, 0), weight, bias)[: flat.shape[0]]
+    if flat.shape[0] == 0:
+        return F.linear(x, weight, bias)
+    blocks = _pad_rows(flat, 0).split(ROW_BLOCK)
+    out = torch.cat([F.linear(block, weight, bias) for block in blocks])[: flat.shape[0]]
     return out.view(*x.shape[:-1], weight.shape[0])
 
 
 def bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``a: [G, M, K] @ b: [G, K, N]``, each row's bits independent of M."""
+    if a.device.type != "cpu" or not batch_invariant():
+        return torch.bmm(a, b)
+    if a.shape[1] == 0:
+        return torch.bmm(a, b)
     # Contiguous operands: which GEMM path torch takes may follow the strides, which follow M.
-    return torch.bmm(_pad_rows(a, 1).contiguous(), b.contiguous())[:, : a.shape[1]]
+    b = b.contiguous()
+    blocks = _pad_rows(a, 1).split(ROW_BLOCK, dim=1)
+    return torch.cat([torch.bmm(block.contiguous(), b) for block in blocks], dim=1)[:, : a.shape[1]]
 
 
 def attend(

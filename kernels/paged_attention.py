@@ -16,6 +16,7 @@ from kernels._paged import (
     LOG2E,
     attend,
     attend_kv_range,
+    attend_kv_segments,
     check_launch_layout,
     check_paged_inputs,
     dot_in_fp32,
@@ -79,6 +80,7 @@ def _paged_attention_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_D: tl.constexpr,
+    SEGMENT: tl.constexpr,
     USE_WINDOW: tl.constexpr,
     DOT_IN_FP32: tl.constexpr,
     USE_SOFTCAP: tl.constexpr,
@@ -113,16 +115,26 @@ def _paged_attention_kernel(
     if USE_WINDOW:
         kv_start = tl.maximum(prefix_len + q_offset - sliding_window + 1, 0) // BLOCK_N * BLOCK_N
     block_table_ptr = block_tables_ptr + seq.to(tl.int64) * block_tables_stride
-    m_i, l_i, acc = attend_kv_range(
-        q, k_cache_ptr, v_cache_ptr, block_table_ptr, kv_head, num_kv_heads, head_dim, kv_start, kv_end,
-        q_positions, sliding_window, scale_log2e, softcap_log2e, dims, dim_mask,
-        BLOCK_M, BLOCK_D, BLOCK_SIZE, BLOCK_N, USE_WINDOW, DOT_IN_FP32, USE_SOFTCAP,
-    )  # fmt: skip
+    if SEGMENT > 0:
+        m_i, l_i, acc = attend_kv_segments(
+            q, k_cache_ptr, v_cache_ptr, block_table_ptr, kv_head, num_kv_heads, head_dim, kv_start, kv_end,
+            q_positions, sliding_window, scale_log2e, softcap_log2e, dims, dim_mask,
+            BLOCK_M, BLOCK_D, BLOCK_SIZE, BLOCK_N, SEGMENT, USE_WINDOW, DOT_IN_FP32, USE_SOFTCAP,
+        )  # fmt: skip
+    else:
+        m_i, l_i, acc = attend_kv_range(
+            q, k_cache_ptr, v_cache_ptr, block_table_ptr, kv_head, num_kv_heads, head_dim, kv_start, kv_end,
+            q_positions, sliding_window, scale_log2e, softcap_log2e, dims, dim_mask,
+            BLOCK_M, BLOCK_D, BLOCK_SIZE, BLOCK_N, USE_WINDOW, DOT_IN_FP32, USE_SOFTCAP,
+        )  # fmt: skip
     out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
     out_offsets = (
         tokens[:, None] * (num_kv_heads * GROUP * head_dim) + heads[:, None] * head_dim + dims[None, :]
     )
     tl.store(out_ptr + out_offsets, out.to(out_ptr.dtype.element_ty), mask=q_mask)
+
+
+BLOCK_N = 64  # keys per inner tile
 
 
 def _tile_sizes(num_tokens: int, num_seqs: int, group: int) -> tuple[int, int]:
@@ -144,9 +156,11 @@ def _launch(
     sliding_window: int | None,
     tiles: tuple[int, int, int] | None = None,
     softcap: float | None = None,
+    segment: int = 0,
 ) -> torch.Tensor:
     """``tiles``: (BLOCK_Q, BLOCK_M, num_warps) fixed by the caller (``kernels/invariant_attention.py``)
-    instead of chosen from the step's mean query length."""
+    instead of chosen from the step's mean query length; ``segment`` > 0: keys folded in segments of
+    that many positions (``attend_kv_segments``)."""
     check_launch_layout(q, k_cache, v_cache)
     num_tokens, num_q_heads, head_dim = q.shape
     num_kv_heads, block_size = k_cache.shape[2], k_cache.shape[1]
@@ -182,8 +196,9 @@ def _launch(
         BLOCK_SIZE=block_size,
         BLOCK_Q=block_q,
         BLOCK_M=block_m,
-        BLOCK_N=64,
+        BLOCK_N=BLOCK_N,
         BLOCK_D=head_tile(head_dim),
+        SEGMENT=segment,
         USE_WINDOW=sliding_window is not None,
         DOT_IN_FP32=dot_in_fp32(q.dtype),
         USE_SOFTCAP=softcap is not None,

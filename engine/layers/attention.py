@@ -142,6 +142,7 @@ class PagedAttention(nn.Module):
                 self.scale,
                 self.sliding_window,
                 softcap=self.softcap,
+                decode_only=meta.decode_only,
             )
         if meta.decode_only:
             return paged_attention_decode(

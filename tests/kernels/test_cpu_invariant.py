@@ -48,9 +48,9 @@ def test_plain_mkl_rows_do_follow_the_row_count():
     """Why ``linear`` pads: without it a lone row is summed in another order (so the test above
     could fail)."""
     gen = torch.Generator().manual_seed(0)
-    weight, x = torch.randn(192, 64, generator=gen), torch.randn(16, 64, generator=gen)
+    weight, x = torch.randn(192, 576, generator=gen), torch.randn(16, 576, generator=gen)
     assert not torch.equal(F.linear(x[:1], weight), F.linear(x, weight)[:1])
-    assert padded_rows(1) == 4 and padded_rows(12) == 12 and padded_rows(5) == 8
+    assert padded_rows(1) == 16 and padded_rows(16) == 16 and padded_rows(17) == 32
 
 
 def test_bmm_rows_do_not_follow_the_row_count():
