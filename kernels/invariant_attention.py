@@ -214,12 +214,16 @@ def _launch_split_decode(
     sliding_window: int | None,
     softcap: float | None,
     num_slots: int,
+    block_m: int | None = None,
 ) -> torch.Tensor:
+    """``block_m``: another tile height than the one-pass kernel's (``scripts/gpu/probe_invariant_attention.py``
+    checks on a GPU whether the bits stay the same)."""
     check_launch_layout(q, k_cache, v_cache)
     batch, num_q_heads, head_dim = q.shape
     num_kv_heads, block_size = k_cache.shape[2], k_cache.shape[1]
     group = num_q_heads // num_kv_heads
-    _, block_m, num_warps = invariant_tiles(group)
+    _, tile_m, num_warps = invariant_tiles(group)
+    block_m = block_m or tile_m
     block_d = head_tile(head_dim)
     out = torch.empty_like(q)
     partial_max, partial_sum, partial_acc = split_partials(out, num_slots)
