@@ -2,44 +2,23 @@
 
 The engine's batch-invariant mode (``EngineConfig.batch_invariant``) sends every linear layer and
 the LM head here instead of cuBLAS or the decode GEMV, which both pick their tiling (and split-K) by
-the number of rows. Here the tile config depends only on the weight's shape (``config_for``), never
-on M: every output element is one program's fp32 sum over K in ``BLOCK_K`` steps in ascending order,
-computed by the same MMA instruction shape whether the row sits alone or among 2,047 others. No
-split-K, no autotuning. Inputs bf16/fp16 (fp32 accumulate), or fp32 with exact fp32 products.
+the number of rows. Here every output element is one program's fp32 sum over K in ascending order,
+with no split-K and no autotuning. The tile config may change with M only where that leaves a row's
+bits alone: ``kernels/invariant_matmul_configs.py`` runs a config measured for the row count once
+this process has verified it gives the reference config's bits (the reference depends on the weight
+alone), else the reference. Inputs bf16/fp16 (fp32 accumulate), or fp32 with exact fp32 products.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from kernels._common import cdiv, interpreting, tl, triton, use_triton
+from kernels.invariant_matmul_configs import MatmulConfig, config_for
 
-__all__ = ["MatmulConfig", "config_for", "invariant_matmul", "invariant_matmul_torch"]
+__all__ = ["MatmulConfig", "invariant_matmul", "invariant_matmul_torch"]
 
-
-@dataclass(frozen=True)
-class MatmulConfig:
-    block_m: int
-    block_n: int
-    block_k: int
-    num_warps: int = 4
-    num_stages: int = 4
-
-
-BLOCK_M = 64  # one warpgroup's MMA height; the same for every M, so a row's products never change shape
-BLOCK_K = 128
-# Output widths up to this get 32-column slabs: at batch 1 a 4,096-wide projection then spreads over
-# 128 programs instead of 64, nearer to filling an H200's 132 SMs with weight streams.
-_NARROW_N = 8192
 GROUP_M = 8  # programs walk GROUP_M row tiles per column slab (L2 reuse); order only, not numerics
-
-
-def config_for(n: int, k: int) -> MatmulConfig:
-    """The one tile config of a weight ``[n, k]``: a function of the weight alone, never of M."""
-    del k  # the K loop has the same BLOCK_K steps for every width
-    return MatmulConfig(BLOCK_M, 32 if n <= _NARROW_N else 64, BLOCK_K)
 
 
 # The row count changes every step: specializing on it would compile new variants mid-serving.
@@ -113,7 +92,7 @@ def _check(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> 
 
 
 def _launch(
-    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, config: MatmulConfig | None = None
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, config: MatmulConfig
 ) -> torch.Tensor:
     if x.stride(-1) != 1 or weight.stride(-1) != 1:
         raise ValueError("invariant_matmul needs x and weight contiguous in K")
@@ -122,7 +101,6 @@ def _launch(
     out = torch.empty((rows, n), dtype=x.dtype, device=x.device)
     if rows == 0 or n == 0:
         return out
-    config = config or config_for(n, k)
     grid = (cdiv(rows, config.block_m) * cdiv(n, config.block_n),)
     _invariant_matmul_kernel[grid](
         x,
@@ -165,8 +143,9 @@ def invariant_matmul(
     config: MatmulConfig | None = None,
 ) -> torch.Tensor:
     """``x: [M, K] @ weight: [N, K].T (+ bias)`` -> ``[M, N]`` in x's dtype. ``config`` (tests and the
-    GPU script's sweep only): another tile config than ``config_for``'s."""
+    GPU scripts only): another tile config than ``config_for``'s."""
     _check(x, weight, bias)
     if use_triton(x, weight):
-        return _launch(x, weight, bias, config)
+        rows, k = x.shape
+        return _launch(x, weight, bias, config or config_for(x.dtype, weight.shape[0], k, rows, x.device))
     return invariant_matmul_torch(x, weight, bias)

@@ -10,8 +10,9 @@ RMSNorm before a projection may fold into it (``normed``: ``kernels/gemv_norm.py
 ``engine/layers/norm.py``).
 
 In batch-invariant mode (``engine/layers/batch_invariant.py``) every product that Triton can run
-goes to ``kernels/invariant_matmul.py`` (one tile config for every row count) and the GEMV, with
-its per-shape configs and split-K, is never taken.
+goes to ``kernels/invariant_matmul.py`` and the GEMV, with its per-shape configs and split-K, is never
+taken. Its tile config follows the row count only through table entries the model runner has
+verified give a row the reference config's bits on this device (``engine/runner/invariant_tiles.py``).
 """
 
 from __future__ import annotations

@@ -15,11 +15,13 @@ from engine.distributed.expert_parallel import ExpertParallelLayout, building_ex
 from engine.distributed.group import SINGLE, TPGroup
 from engine.kv.specs import KVCacheSpec, shared_block_size
 from engine.layers import moe
+from engine.layers.batch_invariant import batch_invariant
 from engine.models.loader import load_model
 from engine.models.registry import kv_cache_specs
 from engine.runner.cuda_graphs import DecodeGraphs
 from engine.runner.host_copy import to_device
 from engine.runner.inputs import build_inputs
+from engine.runner.invariant_tiles import verify_tile_table
 from engine.sampling.sampler import (
     Logprob,
     SamplingState,
@@ -115,6 +117,8 @@ class ModelRunner:
                 seed=seed,
                 tp_group=self.tp_group,
             )
+        if batch_invariant():  # before warm-up or graph capture runs a product
+            verify_tile_table(self.model)
         self.balancer = None
         if self.ep_group is not None and expert_balancer is not None:
             self.balancer = ExpertBalancer(self.model, self.ep_group, expert_balancer)

@@ -19,9 +19,9 @@ on the built engine rather than loading the model again. Then the cost: decode t
 (``engine/bench/workloads.decode_bs1``) and the offline mix (``workloads.offline``, fewer
 requests) in batch-invariant mode and, on a second engine, in normal mode, side by side with the
 goals (at most 25 % slower offline, 10 % at batch 1). ``--sweep`` then times the invariant GEMM at
-a few other tile configs against cuBLAS at the 8B shapes (evidence for the next choice of
-``kernels/invariant_matmul.config_for``). ``--time-budget`` skips the cost part and the sweep (said
-so) when they would not fit. Exit status 1 when any output differs (or the mode was not on).
+a few other tile configs against cuBLAS at the 8B shapes (``scripts/gpu/tune_invariant_matmul.py``
+times every row bucket and writes the table the engine uses). ``--time-budget`` skips the cost part
+and the sweep (said so) when they would not fit. Exit status 1 when any output differs (or the mode was not on).
 
   python3 scripts/gpu/batch_invariance.py --device cuda --json "$OUT/batch_invariance.json"
 
@@ -213,10 +213,11 @@ SWEEP_ROWS = (1, 8, 256, 2048)
 
 def sweep_matmul_configs() -> dict:
     """Microseconds per product of the invariant GEMM at a few tile configs against cuBLAS, at the
-    8B shapes: evidence for choosing ``config_for`` next time (the engine runs ``config_for`` only)."""
+    8B shapes; ``default`` is what the engine runs (a verified table entry, else the reference)."""
     import torch
 
-    from kernels.invariant_matmul import BLOCK_M, MatmulConfig, config_for, invariant_matmul
+    from kernels.invariant_matmul import MatmulConfig, invariant_matmul
+    from kernels.invariant_matmul_configs import BLOCK_M, reference_config
 
     candidates = {
         "default": None,
@@ -247,7 +248,7 @@ def sweep_matmul_configs() -> dict:
                 line[name] = timed(lambda x=x, w=weight, c=config: invariant_matmul(x, w, config=c))
             results[f"{n}x{k} M={rows}"] = line
             cells = "  ".join(f"{name} {us:8.1f}" for name, us in line.items())
-            print(f"sweep {n:>6}x{k:<5} M={rows:<5} us: {cells}  (default {config_for(n, k)})", flush=True)
+            print(f"sweep {n:>6}x{k:<5} M={rows:<5} us: {cells}  (reference {reference_config(n, k).label()})", flush=True)
     return results
 
 

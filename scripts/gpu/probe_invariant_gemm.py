@@ -1,7 +1,7 @@
 """Which tile configs of the invariant GEMM give the same bits per row, and what each costs (issue 20).
 
 Batch invariance needs every row's products and fp32 sums to be the same whatever the row count. The
-engine's invariant GEMM (``kernels/invariant_matmul.py``) gets that by one tile config per weight.
+engine's invariant GEMM (``kernels/invariant_matmul.py``) gets that by one reference tile config per weight.
 If several configs give bitwise the same rows (the same MMA instruction, its K steps chained in the
 same order), the engine may pick among them by row count and stay invariant. This script finds out,
 on the GPU it runs on: for each Llama-3.1-8B product it computes ``--rows`` rows with the default
@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from kernels.invariant_matmul import config_for, invariant_matmul
+    from kernels.invariant_matmul import invariant_matmul
+    from kernels.invariant_matmul_configs import reference_config
 
     def timed(fn) -> float:
         for _ in range(2):
@@ -91,15 +92,15 @@ def main(argv: list[str] | None = None) -> int:
         reference = invariant_matmul(x_all, weight)
         for rows in args.rows:
             x = x_all[:rows].contiguous()
-            line = {"cublas_us": timed(lambda x=x: torch.nn.functional.linear(x, weight)),
-                    "default_us": timed(lambda x=x: invariant_matmul(x, weight))}  # fmt: skip
+            line = {"cublas_us": timed(lambda x=x, w=weight: torch.nn.functional.linear(x, w)),
+                    "default_us": timed(lambda x=x, w=weight: invariant_matmul(x, w))}  # fmt: skip
             default_same = torch.equal(invariant_matmul(x, weight), reference[:rows])
             line["default_same"] = default_same
             for spec in args.candidates:
                 try:
                     out = run(spec, x, weight)
                     same = torch.equal(out, reference[:rows])
-                    us = timed(lambda s=spec, x=x: run(s, x, weight))
+                    us = timed(lambda s=spec, x=x, w=weight: run(s, x, w))
                     line[spec] = {"same": same, "us": us}
                 except Exception as error:  # a tile the compiler refuses: said, and the sweep goes on
                     line[spec] = {"error": f"{type(error).__name__}: {str(error)[:160]}"}
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
                 if isinstance(v, dict)
             )
             print(
-                f"{n:>6}x{k:<5} M={rows:<5} cublas {line['cublas_us']:.1f} default({config_for(n, k).block_n}) "
+                f"{n:>6}x{k:<5} M={rows:<5} cublas {line['cublas_us']:.1f} default({reference_config(n, k).block_n}) "
                 f"{'=' if default_same else 'DIFF'}{line['default_us']:.1f} | {cells}",
                 flush=True,
             )

@@ -20,6 +20,7 @@ from kernels import (
     gemv,
     gemv_norm,
     invariant_matmul,
+    invariant_matmul_configs,
     kv_cache_write,
     latent_cache_write,
     mla_decode,
@@ -113,7 +114,7 @@ def compile_batch_invariant() -> None:
         (64, True, False, "*bf16"),
         (32, True, False, "*fp32"),
     ):
-        config = invariant_matmul.MatmulConfig(invariant_matmul.BLOCK_M, block_n, invariant_matmul.BLOCK_K)
+        config = invariant_matmul.MatmulConfig(invariant_matmul_configs.BLOCK_M, block_n, invariant_matmul_configs.BLOCK_K)
         compile_variant(f"invariant_matmul n{block_n} bias={bias} even_k={even_k} {dtype}",
                         invariant_matmul._invariant_matmul_kernel,
                         {"HAS_BIAS": bias, "DOT_IN_FP32": dtype == "*fp32", "EVEN_K": even_k, "BLOCK_M": config.block_m,

@@ -19,7 +19,8 @@ if not HAS_CUDA and os.environ.get("TRITON_INTERPRET") != "1":
     # reload leaves stale references behind), so it is refused plainly.
     raise pytest.UsageError("CPU kernel tests need TRITON_INTERPRET=1 before kernels/ is imported")
 
-from kernels import _common  # noqa: E402
+from kernels import _common, invariant_matmul_configs  # noqa: E402
+from tests.support.launch_tables import table_at  # noqa: E402
 from tests.support.row_invariant_dot import install_row_invariant_dot  # noqa: E402
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA"))]
@@ -88,3 +89,11 @@ def row_invariant_dot(monkeypatch):
     """``tests/support/row_invariant_dot.py``: the interpreter's ``tl.dot`` one row at a time."""
     if not HAS_CUDA:
         install_row_invariant_dot(monkeypatch)
+
+
+@pytest.fixture
+def matmul_table(tmp_path, monkeypatch):
+    """The invariant GEMM reading a tile table of the test's own, none of its entries verified yet."""
+    monkeypatch.setattr(invariant_matmul_configs, "_verified", {})
+    with table_at(invariant_matmul_configs, tmp_path / "invariant_matmul_table.json", monkeypatch) as path:
+        yield path

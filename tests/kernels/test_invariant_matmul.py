@@ -1,7 +1,9 @@
 import pytest
 import torch
 
-from kernels.invariant_matmul import MatmulConfig, config_for, invariant_matmul, invariant_matmul_torch
+from kernels._config_table import device_name
+from kernels.invariant_matmul import MatmulConfig, invariant_matmul, invariant_matmul_torch
+from kernels.invariant_matmul_configs import MatmulTable, reference_config, verify_table
 from tests.kernels.tolerances import assert_close
 
 N, K = 70, 200  # neither a multiple of any block: partial N slabs, masked K tails
@@ -14,10 +16,10 @@ def _inputs(device, dtype, rows, bias=True):
     return x, weight, (torch.randn(N, device=device).to(dtype) if bias else None)
 
 
-def test_config_depends_on_the_weight_only():
-    assert config_for(4096, 4096) == config_for(4096, 14336)
-    assert config_for(4096, 4096).block_n == 32 and config_for(128256, 4096).block_n == 64
-    assert len({config_for(4096, 4096).block_m, config_for(128256, 4096).block_m}) == 1
+def test_reference_config_depends_on_the_weight_only():
+    assert reference_config(4096, 4096) == reference_config(4096, 14336)
+    assert reference_config(4096, 4096).block_n == 32 and reference_config(128256, 4096).block_n == 64
+    assert len({reference_config(4096, 4096).block_m, reference_config(128256, 4096).block_m}) == 1
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -33,9 +35,23 @@ def test_matches_reference(device, force_triton, dtype, rows, config):
     )
 
 
+@pytest.fixture
+def tile_table(request, device, matmul_table):
+    """``"table"``: a verified tile table with another config for each bucket the test's batches take
+    (the reference's K step: in the interpreter, unlike on a GPU, the K step groups the fp32 sums)."""
+    if request.param != "table":
+        return
+    configs = [MatmulConfig(m, n, 128, w, s) for m, n, w, s in ((16, 16, 4, 2), (16, 64, 4, 3), (32, 32, 4, 4),
+                                                                 (128, 64, 8, 3), (128, 128, 8, 3))]  # fmt: skip
+    entries = {("bfloat16", N, K, b): c for b, c in zip((1, 4, 32, 64, 128), configs, strict=True)}
+    MatmulTable(device_name(device), entries).save(matmul_table)
+    assert verify_table([torch.zeros(N, K, dtype=torch.bfloat16, device=device)]).verified == len(entries)
+
+
+@pytest.mark.parametrize("tile_table", ["reference", "table"], indirect=True)
 @pytest.mark.parametrize("config", [None, SMALL], ids=["default", "small"])
 def test_a_row_has_the_same_bits_at_every_batch_size_and_position(
-    device, force_triton, row_invariant_dot, config
+    device, force_triton, row_invariant_dot, tile_table, config
 ):
     x, weight, bias = _inputs(device, torch.bfloat16, 4)
     alone = invariant_matmul(x[:1], weight, bias, config=config)
