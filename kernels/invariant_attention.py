@@ -47,6 +47,9 @@ SEGMENT = 128
 # The split decode's partial states are [batch, q_heads, segments, head_dim] fp32; past this size a
 # decode step takes the one-pass kernel instead (same bits, less parallel).
 MAX_PARTIAL_BYTES = 64 << 20
+# The split decode's tile height; None: the one-pass kernel's (``invariant_tiles``). Only a value
+# that gives the one-pass kernel's bits on the GPU may be set (``scripts/gpu/probe_invariant_attention.py``).
+DECODE_BLOCK_M: int | None = None
 
 
 def invariant_tiles(group: int) -> tuple[int, int, int]:
@@ -223,7 +226,7 @@ def _launch_split_decode(
     num_kv_heads, block_size = k_cache.shape[2], k_cache.shape[1]
     group = num_q_heads // num_kv_heads
     _, tile_m, num_warps = invariant_tiles(group)
-    block_m = block_m or tile_m
+    block_m = block_m or DECODE_BLOCK_M or tile_m
     block_d = head_tile(head_dim)
     out = torch.empty_like(q)
     partial_max, partial_sum, partial_acc = split_partials(out, num_slots)

@@ -248,7 +248,10 @@ def sweep_matmul_configs() -> dict:
                 line[name] = timed(lambda x=x, w=weight, c=config: invariant_matmul(x, w, config=c))
             results[f"{n}x{k} M={rows}"] = line
             cells = "  ".join(f"{name} {us:8.1f}" for name, us in line.items())
-            print(f"sweep {n:>6}x{k:<5} M={rows:<5} us: {cells}  (reference {reference_config(n, k).label()})", flush=True)
+            print(
+                f"sweep {n:>6}x{k:<5} M={rows:<5} us: {cells}  (reference {reference_config(n, k).label()})",
+                flush=True,
+            )
     return results
 
 
@@ -303,16 +306,25 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs (a diagnosis)")
     parser.add_argument("--no-async-scheduling", action="store_true", help="a diagnosis")
+    parser.add_argument(
+        "--decode-block-m",
+        type=int,
+        help="the split decode's tile height (kernels/invariant_attention.DECODE_BLOCK_M) for this run",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     started = time.perf_counter()
+    if args.decode_block_m:
+        from kernels import invariant_attention
+
+        invariant_attention.DECODE_BLOCK_M = args.decode_block_m
 
     from engine.bench.random_arch import hf_config, write_config_dir
     from engine.layers.batch_invariant import batch_invariant
 
     vocab = hf_config(args.random_arch)["vocab_size"]
     report: dict = {"arch": args.random_arch, "prompts": args.prompts, "alone": args.alone,
-                    "max_tokens": args.max_tokens}  # fmt: skip
+                    "max_tokens": args.max_tokens, "decode_block_m": args.decode_block_m}  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = write_config_dir(args.random_arch, Path(tmp) / "model")
         llm = build(model_dir, args, batch_invariant=True)

@@ -76,27 +76,28 @@ def main(argv: list[str] | None = None) -> int:
         starts = torch.arange(batch + 1, device="cuda", dtype=torch.int32)
         slots = ia.segment_slots(tables.shape[1] * block_size, args.window)
 
-        def one_pass():
-            return ia._launch(q, k_cache, v_cache, tables, seq_lens, starts, scale, args.window)
+        inputs = (q, k_cache, v_cache, tables, seq_lens)
 
-        def split(block_m=None):
-            return ia._launch_split_decode(
-                q, k_cache, v_cache, tables, seq_lens, scale, args.window, None, slots, block_m
-            )
+        def one_pass(inputs=inputs, starts=starts):
+            return ia._launch(*inputs, starts, scale, args.window)
+
+        def split(block_m=None, inputs=inputs, slots=slots):
+            return ia._launch_split_decode(*inputs, scale, args.window, None, slots, block_m)
+
+        def flash(inputs=inputs):
+            return paged_attention_decode(*inputs, scale, args.window)
 
         reference = one_pass()
         line = {
             "slots": slots,
             "one_pass_us": graph_us(one_pass),
-            "flash_decoding_us": graph_us(
-                lambda: paged_attention_decode(q, k_cache, v_cache, tables, seq_lens, scale, args.window)
-            ),
+            "flash_decoding_us": graph_us(flash),
         }
         for block_m in [None, *args.block_m]:
             name = f"split_m{block_m or 'default'}"
             try:
                 same = torch.equal(split(block_m), reference)
-                line[name] = {"same": same, "us": graph_us(lambda b=block_m: split(b))}
+                line[name] = {"same": same, "us": graph_us(lambda b=block_m, split=split: split(b))}
             except Exception as error:  # a tile the compiler refuses: said, and the probe goes on
                 line[name] = {"error": f"{type(error).__name__}: {str(error)[:160]}"}
         results[case] = line
