@@ -236,13 +236,15 @@ def serve(
         "requests": len(timings),
         "clients": options.clients,
         "output_tokens": out_tokens,
-        "mean_running_requests": sum(samples) / len(samples) if samples else 0.0,
     }
+    if samples:  # a run shorter than the sampling period may see none: no figure rather than a false 0
+        figures["mean_running_requests"] = sum(samples) / len(samples)
     return WorkloadResult(
         "serve",
         figures,
         f"prompts uniform in {list(options.prompt_len)}, outputs uniform in {list(options.output_len)}, "
         "ignore_eos; ITL = gap between SSE text chunks; mean_running_requests = mean of "
-        "vllm:num_requests_running sampled every 20 ms while non-zero (the server's decode batch size); "
+        "vllm:num_requests_running sampled every 20 ms while non-zero (the server's decode batch size; "
+        "absent when no sample saw a request running); "
         "compare itl_p50_ms with serve-reference step_p50_ms, the engine's own step under the same load",
     )

@@ -35,7 +35,9 @@ def test_serve_workload_through_the_cli(tmp_path, capsys):
     seconds = figures["engine_serve_seconds"]
     assert figures["engine_serve_ttft_p99_ms"] < seconds * 1e3
     assert figures["engine_serve_output_tokens_per_s"] == figures["engine_serve_output_tokens"] / seconds
-    assert 0 < figures["engine_serve_mean_running_requests"] <= 4
+    # Sampled from /metrics every 20 ms: a run shorter than that may catch no running request at all.
+    sampled = figures.get("engine_serve_mean_running_requests")
+    assert sampled is None or 0 < sampled <= 4
     # the in-process reference: the same 8 requests, 4 in flight, every engine step timed
     assert 0 < figures["engine_serve_reference_step_p50_ms"] <= figures["engine_serve_reference_step_p99_ms"]
     assert figures["engine_serve_reference_steps"] >= 15  # the longest request alone takes that many
