@@ -8,7 +8,7 @@ seeded sampling (temperature, top-p, top-k) alternating, top-2 logprobs on every
 configurations, each compared token for token and logprob bit for bit with the reference
 ``b256`` (all prompts at once, prefix cache emptied first, chunk 2048):
 
-  alone       the first ``--alone`` prompts one at a time, prefix cache emptied before each (no hits)
+  alone       every prompt (or the first ``--alone``) one at a time, prefix cache emptied before each (no hits)
   b8          batches of 8, prefix cache emptied first (hits only between prompts sharing a prefix)
   b256-hits   all at once again: every full prompt block is a prefix-cache hit
   c64         all at once with chunks of 64 tokens, prefix cache emptied first
@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--prompts", type=int, default=256)
     parser.add_argument(
-        "--alone", type=int, default=32, help="prompts also run one at a time (a subset, for time)"
+        "--alone", type=int, help="the first N prompts also run one at a time (default: every prompt)"
     )
     parser.add_argument("--min-prompt", type=int, default=16)
     parser.add_argument("--max-prompt", type=int, default=640)
@@ -314,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     started = time.perf_counter()
+    if args.alone is None:
+        args.alone = args.prompts
     if args.decode_block_m:
         from kernels import invariant_attention
 
