@@ -26,11 +26,12 @@ from engine.distributed.expert_parallel import ExpertDispatch, exchange_experts,
 from engine.distributed.expert_placement import ExpertPlacement
 from engine.distributed.group import SINGLE, TPGroup
 from engine.distributed.sharding import even_rows
+from engine.layers.linear import matmul
 from engine.layers.mlp import GatedMLP
 from engine.layers.router import Router
-from kernels import cpu_invariant
 from kernels.activation import silu_and_mul
 from kernels.fused_moe import fused_moe
+from kernels.gemv import gemv_silu
 
 # The projections of one expert as checkpoints name them -> (our stacked weight, half of w13).
 EXPERT_PROJECTIONS = {"gate_proj": ("w13", 0), "up_proj": ("w13", 1), "down_proj": ("w2", 0)}
@@ -150,8 +151,11 @@ class MoE(nn.Module):
         """The shared experts' (tensor parallel: this rank's partial) product, or None."""
         if self.shared_experts is None:
             return None
-        shared = self.shared_experts
-        return cpu_invariant.linear(silu_and_mul(shared.gate_up_proj(x)), shared.down_proj.weight)
+        gate_up = self.shared_experts.gate_up_proj(x)
+        down = self.shared_experts.down_proj
+        if down.fuses_silu(gate_up):  # decode-sized: the activation folds into the GEMV
+            return gemv_silu(gate_up, down.weight)
+        return matmul(silu_and_mul(gate_up), down.weight)
 
     def apply_placement(self, placement: ExpertPlacement) -> None:
         """Expert parallel: move to ``placement`` (every rank calls it, between steps, with the same plan)."""

@@ -12,7 +12,10 @@ from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3MoE
 
 from engine.checkpoint.moe_config import MoEConfig
 from engine.distributed.group import TPGroup
+from engine.layers import linear
+from engine.layers import moe as moe_module
 from engine.layers.moe import MoE, routing_statistics
+from kernels import _common
 
 HIDDEN, EXPERTS, TOP_K, INTER, SHARED = 32, 16, 4, 8, 2
 CPU = torch.device("cpu")
@@ -118,3 +121,25 @@ def test_an_expert_tensor_of_the_wrong_shape_is_refused(reference):
         moe.experts.load_projection(0, "gate_proj", torch.zeros(INTER, HIDDEN - 1))
     with pytest.raises(ValueError, match="expert 16 is out of range"):
         moe.experts.load_projection(EXPERTS, "down_proj", torch.zeros(HIDDEN, INTER))
+
+
+def test_decode_sized_shared_experts_fold_the_activation_into_the_gemv(reference, monkeypatch):
+    """At decode sizes the shared experts' down projection is one GEMV that forms silu(gate) * up
+    while loading its input, as GatedMLP's is (CPU: Triton's interpreter)."""
+    if torch.cuda.is_available():
+        pytest.skip("Triton on CPU tensors needs the interpreter, which is off where CUDA exists")
+    monkeypatch.setattr(_common._switch, "mode", "triton")
+    monkeypatch.setattr(linear.gemv_switch, "mode", "triton")
+    rows = []
+    fused = moe_module.gemv_silu
+
+    def recorded(gate_up, weight, *args, **kwargs):
+        rows.append(gate_up.shape[0])
+        return fused(gate_up, weight, *args, **kwargs)
+
+    monkeypatch.setattr(moe_module, "gemv_silu", recorded)
+    x = _tokens(3)
+    with torch.no_grad():
+        expected = reference(x[None])[0]
+    torch.testing.assert_close(_ours(reference)(x), expected, rtol=1e-4, atol=1e-4)
+    assert rows == [3]
