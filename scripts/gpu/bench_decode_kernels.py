@@ -23,6 +23,12 @@ whether the fused norm beat the separate one ("triton") or not ("cublas": keep t
     python scripts/gpu/bench_decode_kernels.py --write-table kernels/gemv_table.json
     python scripts/gpu/bench_decode_kernels.py --reduce-only
     python scripts/gpu/bench_decode_kernels.py --tp 2 --write-table kernels/gemv_table.json  # TP shards
+    python scripts/gpu/bench_decode_kernels.py --arch deepseek-v2-lite --arch qwen3-30b-a3b \
+        --write-table kernels/gemv_table.json  # (b) only, at these models' dense products, merged in
+
+``--arch`` takes ``engine.bench.random_arch`` names: the dense decode products of those models (attention
+projections, dense and shared-expert MLPs, LM head; the routed experts have their own kernels,
+``scripts/gpu/tune_moe.py``).
 """
 
 from __future__ import annotations
@@ -50,6 +56,38 @@ SHAPES = [  # name, N, K, gated (input [M, 2K] through silu_and_mul)
     ("down+silu", 4096, 14336, True),
     ("lm_head", 128256, 4096, False),
 ]
+
+
+def arch_shapes(arch: str) -> tuple[list[tuple[str, int, int, bool]], int]:
+    """The dense decode products of a ``random_arch`` model (named ``<arch>:<product>``), and its layer
+    count: the attention's fused input projection (MLA: q or q_a stacked with kv_a; else q/k/v) and
+    q_b (MLA with q-LoRA), o_proj, the dense and shared-expert SwiGLU MLPs, the LM head."""
+    from engine.bench.random_arch import hf_config
+
+    cfg = hf_config(arch)
+    hidden, heads = cfg["hidden_size"], cfg["num_attention_heads"]
+    shapes = []
+    if "kv_lora_rank" in cfg:
+        q_dim = heads * (cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"])
+        latent = cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"]
+        q_lora = cfg.get("q_lora_rank")
+        shapes.append(("qkv", (q_lora or q_dim) + latent, hidden, False))
+        if q_lora:
+            shapes.append(("q_b", q_dim, q_lora, False))
+        shapes.append(("o_proj", hidden, heads * cfg["v_head_dim"], False))
+    else:
+        head_dim = cfg.get("head_dim") or hidden // heads
+        shapes.append(("qkv", (heads + 2 * cfg["num_key_value_heads"]) * head_dim, hidden, False))
+        shapes.append(("o_proj", hidden, heads * head_dim, False))
+    mlps = []
+    if cfg.get("first_k_dense_replace") or not (cfg.get("n_routed_experts") or cfg.get("num_experts")):
+        mlps.append(("mlp", cfg["intermediate_size"]))
+    if cfg.get("n_shared_experts"):
+        mlps.append(("shared", cfg["n_shared_experts"] * cfg["moe_intermediate_size"]))
+    for name, inter in mlps:
+        shapes += [(f"{name}_gate_up", 2 * inter, hidden, False), (f"{name}_down+silu", hidden, inter, True)]
+    shapes.append(("lm_head", cfg["vocab_size"], hidden, False))
+    return [(f"{arch}:{name}", n, k, gated) for name, n, k, gated in shapes], cfg["num_hidden_layers"]
 
 
 def shard_shapes(tp: int) -> list[tuple[str, int, int, bool]]:
@@ -330,8 +368,17 @@ def main(argv: list[str] | None = None) -> int:
         help="time only (b), at the shapes one rank of this tensor-parallel size holds; --write-table then "
         "adds those entries to the table already there",
     )
+    parser.add_argument(
+        "--arch",
+        action="append",
+        help="time only (b), at this random_arch model's dense decode products (repeatable); --write-table "
+        "then adds those entries to the table already there",
+    )
     args = parser.parse_args(argv)
     shapes = shard_shapes(args.tp)
+    if args.arch:
+        shapes = [shape for arch in args.arch for shape in arch_shapes(arch)[0]]
+    only_products = args.tp > 1 or bool(args.arch)
     if not torch.cuda.is_available():
         print("error: no CUDA device visible", file=sys.stderr)
         return 2
@@ -355,16 +402,16 @@ def main(argv: list[str] | None = None) -> int:
         copy_gbs = copy_bandwidth(args.replays)
         print(f"(a) copy bandwidth (read + write): {copy_gbs:.0f} GB/s\n", flush=True)
 
-        rope = [] if args.tp > 1 else bench_rope(args.calls, args.replays, failures)
+        rope = [] if only_products else bench_rope(args.calls, args.replays, failures)
         if rope:
             print("(c) rotary + v.contiguous + write_kv_cache  vs  rope_and_write_kv (Llama-8B heads, bf16)")
         for tokens, old_us, new_us in rope:
             saved = old_us - new_us
             print(f"    T={tokens}  old {old_us:6.2f} us  fused {new_us:6.2f} us  ({saved:+.2f} us saved)")
         print(flush=True)
-        if args.tp == 1:
+        if not only_products:
             report_fused_reduce(args.replays, failures)
-        else:
+        elif args.tp > 1:
             print(f"shapes of one rank at tensor_parallel_size={args.tp}")
 
         print("(b) decode products, bf16; '*' marks the built-in default config")
@@ -377,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
                     config, top = min(results, key=lambda r: r[1].us)
                     best[(name, rows)] = (base, top, config)
                 if (
-                    results and name in NORMED and args.tp == 1
+                    results and name in NORMED and not only_products
                 ):  # (e), printed under the plain product it fuses into
                     sep, fused = normed_timings(name, n, k, rows, base, results, args, failures, deadline)
                     if fused:
@@ -409,6 +456,9 @@ def main(argv: list[str] | None = None) -> int:
         saved = _per_step_saving(best, rows)
         if saved is not None:
             print(f"M={rows}: estimated decode-step change from the table's choices: {-saved:+.1f} us")
+        for arch in args.arch or []:
+            saved = _arch_step_saving(best, rows, arch)
+            print(f"M={rows} {arch}: estimated decode-step change from the table's choices: {-saved:+.1f} us")
         if all((name, rows) in best_normed for name in NORMED):
             fused_gain = sum(
                 (LAYERS if name != "lm_head" else 1) * max(0.0, sep.us - top.us)
@@ -419,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
     if rope:
         print(f"M=1: rope_and_write_kv saves about {LAYERS * (rope[0][1] - rope[0][2]):.1f} us per step")
     if args.write_table:
-        if args.tp > 1 and args.write_table.is_file():  # shard shapes join the full-model entries
+        if only_products and args.write_table.is_file():  # shard / model shapes join the entries there
             kept = GemvTable.load(args.write_table)
             if kept.device == device_name:
                 table = {**kept.entries, **table}
@@ -445,6 +495,32 @@ def _per_step_saving(best, rows: int) -> float | None:
         return max(0.0, base.us - top.us) if top.us < TRITON_MARGIN * base.us else 0.0
 
     return LAYERS * sum(gain(name) for name in per_layer) + gain("lm_head")
+
+
+def _arch_step_saving(best, rows: int, arch: str) -> float:
+    """``_per_step_saving`` for an ``--arch`` model: its products per layer (the dense MLP on the dense
+    layers only), plus the LM head; products not timed count nothing."""
+    from engine.bench.random_arch import hf_config
+
+    cfg = hf_config(arch)
+    shapes, layers = arch_shapes(arch)
+    moe = cfg.get("n_routed_experts") or cfg.get("num_experts")
+    dense_layers = cfg.get("first_k_dense_replace", 0) if moe else layers
+    saved = 0.0
+    for name, *_ in shapes:
+        if (name, rows) not in best:
+            continue
+        base, top, _ = best[(name, rows)]
+        gain = max(0.0, base.us - top.us) if top.us < TRITON_MARGIN * base.us else 0.0
+        product = name.split(":", 1)[1]
+        if product == "lm_head":
+            count = 1
+        elif product.startswith("mlp_"):
+            count = dense_layers
+        else:
+            count = layers - dense_layers if product.startswith("shared_") else layers
+        saved += count * gain
+    return saved
 
 
 if __name__ == "__main__":

@@ -266,12 +266,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def save_table(path: Path, buckets: list[Bucket], device: torch.device) -> None:
-    """Each bucket's fastest config, under the device name ``choose_config`` looks up."""
+    """Each bucket's fastest config, under the device name ``choose_config`` looks up, over the entries
+    of this device already in ``path`` (a run of a few buckets keeps the others)."""
     import triton
 
     from kernels._config_table import device_name
 
     table = MoeTable(device_name(device), {})
+    kept = MoeTable.load(path) if path.is_file() else None
+    if kept is not None and kept.device == table.device:
+        table.entries.update(kept.entries)
     for bucket in buckets:
         best = bucket.best_served()
         if best is not None:
