@@ -9,7 +9,8 @@ per-head key or value is ever formed. Requests feeding more tokens use the expan
 their latents are expanded through ``kv_b_proj`` into per-head keys and values for causal attention,
 which costs less than absorption when many queries share the context. A mixed step (decode rows next
 to prefill chunks) sends its decode rows through one batched absorbed call and only its prefill
-requests, one at a time, through the expanded one.
+requests through the expanded one: their latents expanded together, the causal attention one
+request at a time.
 
 In batch-invariant mode where Triton does not run (CPU) every row, prompt or decode, takes the
 absorbed formulation through ``kernels.cpu_invariant`` (one request at a time, keys in
@@ -20,6 +21,8 @@ scheduled (a last prompt token alone in a step, after a cached prefix, is a one-
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -28,7 +31,7 @@ from engine.layers.attention import AttentionMetadata
 from engine.layers.batch_invariant import batch_invariant
 from engine.layers.rotary import RotaryEmbedding
 from kernels import cpu_invariant
-from kernels._common import use_triton
+from kernels._common import cdiv, use_triton
 from kernels.latent_cache_write import write_latent
 from kernels.mla_decode import gather_latents, mla_decode
 
@@ -149,8 +152,10 @@ class LatentAttention(nn.Module):
         meta: AttentionMetadata,
         out: torch.Tensor,
     ) -> None:
-        """Fills ``out``'s rows of every request the absorbed call did not take, one request at a time,
-        with lengths read from the host copies (no device read per request)."""
+        """Fills ``out``'s rows of every request the absorbed call did not take, with lengths read from
+        the host copies (no device read per request). The requests' latents are expanded together,
+        in groups of at most ``EXPANSION_TOKENS`` context tokens (one gather of their pages, one
+        ``kv_b_proj`` product); only the causal attention runs request by request."""
         if meta.host_query_lens is None or meta.host_seq_lens is None:
             raise ValueError(
                 "a step with prefill rows needs host_query_lens and host_seq_lens (build_inputs fills them)"
@@ -158,27 +163,45 @@ class LatentAttention(nn.Module):
         q = torch.cat((q_nope, q_rope), dim=-1)
         fresh = meta.fresh_prefill_lens is not None  # nothing cached before: the context is this step's
         absorbed_one_token_rows = meta.decode_rows is not None
-        stop = 0
+        requests, stop = [], 0
         for b, (n, context_len) in enumerate(zip(meta.host_query_lens, meta.host_seq_lens, strict=True)):
             start, stop = stop, stop + n
-            if n == 0 or (n == 1 and absorbed_one_token_rows):
-                continue
-            if fresh:
-                latent, key_rope = c[start:stop], k_rope[start:stop]
-            else:
-                tokens = gather_latents(self.latent_cache, meta.block_tables[b], context_len)
+            if n and not (n == 1 and absorbed_one_token_rows):
+                requests.append((b, start, n, context_len))
+        block_size = self.latent_cache.shape[1]
+        for group in _groups_of_context(requests, EXPANSION_TOKENS):
+            if fresh:  # each request's context is its own rows of this step, which lie in a row
+                first = group[0][1]
+                rows = slice(first, group[-1][1] + group[-1][2])
+                k, v = self._expand(c[rows], k_rope[rows], kv_b_weight)
+                contexts = [slice(start - first, start - first + n) for _, start, n, _ in group]
+            else:  # the requests' pages, gathered and expanded together
+                pages = [cdiv(context_len, block_size) for *_, context_len in group]
+                page_ids = torch.cat(
+                    [meta.block_tables[r[0], :count] for r, count in zip(group, pages, strict=True)]
+                )
+                tokens = self.latent_cache.index_select(0, page_ids.long()).flatten(0, 1)
                 latent, key_rope = tokens.split([self.kv_lora_rank, self.qk_rope_head_dim], dim=-1)
-            out[start:stop] = self._attend(q[start:stop], latent, key_rope, kv_b_weight)
+                k, v = self._expand(latent, key_rope, kv_b_weight)
+                firsts = [0] + [block_size * count for count in itertools.accumulate(pages)][:-1]
+                contexts = [slice(first, first + r[3]) for r, first in zip(group, firsts, strict=True)]
+            for (_, start, n, _), context in zip(group, contexts, strict=True):
+                out[start : start + n] = self._causal(q[start : start + n], k[context], v[context])
 
-    def _attend(
-        self, q: torch.Tensor, latent: torch.Tensor, key_rope: torch.Tensor, kv_b_weight: torch.Tensor
-    ) -> torch.Tensor:
-        """Causal attention of ``q: [n, H, N + P]``, the last ``n`` positions of a context whose
-        latents are ``latent: [L, R]`` and ``key_rope: [L, P]``."""
-        n, context_len = q.shape[0], latent.shape[0]
-        kv = F.linear(latent, kv_b_weight).view(context_len, self.num_heads, -1)
+    def _expand(
+        self, latent: torch.Tensor, key_rope: torch.Tensor, kv_b_weight: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Latents ``[L, R]`` and rotated shared keys ``[L, P]`` -> per-head keys ``[L, H, N + P]`` and
+        values ``[L, H, V]`` through ``kv_b_proj``."""
+        kv = F.linear(latent, kv_b_weight).view(latent.shape[0], self.num_heads, -1)
         k_nope, v = kv.split([self.qk_nope_head_dim, self.v_head_dim], dim=-1)
         k = torch.cat((k_nope, key_rope.unsqueeze(1).expand(-1, self.num_heads, -1)), dim=-1)
+        return k, v
+
+    def _causal(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Causal attention of ``q: [n, H, N + P]``, the last ``n`` positions of a context whose keys
+        and values are ``k: [L, H, N + P]`` and ``v: [L, H, V]``."""
+        n, context_len = q.shape[0], k.shape[0]
         mask = None
         if n > 1 and n != context_len:  # torch's is_causal aligns top-left: right only without a prefix
             key_positions = torch.arange(context_len, device=q.device)
@@ -193,3 +216,21 @@ class LatentAttention(nn.Module):
             scale=self.scale,
         )
         return o[0].transpose(0, 1)
+
+
+# Context tokens expanded at once in a prefill step: 32k tokens of DeepSeek-V2-Lite's 16 heads hold
+# 335 MB of keys and values (a longer context is expanded alone, as before).
+EXPANSION_TOKENS = 1 << 15
+
+
+def _groups_of_context(requests: list[tuple], budget: int) -> list[list[tuple]]:
+    """``requests`` ((batch row, first query row, query rows, context length) each) in order, cut into
+    runs whose context lengths sum to at most ``budget`` (a longer one alone)."""
+    groups, total = [], budget
+    for request in requests:
+        if total + request[3] > budget:
+            groups.append([])
+            total = 0
+        groups[-1].append(request)
+        total += request[3]
+    return groups

@@ -142,11 +142,51 @@ def test_a_mixed_step_batches_its_decode_rows_and_equals_each_request_alone(q_lo
     assert attended == [4]  # only the prefill chunk took the expanded path
 
 
+@pytest.mark.parametrize("budget", [1 << 15, 8])
+def test_prefill_chunks_after_cached_prefixes_expand_together_and_equal_each_alone(budget, monkeypatch):
+    """Two prompts' second chunks in one step: their pages are gathered and expanded in one product
+    (or one per group of at most ``budget`` context tokens), each attends only to its own context."""
+    tables = {"a": TABLES[0], "c": [11, 4, 14]}
+    first, second = {"a": 6, "c": 4}, {"a": 3, "c": 5}
+    x = torch.randn(18, HIDDEN, generator=torch.Generator().manual_seed(5))
+    rows = {"a": x[:9], "c": x[9:18]}
+
+    def run(layer, names, starts, lens):
+        inputs = torch.cat([rows[r][s : s + n] for r, s, n in zip(names, starts, lens, strict=True)])
+        return layer(_positions(starts, lens), inputs, _meta([tables[r] for r in names], starts, lens))
+
+    def both_chunks(layer, names):
+        run(layer, names, [0] * len(names), [first[r] for r in names])
+        return run(layer, names, [first[r] for r in names], [second[r] for r in names])
+
+    with torch.no_grad():
+        alone = [both_chunks(_layer(None), [name]) for name in tables]
+        monkeypatch.setattr(latent_attention, "EXPANSION_TOKENS", budget)
+        expansions = []
+        expand = LatentAttention._expand
+
+        def counting_expand(self, latent, *args):
+            expansions.append(latent.shape[0])
+            return expand(self, latent, *args)
+
+        monkeypatch.setattr(LatentAttention, "_expand", counting_expand)
+        _, attended = _spy(monkeypatch)
+        together = both_chunks(_layer(None), list(tables))
+    torch.testing.assert_close(together, torch.cat(alone), rtol=1e-5, atol=1e-5)
+    assert attended[-2:] == [3, 5]
+    # the second step's expansions: whole pages of both contexts (9 and 9 tokens, pages of 4)
+    pages = [3 * BLOCK_SIZE, 3 * BLOCK_SIZE]
+    if budget == 8:  # each context alone
+        assert expansions[-2:] == pages
+    else:
+        assert expansions[-1:] == [sum(pages)]
+
+
 def _spy(monkeypatch) -> tuple[list[int], list[int]]:
     """Records the batch of every absorbed decode call and the query rows of every expanded one."""
     decode_batches: list[int] = []
     attended: list[int] = []
-    mla_decode, attend = latent_attention.mla_decode, LatentAttention._attend
+    mla_decode, attend = latent_attention.mla_decode, LatentAttention._causal
 
     def counting_decode(q_latent, *args, **kwargs):
         decode_batches.append(q_latent.shape[0])
@@ -157,7 +197,7 @@ def _spy(monkeypatch) -> tuple[list[int], list[int]]:
         return attend(self, q, *args)
 
     monkeypatch.setattr(latent_attention, "mla_decode", counting_decode)
-    monkeypatch.setattr(LatentAttention, "_attend", counting_attend)
+    monkeypatch.setattr(LatentAttention, "_causal", counting_attend)
     # The split into absorbed and expanded calls is the GPU's (Triton) dispatch, which cannot run
     # here: a CPU takes the absorbed formulation for every row (kernels/cpu_invariant.py). Pretend
     # to be that device; the kernels themselves still run their torch references.
