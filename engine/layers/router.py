@@ -5,6 +5,9 @@ DeepSeek-V3), an optional per-expert correction bias added for the choice only (
 ``e_score_correction_bias``), group-limited choice (only the best ``topk_groups`` of ``num_groups``
 expert groups are searched; a group ranks by its best score, or by its best two summed), the top-k
 weights renormalised to sum to one or not, then scaled by ``routed_scaling_factor``.
+
+``select_experts`` is the reference; ``Router`` runs ``kernels.moe_routing.route`` (logits and
+selection in two Triton kernels) instead where ``takes_routing_kernel`` allows it.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from torch import nn
 
 from engine.checkpoint.moe_config import MoEConfig
 from kernels import cpu_invariant
+from kernels.moe_routing import route, takes_routing_kernel
 
 
 def select_experts(
@@ -70,5 +74,7 @@ class Router(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if takes_routing_kernel(x, self.weight):  # decode-sized batches: two fused Triton kernels
+            return route(x, self.weight, self.moe, self.e_score_correction_bias)
         logits = cpu_invariant.linear(x.float(), self.weight)
         return select_experts(logits, self.moe, self.e_score_correction_bias)

@@ -24,6 +24,7 @@ from kernels import (
     kv_cache_write,
     latent_cache_write,
     mla_decode,
+    moe_routing,
     paged_attention,
     paged_attention_decode,
     rms_norm,
@@ -31,7 +32,7 @@ from kernels import (
     rotary,
 )
 
-FLOAT_PARAMS = {"eps", "scale_log2e", "softcap_log2e"}
+FLOAT_PARAMS = {"eps", "scale_log2e", "softcap_log2e", "scaling"}
 
 
 def signature(kernel, pointer_types, constexprs, default_pointer="*bf16"):
@@ -105,6 +106,34 @@ def compile_moe_and_mla() -> None:
                         {"BLOCK_SIZE": 64, "BLOCK_H": 16, "BLOCK_N": 32, "BLOCK_R": rank, "BLOCK_P": rope,
                          "DOT_IN_FP32": dtype == "*fp32", "SINGLE_SPLIT": single},
                         DECODE_POINTERS, num_warps=8, default_pointer=dtype)  # fmt: skip
+
+
+ROUTING_POINTERS = {"w_ptr": "*fp32", "partial_ptr": "*fp32", "bias_ptr": "*fp32", "weights_ptr": "*fp32",
+                    "ids_ptr": "*i64"}  # fmt: skip
+
+
+def compile_moe_routing() -> None:
+    """The router logits at the FMA tiles (one token) and the tl.dot tiles, and expert selection
+    ungrouped (Qwen3-MoE), group max (DeepSeek-V2) and sigmoid + bias + top2_sum groups (V3)."""
+    for block_t, block_e, block_h, dtype in (
+        (1, 2, 512, "*bf16"),
+        (1, 4, 512, "*fp32"),
+        (16, 32, 32, "*bf16"),
+    ):
+        compile_variant(f"moe_routing logits t{block_t} e{block_e} h{block_h} {dtype}", moe_routing._logits_kernel,
+                        {"BLOCK_T": block_t, "BLOCK_E": block_e, "BLOCK_H": block_h},
+                        {**ROUTING_POINTERS, "x_ptr": dtype})  # fmt: skip
+    for sigmoid, group_score, topk_groups, top_k, renormalize, block_g, block_s in (
+        (False, 0, 1, 8, True, 1, 128),
+        (False, 1, 3, 6, False, 8, 8),
+        (True, 2, 4, 8, True, 8, 32),
+    ):
+        compile_variant(f"moe_routing select sigmoid={sigmoid} group_score={group_score} g{block_g} s{block_s} "
+                        f"k{top_k}", moe_routing._select_kernel,
+                        {"SIGMOID": sigmoid, "HAS_BIAS": sigmoid, "GROUP_SCORE": group_score,
+                         "TOPK_GROUPS": topk_groups, "TOP_K": top_k, "RENORMALIZE": renormalize,
+                         "SCALE": not renormalize or sigmoid, "BLOCK_G": block_g, "BLOCK_S": block_s, "BLOCK_K": 8},
+                        ROUTING_POINTERS, num_warps=1)  # fmt: skip
 
 
 def compile_batch_invariant() -> None:
@@ -198,6 +227,7 @@ def main() -> int:
     compile_variant("gemv split reduce", gemv._split_reduce_kernel,
                     {"SPLITS": 4, "HAS_BIAS": True, "BLOCK": 1024}, gemv_pointers)  # fmt: skip
     compile_moe_and_mla()
+    compile_moe_routing()
     compile_batch_invariant()
     return 0
 
