@@ -61,7 +61,8 @@ SHAPES = [
 @pytest.mark.parametrize("experts, top_k, tokens, dtype", SHAPES)
 @pytest.mark.parametrize("scoring", ["softmax", "sigmoid"])
 @pytest.mark.parametrize("bias", [False, True], ids=["no_bias", "bias"])
-@pytest.mark.parametrize("renormalize, scaling", [(True, 1.0), (False, 1.0), (True, 2.5), (False, 2.5)])
+# Renormalisation and scaling are independent epilogue steps: one case with each off covers both.
+@pytest.mark.parametrize("renormalize, scaling", [(True, 1.0), (False, 2.5)])
 def test_routing_matches_select_experts(
     device, force_triton, experts, top_k, tokens, dtype, scoring, bias, renormalize, scaling
 ):
