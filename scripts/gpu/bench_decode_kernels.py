@@ -257,7 +257,7 @@ def normed_timings(name, n, k, rows, base, results, args, failures, deadline):
     _, new_residual = fused_add_rms_norm(x, residual, norm_weight, EPS)  # h: the same bits, asked
     ranked = sorted(results, key=lambda r: r[1].us)
     # The separate path as this run's table would run it: the Triton GEMV only where it won.
-    plain_best = ranked[0][0] if ranked[0][1].us < TRITON_MARGIN * base.us else None
+    plain_best = ranked[0][0] if _picks_triton(base, ranked[0][1]) else None
 
     def separate(i):
         normed, _ = fused_add_rms_norm(x, residual, norm_weight, EPS)
@@ -437,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     table = {}
     for (name, rows), (base, top, config) in best.items():
         _, n, k, gated = next(s for s in shapes if s[0] == name)
-        backend = "triton" if top.us < TRITON_MARGIN * base.us else "cublas"
+        backend = "triton" if _picks_triton(base, top) else "cublas"
         table[(rows, n, k, gated)] = TableEntry(backend, config)
         print(
             f"{name:<18} {rows:2d} {base.us:11.2f} {top.us:11.2f} {100 * top.rate() / copy_gbs:6.1f}  "
@@ -446,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\nnorm fused      M  separate us   fused us  speedup  config")
     for (name, rows), (sep, top, config) in best_normed.items():
         _, n, k, _ = next(s for s in SHAPES if s[0] == name)
-        backend = "triton" if top.us < TRITON_MARGIN * sep.us else "cublas"
+        backend = "triton" if _picks_triton(sep, top) else "cublas"
         table[(rows, n, k, False, True)] = TableEntry(backend, config)
         print(
             f"{name:<14} {rows:2d} {sep.us:11.2f} {top.us:10.2f}  {sep.us / top.us:6.2f}x  "
@@ -483,6 +483,16 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failures else 0
 
 
+def _picks_triton(base: Timing, top: Timing) -> bool:
+    """Whether the table takes the Triton config ``top`` over the baseline ``base``."""
+    return top.us < TRITON_MARGIN * base.us
+
+
+def _table_gain(base: Timing, top: Timing) -> float:
+    """Microseconds the table's choice saves over cuBLAS for one call (0 where it keeps cuBLAS)."""
+    return base.us - top.us if _picks_triton(base, top) else 0.0
+
+
 def _per_step_saving(best, rows: int) -> float | None:
     """Microseconds a decode step saves at this M: 32 layers of qkv, o_proj, gate_up and the
     silu-fused down projection, plus the LM head, each taking the faster backend."""
@@ -491,8 +501,7 @@ def _per_step_saving(best, rows: int) -> float | None:
         return None
 
     def gain(name):
-        base, top, _ = best[(name, rows)]
-        return max(0.0, base.us - top.us) if top.us < TRITON_MARGIN * base.us else 0.0
+        return _table_gain(*best[(name, rows)][:2])
 
     return LAYERS * sum(gain(name) for name in per_layer) + gain("lm_head")
 
@@ -510,8 +519,7 @@ def _arch_step_saving(best, rows: int, arch: str) -> float:
     for name, *_ in shapes:
         if (name, rows) not in best:
             continue
-        base, top, _ = best[(name, rows)]
-        gain = max(0.0, base.us - top.us) if top.us < TRITON_MARGIN * base.us else 0.0
+        gain = _table_gain(*best[(name, rows)][:2])
         product = name.split(":", 1)[1]
         if product == "lm_head":
             count = 1
