@@ -13,11 +13,16 @@ kernel; ``--prefill N`` prints the prefill of one N-token prompt the same way (i
 ``--host`` builds ``--arch`` as the benchmark does (CUDA graphs for decode) and, for each ``--prefill N``
 and ``--case BATCH:CONTEXT``, prints where the host's time goes: the wall time, the GPU's kernel time
 in the same window, Python functions by self time (cProfile) and torch ops by host self time with
-their call counts; a wall far above the kernel time is host-bound work.
+their call counts; a wall far above the kernel time is host-bound work. Each run also prints the
+caching allocator's counters across the timed run (retries and device allocations: cudaMalloc and
+cudaFree wait for the device), how many synchronizing calls ``torch.cuda.set_sync_debug_mode`` saw,
+and, from a CPU+CUDA trace, the GPU's idle time split into host-starved and device-side gaps with the
+host work during the starved ones (``engine.bench.gpu_timeline``); ``--trace-dir`` keeps the traces.
 
     python3 scripts/gpu/profile_steps.py
     python3 scripts/gpu/profile_steps.py --eager --arch deepseek-v2-lite --case 1:576 --case 128:576 --prefill 2048
     python3 scripts/gpu/profile_steps.py --host --arch deepseek-v2-lite --prefill 2048 --case 1:1024
+    python3 scripts/gpu/profile_steps.py --host --arch deepseek-v2-lite --prefill 2048 --before decode-bs1 --trace-dir /tmp/traces
 """
 
 from __future__ import annotations
@@ -51,6 +56,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--device", default="cuda", help="--eager: cpu for a smoke run (CPU op self times)")
     parser.add_argument("--top", type=int, default=25, help="kernels listed per table")
+    parser.add_argument("--trace-dir", type=Path, help="--host: keep each run's chrome trace here (gzipped)")
+    parser.add_argument(
+        "--before",
+        choices=["decode-bs1"],
+        help="--host: run this benchmark workload first (engine.bench.workloads), then the runs again",
+    )
     parser.add_argument(
         "--batch-invariant", action="store_true", help="--eager: the engine in batch-invariant mode (issue 20)"
     )
@@ -172,12 +183,9 @@ def eager_breakdowns(args) -> int:
 
 
 def host_breakdowns(args) -> int:
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
     from engine import LLM, SamplingParams
+    from engine.bench import workloads
     from engine.bench.random_arch import write_config_dir
-    from engine.bench.workloads import random_prompts
 
     if args.moe_table and args.moe_table.is_file():
         from kernels.fused_moe_configs import set_table_path
@@ -194,38 +202,96 @@ def host_breakdowns(args) -> int:
         runs = [(f"prefill of {n} tokens", 1, n, 1) for n in args.prefill]
         runs += [(f"batch {b}, prompt {c}, {args.decode_steps} tokens", b, c, args.decode_steps) for b, c in (
             tuple(int(v) for v in case.split(":")) for case in (args.case or []))]  # fmt: skip
-        for title, batch, prompt_len, tokens in runs:
-            params = SamplingParams(max_tokens=tokens, ignore_eos=True, temperature=0.0)
+        phases = [("", runs)]
+        if args.before:
+            phases.append((f" after {args.before}", runs))
+        for suffix, phase_runs in phases:
+            if suffix:
+                print(f"\n--- {args.before}: {workloads.decode_bs1(llm, vocab).figures}")
+            for title, batch, prompt_len, tokens in phase_runs:
+                params = SamplingParams(max_tokens=tokens, ignore_eos=True, temperature=0.0)
+                prompt_sets = iter(
+                    [workloads.random_prompts(batch, prompt_len, prompt_len, vocab, seed=next(seeds)) for _ in range(5)]
+                )
 
-            def work(batch=batch, prompt_len=prompt_len, params=params) -> None:
-                llm.generate(random_prompts(batch, prompt_len, prompt_len, vocab, seed=next(seeds)), params)
+                def work(params=params, prompt_sets=prompt_sets) -> None:
+                    llm.generate(next(prompt_sets), params)
 
-            work()  # compiles the kernels at these shapes
-            torch.cuda.synchronize()
-            started = time.perf_counter()
-            work()
-            torch.cuda.synchronize()
-            wall = time.perf_counter() - started
-            profiler = cProfile.Profile()
-            profiler.enable()
-            work()
-            torch.cuda.synchronize()
-            profiler.disable()
-            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-                work()
-                torch.cuda.synchronize()
-            averages = prof.key_averages()
-            gpu_us = sum(getattr(e, "self_device_time_total", 0) or 0 for e in averages)
-            print(f"\n=== {args.arch} {title}: wall {wall * 1e3:.1f} ms (unprofiled); "
-                  f"GPU kernel time {gpu_us / 1e3:.1f} ms (profiled run)")  # fmt: skip
-            buf = io.StringIO()
-            pstats.Stats(profiler, stream=buf).sort_stats("tottime").print_stats(args.top)
-            print(buf.getvalue())
-            ops = sorted(averages, key=lambda e: e.self_cpu_time_total, reverse=True)[: args.top]
-            print("torch ops by host self time (us, calls):")
-            for event in ops:
-                print(f"  {event.self_cpu_time_total:10.0f} us {event.count:7d}x  {event.key[:90]}")
+                _host_run(args, f"{title}{suffix}", work)
     return 0
+
+
+def _host_run(args, title: str, work) -> None:
+    """``work`` five times: a warm-up, timed with the allocator's counters and the sync check, under
+    cProfile, under torch.profiler (CPU + CUDA, the timeline), and once more timed with Python's
+    garbage collector off."""
+    import gc
+    import warnings
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from engine.bench.gpu_timeline import analyse, load_trace
+
+    def timed() -> float:
+        torch.cuda.synchronize()
+        started = time.perf_counter()
+        work()
+        torch.cuda.synchronize()
+        return time.perf_counter() - started
+
+    work()  # compiles the kernels at these shapes
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_stats()
+    torch.cuda.set_sync_debug_mode("warn")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        wall = timed()
+    torch.cuda.set_sync_debug_mode("default")
+    after = torch.cuda.memory_stats()
+    counters = {
+        key: after.get(key, 0) - before.get(key, 0)
+        for key in ("num_alloc_retries", "num_device_alloc", "num_device_free", "num_sync_all_streams")
+    }
+    syncs: dict[str, int] = {}
+    for warning in caught:
+        text = str(warning.message).splitlines()[0][:100]
+        syncs[text] = syncs.get(text, 0) + 1
+    profiler = cProfile.Profile()
+    profiler.enable()
+    work()
+    torch.cuda.synchronize()
+    profiler.disable()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        work()
+        torch.cuda.synchronize()
+    gc.disable()
+    try:
+        wall_no_gc = timed()
+    finally:
+        gc.enable()
+    averages = prof.key_averages()
+    print(f"\n=== {args.arch} {title}: wall {wall * 1e3:.1f} ms (unprofiled), {wall_no_gc * 1e3:.1f} ms with gc off")
+    print(f"allocator across the timed run: {counters}; synchronizing calls seen: {syncs or 'none'}")
+    trace_dir = args.trace_dir or Path(tempfile.mkdtemp())
+    trace_dir.mkdir(parents=True, exist_ok=True)
+    trace = trace_dir / (title.replace(" ", "_").replace(",", "") + ".json")
+    prof.export_chrome_trace(str(trace))
+    print(analyse(load_trace(trace)).format(args.top))
+    if args.trace_dir:
+        import gzip
+        import shutil
+
+        with open(trace, "rb") as raw, gzip.open(f"{trace}.gz", "wb") as packed:
+            shutil.copyfileobj(raw, packed)
+    trace.unlink()
+    buf = io.StringIO()
+    pstats.Stats(profiler, stream=buf).sort_stats("tottime").print_stats(args.top)
+    print(buf.getvalue())
+    ops = sorted(averages, key=lambda e: e.self_cpu_time_total, reverse=True)[: args.top]
+    print("torch ops by host self time (us, calls):")
+    for event in ops:
+        print(f"  {event.self_cpu_time_total:10.0f} us {event.count:7d}x  {event.key[:90]}")
 
 
 def _device_times(work, device: str = "cuda") -> tuple[dict[str, tuple[float, int]], float]:
