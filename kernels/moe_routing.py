@@ -1,10 +1,11 @@
-"""Mixture-of-experts routing at decode sizes: router logits, scores and top-k in two launches.
+"""Mixture-of-experts routing: router logits, scores, top-k and the per-expert token count in two launches.
 
 ``route(x, weight, moe, bias)`` has the semantics of ``engine.layers.router.select_experts`` on
 ``F.linear(x.float(), weight)``: the same experts (logits that differ in fp32 rounding only can flip
 a near-tie) with the same weights, each token's experts in descending order of choice. The torch path costs ~8 small kernels
 per MoE layer (the fp32 GEMV, softmax or sigmoid, the bias, the group limit, topk, gather,
-renormalisation, scaling), a few tenths of a millisecond of a decode step; here it is two.
+renormalisation, scaling) plus the count's two, a few tenths of a millisecond of a decode step and,
+in an eager prefill, host time the GPU waits for; here it is two.
 
 ``_logits_kernel``: program ``(t, e, s)`` sums ``x[t] . weight[e]`` in fp32 (exact fp32 products,
 no tf32) for ``BLOCK_T`` tokens, ``BLOCK_E`` experts and hidden part ``s``, into an fp32 partial
@@ -16,7 +17,8 @@ follows from the grid's other extents and the SM count, never from tensor values
 ``_select_kernel``: program ``t`` adds its logits' partials in split order, forms the scores
 (softmax or sigmoid), the choice (scores + correction bias), limits the choice to the best
 ``topk_groups`` groups (held as a ``[groups, group size]`` tile), takes the top k by k rounds of
-argmax (ties: the lowest expert id) and writes the chosen scores, renormalised and scaled.
+argmax (ties: the lowest expert id) and writes the chosen scores, renormalised and scaled; given
+``counts``, it adds one per chosen expert there (integer atomics: the total is order-independent).
 
 A token's logits are summed in an order that follows the tile shape, which follows the token
 count: the same token may get other last bits at another batch size. The engine therefore keeps the
@@ -40,9 +42,8 @@ from kernels._common import (
 )
 from kernels.invariance import batch_invariant
 
-__all__ = ["MAX_KERNEL_TOKENS", "RoutingTiles", "choose_tiles", "route", "takes_routing_kernel"]
+__all__ = ["RoutingTiles", "choose_tiles", "route", "takes_routing_kernel"]
 
-MAX_KERNEL_TOKENS = 256
 FMA_MAX_TOKENS = 8  # up to here one token per program; beyond, BLOCK_T tokens per tl.dot
 _DOT_TOKENS = 16  # tl.dot needs every extent >= 16
 _GROUP_SCORES = {"max": 1, "top2_sum": 2}  # 0: no group limit
@@ -73,12 +74,12 @@ def choose_tiles(tokens: int, experts: int, hidden: int, device: torch.device) -
 
 
 def takes_routing_kernel(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    """Whether ``route`` should run for these operands: Triton is in use for them, 1 to
-    ``MAX_KERNEL_TOKENS`` tokens, and the process is not batch-invariant."""
+    """Whether ``route`` should run for these operands: Triton is in use for them, at least one
+    token, and the process is not batch-invariant."""
     return (
         x.dim() == 2
         and x.stride(-1) == 1
-        and 1 <= x.shape[0] <= MAX_KERNEL_TOKENS
+        and x.shape[0] >= 1
         and not batch_invariant()
         and use_triton(x, weight)
     )
@@ -146,6 +147,7 @@ def _select_kernel(
     bias_ptr,
     weights_ptr,
     ids_ptr,
+    counts_ptr,
     tokens,
     experts,
     group_size,
@@ -159,6 +161,7 @@ def _select_kernel(
     TOP_K: tl.constexpr,
     RENORMALIZE: tl.constexpr,
     SCALE: tl.constexpr,
+    COUNT: tl.constexpr,
     BLOCK_G: tl.constexpr,
     BLOCK_S: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -220,6 +223,8 @@ def _select_kernel(
     slot_mask = slots < TOP_K
     tl.store(ids_ptr + t * TOP_K + slots, topk_ids, mask=slot_mask)
     tl.store(weights_ptr + t * TOP_K + slots, topk_weights, mask=slot_mask)
+    if COUNT:
+        tl.atomic_add(counts_ptr + topk_ids, tl.full((BLOCK_K,), 1, tl.int64), mask=slot_mask)
 
 
 def _check(x: torch.Tensor, weight: torch.Tensor, moe, correction_bias: torch.Tensor | None) -> None:
@@ -235,8 +240,8 @@ def _check(x: torch.Tensor, weight: torch.Tensor, moe, correction_bias: torch.Te
         raise ValueError(f"weight has {weight.shape[0]} experts, the MoE config {moe.num_experts}")
     if correction_bias is not None and correction_bias.shape != (moe.num_experts,):
         raise ValueError(f"correction_bias must be [{moe.num_experts}], got {tuple(correction_bias.shape)}")
-    if not 1 <= x.shape[0] <= MAX_KERNEL_TOKENS:
-        raise ValueError(f"the routing kernels take 1 to {MAX_KERNEL_TOKENS} tokens, got {x.shape[0]}")
+    if x.shape[0] < 1:
+        raise ValueError("the routing kernels take at least one token, got none")
     check_last_dim_contiguous("x", x)
     check_last_dim_contiguous("weight", weight)
 
@@ -247,6 +252,7 @@ def _launch(
     moe,
     correction_bias: torch.Tensor | None,
     tiles: RoutingTiles | None,
+    counts: torch.Tensor | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     tokens, hidden = x.shape
     experts = weight.shape[0]
@@ -280,6 +286,7 @@ def _launch(
         correction_bias if correction_bias is not None else partial,
         topk_weights,
         topk_ids,
+        counts if counts is not None else topk_ids,
         tokens,
         experts,
         group_size,
@@ -293,6 +300,7 @@ def _launch(
         TOP_K=moe.top_k,
         RENORMALIZE=moe.renormalize,
         SCALE=moe.routed_scaling_factor != 1.0,
+        COUNT=counts is not None,
         BLOCK_G=block_g,
         BLOCK_S=block_s,
         BLOCK_K=next_power_of_2(moe.top_k),
@@ -308,11 +316,17 @@ def route(
     moe,
     correction_bias: torch.Tensor | None = None,
     tiles: RoutingTiles | None = None,
+    counts: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``x: [T, H]`` (fp32, bf16 or fp16), ``weight: [E, H]`` fp32, ``moe``: the layer's
     ``engine.checkpoint.moe_config.MoEConfig`` -> ``(topk_weights float32 [T, k], topk_ids int64
-    [T, k])``, as ``select_experts(F.linear(x.float(), weight), moe, correction_bias)``."""
+    [T, k])``, as ``select_experts(F.linear(x.float(), weight), moe, correction_bias)``; ``counts``
+    (int64 ``[E]``), when given, gains one per (token, chosen expert)."""
     _check(x, weight, moe, correction_bias)
+    if counts is not None and (counts.dtype != torch.int64 or counts.shape != (moe.num_experts,)):
+        raise ValueError(
+            f"counts must be int64 [{moe.num_experts}], got {counts.dtype} {tuple(counts.shape)}"
+        )
     if not use_triton(x, weight):
         raise ValueError("route runs the Triton kernels only: check takes_routing_kernel first")
-    return _launch(x, weight, moe, correction_bias, tiles)
+    return _launch(x, weight, moe, correction_bias, tiles, counts)

@@ -12,7 +12,7 @@ slot of ``w13``/``w2``; the routed pairs travel to their experts' ranks and back
 experts, replicated, run while the rows travel.
 
 Routing statistics: ``expert_token_counts`` counts the tokens routed to each expert since the model
-was built or last reset (a scatter-add per forward, no host sync); ``routing_statistics`` reads them
+was built or last reset (added by the router as it routes, no host sync); ``routing_statistics`` reads them
 for metrics. A CUDA-graph decode step also counts its padding rows.
 """
 
@@ -129,10 +129,7 @@ class MoE(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        topk_weights, topk_ids = self.gate(x)
-        self.expert_token_counts.scatter_add_(
-            0, topk_ids.reshape(-1), torch.ones_like(topk_ids.reshape(-1), dtype=torch.int64)
-        )
+        topk_weights, topk_ids = self.gate(x, self.expert_token_counts)
         if self.ep is not None:
             sent = self.dispatcher.dispatch(x, topk_weights, topk_ids, self.placement)
             shared = self._shared(x)  # while the rows travel

@@ -73,8 +73,15 @@ class Router(nn.Module):
             else None
         )
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if takes_routing_kernel(x, self.weight):  # decode-sized batches: two fused Triton kernels
-            return route(x, self.weight, self.moe, self.e_score_correction_bias)
+    def forward(
+        self, x: torch.Tensor, counts: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``counts`` (int64 ``[E]``), when given, gains one per (token, chosen expert)."""
+        if takes_routing_kernel(x, self.weight):  # two fused Triton kernels
+            return route(x, self.weight, self.moe, self.e_score_correction_bias, counts=counts)
         logits = cpu_invariant.linear(x.float(), self.weight)
-        return select_experts(logits, self.moe, self.e_score_correction_bias)
+        topk_weights, topk_ids = select_experts(logits, self.moe, self.e_score_correction_bias)
+        if counts is not None:
+            flat = topk_ids.reshape(-1)
+            counts.scatter_add_(0, flat, torch.ones_like(flat))
+        return topk_weights, topk_ids

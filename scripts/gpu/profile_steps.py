@@ -63,7 +63,9 @@ def main(argv: list[str] | None = None) -> int:
         help="--host: run this benchmark workload first (engine.bench.workloads), then the runs again",
     )
     parser.add_argument(
-        "--batch-invariant", action="store_true", help="--eager: the engine in batch-invariant mode (issue 20)"
+        "--batch-invariant",
+        action="store_true",
+        help="--eager: the engine in batch-invariant mode (issue 20)",
     )
     args = parser.parse_args(argv)
     if args.host:
@@ -211,7 +213,10 @@ def host_breakdowns(args) -> int:
             for title, batch, prompt_len, tokens in phase_runs:
                 params = SamplingParams(max_tokens=tokens, ignore_eos=True, temperature=0.0)
                 prompt_sets = iter(
-                    [workloads.random_prompts(batch, prompt_len, prompt_len, vocab, seed=next(seeds)) for _ in range(5)]
+                    [
+                        workloads.random_prompts(batch, prompt_len, prompt_len, vocab, seed=next(seeds))
+                        for _ in range(5)
+                    ]
                 )
 
                 def work(params=params, prompt_sets=prompt_sets) -> None:
@@ -271,7 +276,9 @@ def _host_run(args, title: str, work) -> None:
     finally:
         gc.enable()
     averages = prof.key_averages()
-    print(f"\n=== {args.arch} {title}: wall {wall * 1e3:.1f} ms (unprofiled), {wall_no_gc * 1e3:.1f} ms with gc off")
+    print(
+        f"\n=== {args.arch} {title}: wall {wall * 1e3:.1f} ms (unprofiled), {wall_no_gc * 1e3:.1f} ms with gc off"
+    )
     print(f"allocator across the timed run: {counters}; synchronizing calls seen: {syncs or 'none'}")
     trace_dir = args.trace_dir or Path(tempfile.mkdtemp())
     trace_dir.mkdir(parents=True, exist_ok=True)

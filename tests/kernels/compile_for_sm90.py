@@ -109,7 +109,7 @@ def compile_moe_and_mla() -> None:
 
 
 ROUTING_POINTERS = {"w_ptr": "*fp32", "partial_ptr": "*fp32", "bias_ptr": "*fp32", "weights_ptr": "*fp32",
-                    "ids_ptr": "*i64"}  # fmt: skip
+                    "ids_ptr": "*i64", "counts_ptr": "*i64"}  # fmt: skip
 
 
 def compile_moe_routing() -> None:
@@ -132,7 +132,8 @@ def compile_moe_routing() -> None:
                         f"k{top_k}", moe_routing._select_kernel,
                         {"SIGMOID": sigmoid, "HAS_BIAS": sigmoid, "GROUP_SCORE": group_score,
                          "TOPK_GROUPS": topk_groups, "TOP_K": top_k, "RENORMALIZE": renormalize,
-                         "SCALE": not renormalize or sigmoid, "BLOCK_G": block_g, "BLOCK_S": block_s, "BLOCK_K": 8},
+                         "SCALE": not renormalize or sigmoid, "COUNT": True, "BLOCK_G": block_g, "BLOCK_S": block_s,
+                         "BLOCK_K": 8},
                         ROUTING_POINTERS, num_warps=1)  # fmt: skip
 
 

@@ -12,7 +12,7 @@ from engine.layers.router import Router, _limit_to_best_groups, select_experts
 from kernels import _common
 from kernels import moe_routing as routing_module
 from kernels.invariance import set_batch_invariant
-from kernels.moe_routing import MAX_KERNEL_TOKENS, RoutingTiles, route, takes_routing_kernel
+from kernels.moe_routing import RoutingTiles, route, takes_routing_kernel
 
 HIDDEN = 64
 
@@ -127,13 +127,12 @@ def test_top_k_past_the_kept_groups_still_gives_distinct_experts(device, force_t
         assert row[2:] == [e for e in range(12) if not kept_row[e]][:2]
 
 
-def test_takes_routing_kernel_up_to_the_threshold_outside_batch_invariant_mode(monkeypatch):
+def test_takes_routing_kernel_at_every_size_outside_batch_invariant_mode(monkeypatch):
     monkeypatch.setattr(_common._switch, "mode", "triton")
     weight = torch.randn(8, HIDDEN)
     assert takes_routing_kernel(torch.randn(1, HIDDEN), weight)
-    assert takes_routing_kernel(torch.randn(MAX_KERNEL_TOKENS, HIDDEN), weight)
+    assert takes_routing_kernel(torch.randn(8192, HIDDEN), weight)  # a prefill step's tokens
     assert not takes_routing_kernel(torch.randn(0, HIDDEN), weight)  # an idle expert-parallel rank
-    assert not takes_routing_kernel(torch.randn(MAX_KERNEL_TOKENS + 1, HIDDEN), weight)
     assert not takes_routing_kernel(torch.randn(HIDDEN, 2).t(), weight)  # strided along H
     before = set_batch_invariant(True)
     try:
@@ -158,8 +157,10 @@ def test_bad_operands_are_refused(monkeypatch):
         route(x, weight[:4], moe)
     with pytest.raises(ValueError, match="correction_bias"):
         route(x, weight, moe, torch.zeros(4))
-    with pytest.raises(ValueError, match=f"1 to {MAX_KERNEL_TOKENS}"):
-        route(torch.randn(MAX_KERNEL_TOKENS + 1, HIDDEN), weight, moe)
+    with pytest.raises(ValueError, match="at least one token"):
+        route(torch.randn(0, HIDDEN), weight, moe)
+    with pytest.raises(ValueError, match="counts must be int64"):
+        route(x, weight, moe, counts=torch.zeros(8, dtype=torch.int32))
     monkeypatch.setattr(_common._switch, "mode", "torch")
     with pytest.raises(ValueError, match="takes_routing_kernel"):
         route(x, weight, moe)
@@ -176,14 +177,17 @@ def _router(device):
     return router
 
 
-def test_router_takes_the_kernel_at_decode_sizes(device, force_triton, monkeypatch):
+@pytest.mark.parametrize("tokens", [3, 300])
+def test_router_takes_the_kernel_and_counts_the_tokens_per_expert(device, force_triton, monkeypatch, tokens):
     router = _router(device)
     launches = []
     original = routing_module._launch
     monkeypatch.setattr(routing_module, "_launch", lambda *args: launches.append(1) or original(*args))
-    x = torch.randn(3, HIDDEN, device=device).bfloat16()
-    weights, ids = router(x)
+    x = torch.randn(tokens, HIDDEN, device=device).bfloat16()
+    counts = torch.full((16,), 5, dtype=torch.int64, device=device)
+    weights, ids = router(x, counts)
     assert launches == [1]
+    assert counts.tolist() == (5 + torch.bincount(ids.reshape(-1).cpu(), minlength=16)).tolist()
     ref_weights, ref_ids = select_experts(
         F.linear(x.float(), router.weight), router.moe, router.e_score_correction_bias
     )
@@ -194,11 +198,17 @@ def test_router_takes_the_kernel_at_decode_sizes(device, force_triton, monkeypat
     )
 
 
-def test_router_keeps_the_torch_path_past_the_threshold(monkeypatch):
+def test_router_keeps_the_torch_path_in_batch_invariant_mode(monkeypatch):
     monkeypatch.setattr(_common._switch, "mode", "triton")
     monkeypatch.setattr(routing_module, "_launch", None)  # would fail if called
     router = _router(torch.device("cpu"))
-    x = torch.randn(MAX_KERNEL_TOKENS + 1, HIDDEN)
-    weights, ids = router(x)
+    x = torch.randn(9, HIDDEN)
+    counts = torch.zeros(16, dtype=torch.int64)
+    before = set_batch_invariant(True)
+    try:
+        weights, ids = router(x, counts)
+    finally:
+        set_batch_invariant(before)
     ref = select_experts(F.linear(x, router.weight), router.moe, router.e_score_correction_bias)
     torch.testing.assert_close((weights, ids), ref, rtol=0, atol=0)
+    assert counts.tolist() == torch.bincount(ids.reshape(-1), minlength=16).tolist()
