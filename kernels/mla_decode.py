@@ -15,6 +15,8 @@ paged attention's are. ``write_latent`` (``kernels/latent_cache_write.py``) fill
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 from kernels._common import cdiv, next_power_of_2, tl, triton, use_triton
@@ -22,7 +24,14 @@ from kernels._decode_splits import choose_splits, reduce_splits, split_partials,
 from kernels._paged import LOG2E, dot, dot_in_fp32, gather_pages, head_tile, softmax_step, tile_slots
 from kernels.latent_cache_write import write_latent
 
-__all__ = ["check_mla_inputs", "gather_latents", "mla_decode", "mla_decode_reference", "write_latent"]
+__all__ = [
+    "MlaDecodeTiles",
+    "check_mla_inputs",
+    "gather_latents",
+    "mla_decode",
+    "mla_decode_reference",
+    "write_latent",
+]
 
 
 def check_mla_inputs(
@@ -57,11 +66,20 @@ def check_mla_inputs(
         raise ValueError(f"seq_lens must be int [batch={batch}], got {tuple(seq_lens.shape)}")
 
 
-# Tokens per inner-loop tile, and the fewest a split is given. Query heads per program: 16 is the
-# smallest tl.dot tile and DeepSeek-V2-Lite's whole head count, so each latent tile is read once.
-_BLOCK_N = 32
-_MIN_KEYS_PER_SPLIT = 64
+class MlaDecodeTiles(NamedTuple):
+    """Tokens per inner-loop tile, warps and software-pipeline stages of the split kernel (stages
+    None: Triton's default), and the fewest keys a split is given."""
+
+    block_n: int = 32
+    num_warps: int = 8
+    num_stages: int | None = None
+    min_keys_per_split: int = 64
+
+
+DEFAULT_TILES = MlaDecodeTiles()
 _MAX_SPLITS = 64
+# Query heads per program: 16 is the smallest tl.dot tile and DeepSeek-V2-Lite's whole head count,
+# so each latent tile is read once.
 _HEADS_PER_PROGRAM = 16
 
 
@@ -148,9 +166,15 @@ def _mla_split_kernel(
     )  # fmt: skip
 
 
-def choose_num_splits(batch: int, head_groups: int, max_context: int, device: torch.device) -> int:
+def choose_num_splits(
+    batch: int,
+    head_groups: int,
+    max_context: int,
+    device: torch.device,
+    min_keys: int = DEFAULT_TILES.min_keys_per_split,
+) -> int:
     """``choose_splits`` for one program per (sequence, group of heads) and split."""
-    return choose_splits(batch * head_groups, max_context, _MIN_KEYS_PER_SPLIT, _MAX_SPLITS, device)
+    return choose_splits(batch * head_groups, max_context, min_keys, _MAX_SPLITS, device)
 
 
 def _launch(
@@ -161,6 +185,7 @@ def _launch(
     seq_lens: torch.Tensor,
     scale: float,
     num_splits: int | None,
+    tiles: MlaDecodeTiles = DEFAULT_TILES,
 ) -> torch.Tensor:
     if q_latent.stride(-1) != 1 or q_rope.stride(-1) != 1:
         raise ValueError("q_latent and q_rope must be contiguous in their last dimension")
@@ -173,16 +198,19 @@ def _launch(
     head_groups = cdiv(num_heads, _HEADS_PER_PROGRAM)
     if num_splits is None:
         capacity = block_tables.shape[1] * block_size
-        num_splits = choose_num_splits(batch, head_groups, capacity, q_latent.device)
+        num_splits = choose_num_splits(
+            batch, head_groups, capacity, q_latent.device, tiles.min_keys_per_split
+        )
     partial_max, partial_sum, partial_acc = partials = split_partials(out, num_splits)
     block_r = head_tile(rank)
     _mla_split_kernel[(batch, head_groups, num_splits)](
         q_latent, q_latent.stride(0), q_latent.stride(1), q_rope, q_rope.stride(0), q_rope.stride(1),
         latent_cache, block_tables, block_tables.stride(0), seq_lens, out, partial_max, partial_sum,
         partial_acc, scale * LOG2E, num_heads, rank, rope_dim, num_splits,
-        BLOCK_SIZE=block_size, BLOCK_H=_HEADS_PER_PROGRAM, BLOCK_N=_BLOCK_N, BLOCK_R=block_r,
+        BLOCK_SIZE=block_size, BLOCK_H=_HEADS_PER_PROGRAM, BLOCK_N=tiles.block_n, BLOCK_R=block_r,
         BLOCK_P=max(next_power_of_2(rope_dim), 16), DOT_IN_FP32=dot_in_fp32(q_latent.dtype),
-        SINGLE_SPLIT=num_splits == 1, num_warps=8,
+        SINGLE_SPLIT=num_splits == 1, num_warps=tiles.num_warps,
+        **({} if tiles.num_stages is None else {"num_stages": tiles.num_stages}),
     )  # fmt: skip
     if num_splits > 1:
         reduce_splits(partials, out, num_splits, block_r)
@@ -223,12 +251,14 @@ def mla_decode(
     seq_lens: torch.Tensor,
     scale: float,
     num_splits: int | None = None,
+    tiles: MlaDecodeTiles = DEFAULT_TILES,
 ) -> torch.Tensor:
     """``q_latent: [B, H, R]``, ``q_rope: [B, H, P]``, one query per sequence -> ``[B, H, R]``.
-    ``num_splits``: sequence splits of the Triton path (default: ``choose_num_splits``)."""
+    ``num_splits``: sequence splits of the Triton path (default: ``choose_num_splits``); ``tiles``:
+    the Triton path's tiles (``scripts/gpu/tune_mla_decode.py`` times the candidates)."""
     check_mla_inputs(q_latent, q_rope, latent_cache, block_tables, seq_lens)
     if num_splits is not None and num_splits < 1:
         raise ValueError(f"num_splits must be >= 1, got {num_splits}")
     if use_triton(q_latent, q_rope, latent_cache, block_tables, seq_lens):
-        return _launch(q_latent, q_rope, latent_cache, block_tables, seq_lens, scale, num_splits)
+        return _launch(q_latent, q_rope, latent_cache, block_tables, seq_lens, scale, num_splits, tiles)
     return mla_decode_reference(q_latent, q_rope, latent_cache, block_tables, seq_lens, scale)
