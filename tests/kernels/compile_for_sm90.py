@@ -24,6 +24,7 @@ from kernels import (
     kv_cache_write,
     latent_cache_write,
     mla_decode,
+    moe_align,
     moe_routing,
     paged_attention,
     paged_attention_decode,
@@ -31,6 +32,7 @@ from kernels import (
     rope_kv_write,
     rotary,
 )
+from kernels._common import next_power_of_2
 
 FLOAT_PARAMS = {"eps", "scale_log2e", "softcap_log2e", "scaling"}
 
@@ -137,6 +139,17 @@ def compile_moe_routing() -> None:
                         ROUTING_POINTERS, num_warps=1)  # fmt: skip
 
 
+def compile_moe_align() -> None:
+    """Grouping the pairs by expert for DeepSeek-V2 (64 experts) and V3 (256), and a small odd count
+    (3: the tallest one-hot tile)."""
+    pointers = {"sorted_pair_ids_ptr": "*i32", "expert_ids_ptr": "*i32", "total_ptr": "*i32"}
+    for experts, ids in ((3, "*i32"), (64, "*i64"), (256, "*i64")):
+        e_pad = next_power_of_2(experts)
+        compile_variant(f"moe_align e{e_pad} {ids}", moe_align._align_kernel,
+                        {"CHUNK": moe_align._CHUNK, "E_PAD": e_pad, "BLOCK": moe_align._block(e_pad)},
+                        {**pointers, "ids_ptr": ids})  # fmt: skip
+
+
 def compile_batch_invariant() -> None:
     """The batch-invariant mode's GEMM at its two widths (and a ragged fp32 one) and its attention tiles."""
     for block_n, bias, even_k, dtype in (
@@ -229,6 +242,7 @@ def main() -> int:
                     {"SPLITS": 4, "HAS_BIAS": True, "BLOCK": 1024}, gemv_pointers)  # fmt: skip
     compile_moe_and_mla()
     compile_moe_routing()
+    compile_moe_align()
     compile_batch_invariant()
     return 0
 

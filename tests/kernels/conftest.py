@@ -47,6 +47,7 @@ KERNEL_MODULES = [
     "kernels.gemv",
     "kernels.gemv_norm",
     "kernels.fused_moe",
+    "kernels.moe_align",
     "kernels.moe_routing",
     "kernels.mla_decode",
     "kernels.latent_cache_write",
