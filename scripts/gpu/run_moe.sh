@@ -89,7 +89,8 @@ SHAPE_ARGS=(--device "$DEVICE" --compare hf --workload decode-bs1 --workload pre
   --workload static-batch --prefill-lengths 2048 --static-batch-sizes 32 --static-prompt-len 512
   --static-output-len 128 --no-hf-batch128)
 
-run_step kernels 75 "$PY" -m pytest -q tests/kernels/test_fused_moe.py tests/kernels/test_mla_decode.py tests/kernels/test_moe_routing.py
+run_step kernels 90 "$PY" -m pytest -q tests/kernels/test_fused_moe.py tests/kernels/test_mla_decode.py tests/kernels/test_moe_routing.py \
+  tests/kernels/test_moe_align.py
 run_step engine-vs-hf 100 "$PY" scripts/gpu/check_engine_vs_hf.py --arch qwen3_moe --arch deepseek_v2 \
   --arch deepseek_v3 --tokens 32 --dtype bfloat16 --train-steps 100 --prompts 4 --kernels triton --device "$DEVICE"
 run_step deepseek-v2-lite 190 "$PY" -m engine.bench.engine_bench --random-arch "$DSV2" "${SHAPE_ARGS[@]}" \
