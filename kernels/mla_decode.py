@@ -77,6 +77,16 @@ class MlaDecodeTiles(NamedTuple):
 
 
 DEFAULT_TILES = MlaDecodeTiles()
+# From 16 sequences on, 4 warps: 1.21-1.29x faster than 8 at batch 32-256 on an H200
+# (scripts/gpu/tune_mla_decode.py, docs/performance.md); below, the default stays.
+LARGE_BATCH_TILES = MlaDecodeTiles(num_warps=4)
+LARGE_BATCH = 16
+
+
+def default_tiles(batch: int) -> MlaDecodeTiles:
+    return LARGE_BATCH_TILES if batch >= LARGE_BATCH else DEFAULT_TILES
+
+
 _MAX_SPLITS = 64
 # Query heads per program: 16 is the smallest tl.dot tile and DeepSeek-V2-Lite's whole head count,
 # so each latent tile is read once.
@@ -185,7 +195,7 @@ def _launch(
     seq_lens: torch.Tensor,
     scale: float,
     num_splits: int | None,
-    tiles: MlaDecodeTiles = DEFAULT_TILES,
+    tiles: MlaDecodeTiles | None = None,
 ) -> torch.Tensor:
     if q_latent.stride(-1) != 1 or q_rope.stride(-1) != 1:
         raise ValueError("q_latent and q_rope must be contiguous in their last dimension")
@@ -195,6 +205,7 @@ def _launch(
     out = torch.empty((batch, num_heads, rank), dtype=q_latent.dtype, device=q_latent.device)
     if batch == 0:
         return out
+    tiles = tiles or default_tiles(batch)
     head_groups = cdiv(num_heads, _HEADS_PER_PROGRAM)
     if num_splits is None:
         capacity = block_tables.shape[1] * block_size
@@ -251,11 +262,12 @@ def mla_decode(
     seq_lens: torch.Tensor,
     scale: float,
     num_splits: int | None = None,
-    tiles: MlaDecodeTiles = DEFAULT_TILES,
+    tiles: MlaDecodeTiles | None = None,
 ) -> torch.Tensor:
     """``q_latent: [B, H, R]``, ``q_rope: [B, H, P]``, one query per sequence -> ``[B, H, R]``.
     ``num_splits``: sequence splits of the Triton path (default: ``choose_num_splits``); ``tiles``:
-    the Triton path's tiles (``scripts/gpu/tune_mla_decode.py`` times the candidates)."""
+    the Triton path's tiles (default: ``default_tiles(B)``; ``scripts/gpu/tune_mla_decode.py`` times
+    the candidates)."""
     check_mla_inputs(q_latent, q_rope, latent_cache, block_tables, seq_lens)
     if num_splits is not None and num_splits < 1:
         raise ValueError(f"num_splits must be >= 1, got {num_splits}")

@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import torch
 
-    from kernels.mla_decode import DEFAULT_TILES, MlaDecodeTiles, mla_decode
+    from kernels.mla_decode import DEFAULT_TILES, MlaDecodeTiles, default_tiles, mla_decode
 
     candidates = [DEFAULT_TILES] + [
         MlaDecodeTiles(block_n, warps, stages, min_keys)
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
                 }
             )
         rows.sort(key=lambda row: row["us"])
-        default = next(row for row in rows if row["tiles"] == DEFAULT_TILES._asdict())
+        default = next(row for row in rows if row["tiles"] == default_tiles(batch)._asdict())
         print(
             f"\nbatch {batch}, context {context}: default {default['us']:.1f} us ({default['tb_per_s']:.2f} TB/s)"
         )

@@ -1,7 +1,15 @@
 import pytest
 import torch
 
-from kernels.mla_decode import choose_num_splits, mla_decode, mla_decode_reference, write_latent
+from kernels.mla_decode import (
+    LARGE_BATCH,
+    MlaDecodeTiles,
+    choose_num_splits,
+    default_tiles,
+    mla_decode,
+    mla_decode_reference,
+    write_latent,
+)
 from tests.kernels.paged_cases import make_cache
 from tests.kernels.tolerances import assert_close
 
@@ -48,6 +56,15 @@ def test_reference_matches_float64(block_size):
 def test_triton_matches_reference(device, force_triton, block_size, num_splits):
     args = make_batch(device, torch.float32, block_size=block_size)
     assert_close(mla_decode(*args, 0.125, num_splits), mla_decode_reference(*args, 0.125), torch.float32)
+
+
+@pytest.mark.parametrize(
+    "tiles", [None, MlaDecodeTiles(block_n=16, num_warps=4, num_stages=2, min_keys_per_split=16)]
+)
+def test_large_batches_and_other_tiles_match_the_reference(device, force_triton, tiles):
+    args = make_batch(device, torch.float32, heads=2, seq_lens=[1 + 7 * b for b in range(LARGE_BATCH)])
+    assert default_tiles(LARGE_BATCH) != default_tiles(LARGE_BATCH - 1)
+    assert_close(mla_decode(*args, 0.125, tiles=tiles), mla_decode_reference(*args, 0.125), torch.float32)
 
 
 def test_triton_more_heads_than_one_program_holds(device, force_triton):
