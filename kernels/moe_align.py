@@ -5,12 +5,15 @@ one program ``block_m`` consecutive entries of ``sorted_pair_ids``, all of one e
 (``expert_ids[block]``). Padding entries hold ``T * k``, which no pair has. Shapes depend on the batch
 shape alone and nothing is read back to the host, so both paths can be captured in a CUDA graph.
 
-On CUDA this is one Triton launch (``_align_kernel``), a program per ``_CHUNK`` pairs. Each program
-histograms all ids (the whole batch and the part before its chunk), from which it derives every
-expert's padded start, then places its own chunk: a pair's slot is its expert's start, plus the pairs
-of that expert before the chunk, plus its rank among them inside the chunk (a cumulative sum of the
-one-hot experts), which keeps each expert's list in pair order as the stable sort does. The same
-programs split the padding entries and ``expert_ids`` between them; all their writes are disjoint.
+On CUDA this is one Triton launch (``_align_kernel``), a program per ``_CHUNK`` pairs, and more
+where the padded length needs them (one program per ``BLOCK`` entries). Each program histograms all
+ids (the whole batch and the part before its chunk), from which it derives every expert's padded
+start, then places its own chunk (programs past the last chunk have none): a pair's slot is its
+expert's start, plus the pairs of that expert before the chunk, plus its rank among them inside the
+chunk (a cumulative sum of the one-hot experts), which keeps each expert's list in pair order as
+the stable sort does. All programs split the padding entries and ``expert_ids`` between them, so at
+decode batches (a few hundred pairs, a padded length of thousands) that walk is not left to one
+program; all their writes are disjoint.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ def _align_kernel(
     BLOCK: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    chunk_start = pid * CHUNK
+    chunk_start = tl.minimum(pid * CHUNK, num_pairs)
     chunk_end = tl.minimum(chunk_start + CHUNK, num_pairs)
     experts = tl.arange(0, E_PAD)
 
@@ -62,7 +65,8 @@ def _align_kernel(
     rest = tl.zeros([E_PAD], dtype=tl.int32)
     for start in range(0, chunk_start, CHUNK):
         offs = start + tl.arange(0, CHUNK)
-        before += tl.histogram(tl.load(ids_ptr + offs).to(tl.int32), E_PAD)
+        mask = offs < chunk_start
+        before += tl.histogram(tl.load(ids_ptr + offs, mask=mask, other=0).to(tl.int32), E_PAD, mask=mask)
     for start in range(chunk_start, num_pairs, CHUNK):
         offs = start + tl.arange(0, CHUNK)
         mask = offs < num_pairs
@@ -115,10 +119,12 @@ def _launch(topk_ids: torch.Tensor, num_experts: int, block_m: int) -> AlignedPa
     expert_ids = torch.empty(capacity // block_m, dtype=torch.int32, device=device)
     total = torch.empty(1, dtype=torch.int32, device=device)
     e_pad = next_power_of_2(num_experts)
+    block = _block(e_pad)
     # Program 0 also runs with no pairs: it writes the total.
-    _align_kernel[(max(1, cdiv(num_pairs, _CHUNK)),)](
+    programs = max(1, cdiv(num_pairs, _CHUNK), cdiv(capacity, block))
+    _align_kernel[(programs,)](
         flat, sorted_pair_ids, expert_ids, total, num_pairs, num_experts, block_m, capacity,
-        CHUNK=_CHUNK, E_PAD=e_pad, BLOCK=_block(e_pad), num_warps=4,
+        CHUNK=_CHUNK, E_PAD=e_pad, BLOCK=block, num_warps=4,
     )  # fmt: skip
     return AlignedPairs(sorted_pair_ids, expert_ids, total)
 
