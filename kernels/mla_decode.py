@@ -77,7 +77,7 @@ class MlaDecodeTiles(NamedTuple):
 
 
 DEFAULT_TILES = MlaDecodeTiles()
-# From 16 sequences on, 4 warps: 1.21-1.29x faster than 8 at batch 32-256 on an H200
+# From 16 sequences on, 4 warps: 1.16-1.21x faster than 8 at batch 32-256 on an H200
 # (scripts/gpu/tune_mla_decode.py, docs/performance.md); below, the default stays.
 LARGE_BATCH_TILES = MlaDecodeTiles(num_warps=4)
 LARGE_BATCH = 16
