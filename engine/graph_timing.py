@@ -11,10 +11,10 @@ from collections.abc import Callable
 import torch
 
 
-def time_in_graph(calls: Callable[[int], object], n_calls: int, replays: int) -> float:
-    """Microseconds per call: ``calls(i)`` for i in range(n_calls) captured in one graph on the current
-    device, replayed ``replays`` times; the median counts. The first calls run outside the graph
-    (Triton compiles, cuBLAS workspaces, NCCL communicators are set up there)."""
+def capture(calls: Callable[[int], object], n_calls: int) -> torch.cuda.CUDAGraph:
+    """``calls(i)`` for i in range(n_calls) captured in one graph on the current device, replayed once.
+    The first calls run outside the graph (Triton compiles, cuBLAS workspaces, NCCL communicators are
+    set up there)."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -27,6 +27,13 @@ def time_in_graph(calls: Callable[[int], object], n_calls: int, replays: int) ->
         for i in range(n_calls):
             calls(i)
     graph.replay()
+    return graph
+
+
+def time_in_graph(calls: Callable[[int], object], n_calls: int, replays: int) -> float:
+    """Microseconds per call: ``calls(i)`` for i in range(n_calls) captured in one graph (``capture``),
+    replayed ``replays`` times; the median counts."""
+    graph = capture(calls, n_calls)
     samples = []
     for _ in range(replays):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

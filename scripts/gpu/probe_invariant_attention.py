@@ -23,27 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 def graph_us(fn, calls: int = 20) -> float:
     """Microseconds per call of ``fn`` replayed from a CUDA graph of ``calls`` calls."""
-    import torch
+    from engine.graph_timing import time_in_graph
 
     fn()
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(5):
-        graph.replay()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * 1e3 / (5 * calls)
+    return time_in_graph(lambda _i: fn(), calls, 5)
 
 
 def main(argv: list[str] | None = None) -> int:

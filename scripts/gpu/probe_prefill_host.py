@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from engine import LLM
     from engine.bench.random_arch import write_config_dir
+    from engine.graph_timing import capture, time_in_graph
     from engine.layers.moe import MoE
     from kernels.rms_norm import rms_norm
 
@@ -98,10 +99,12 @@ def main(argv: list[str] | None = None) -> int:
         rows = {}
         for name, fn in pieces.items():
             try:
-                rows[name] = {"issue_us": _issue_us(fn, args.calls), "gpu_us": _graph_gpu_us(fn, args.calls)}
+                gpu_us = time_in_graph(lambda _i, fn=fn: fn(), args.calls, 5)
+                rows[name] = {"issue_us": _issue_us(fn, args.calls), "gpu_us": gpu_us}
             except Exception as error:  # a backend this build or shape does not take
                 rows[name] = {"error": f"{type(error).__name__}: {str(error)[:120]}"}
-        graph, _ = _capture(pieces["moe block (router, align, experts, shared)"])
+        moe_block = pieces["moe block (router, align, experts, shared)"]
+        graph = capture(lambda _i: moe_block(), 1)
         rows["moe block as one graph replay"] = {"issue_us": _issue_us(graph.replay, args.calls)}
         print(f"{args.arch}, {t} tokens: host issue time vs GPU time per call (us)")
         for name, row in rows.items():
@@ -128,34 +131,6 @@ def _issue_us(fn, calls: int) -> float:
     issued = time.perf_counter() - started
     torch.cuda.synchronize()
     return issued / calls * 1e6
-
-
-def _capture(fn):
-    import torch
-
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = fn()
-    return graph, out
-
-
-def _graph_gpu_us(fn, calls: int) -> float:
-    import torch
-
-    graph, _ = _capture(fn)
-    graph.replay()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(calls):
-        graph.replay()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * 1e3 / calls
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import torch
 
+    from engine.graph_timing import time_in_graph
     from kernels.mla_decode import DEFAULT_TILES, MlaDecodeTiles, default_tiles, mla_decode
 
     candidates = [DEFAULT_TILES] + [
@@ -59,7 +60,9 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         for tiles in candidates:
             try:
-                micros, out = _time(functools.partial(mla_decode, *operands, tiles=tiles))
+                call = functools.partial(mla_decode, *operands, tiles=tiles)
+                out = call()  # compiles; checked below
+                micros = time_in_graph(lambda _i, call=call: call(), 10, 5)
             except Exception as error:  # a candidate the compiler or the SM's resources refuse
                 print(f"  {tiles}: failed ({type(error).__name__}: {str(error)[:80]})")
                 continue
@@ -85,29 +88,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     return 0
-
-
-def _time(call, calls_per_graph: int = 10, replays: int = 5):
-    import torch
-
-    out = call()  # compiles
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        call()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls_per_graph):
-            out = call()
-    graph.replay()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(replays):
-        graph.replay()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * 1e3 / (replays * calls_per_graph), out
 
 
 if __name__ == "__main__":
