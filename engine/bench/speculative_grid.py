@@ -232,7 +232,7 @@ class GridRunner:
         from engine.spec.forced_acceptance import ForcedAcceptance
         from engine.spec.oracle import OracleProposer
         from engine.spec.policy import SpeculationPolicy
-        from engine.spec.speculator import verify_graph_tokens
+        from engine.spec.speculator import verify_graph_sizes
 
         core = self.llm.engine
         if mode == "off":
@@ -242,7 +242,7 @@ class GridRunner:
             policy = SpeculationPolicy(max(self.args.draft_lengths), "confidence", *models)
         else:
             policy = SpeculationPolicy(int(mode[1:]), "fixed", *models)
-        policy.graph_tokens = verify_graph_tokens(core.runner)
+        policy.use_graphs(verify_graph_sizes(core.runner))
         proposer = OracleProposer(acceptance, self.vocab_size, self.args.seed, self.args.oracle_confidence)
         core.speculator = CountingSpeculator(proposer, policy, self.llm.config.max_num_batched_tokens)
         core.runner.acceptance_override = ForcedAcceptance(acceptance, self.args.seed)

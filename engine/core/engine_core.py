@@ -42,7 +42,7 @@ from engine.scheduler.output import SchedulerOutput
 from engine.scheduler.request import Request, RequestStatus
 from engine.scheduler.scheduler import Scheduler
 from engine.spec.proposer import Proposer
-from engine.spec.speculator import make_speculator, verify_graph_tokens
+from engine.spec.speculator import make_speculator, verify_graph_sizes
 from engine.structured.bitmask import samples_under_grammar
 from engine.structured.compiler import GrammarCompilerPool
 from engine.structured.grammar import accept_tokens
@@ -134,7 +134,7 @@ class EngineCore:
         self.async_scheduling = config.resolved_async_scheduling(self.device.type)
         self.speculator = make_speculator(config, self._build_proposer)
         if self.speculator is not None:
-            self.speculator.policy.graph_tokens = verify_graph_tokens(self.runner)
+            self.speculator.policy.use_graphs(verify_graph_sizes(self.runner))
         # Launched, not yet read: the step, its handle and its launch time (perf_counter).
         self._pending: tuple[SchedulerOutput, LaunchedStep, float] | None = None
         self._last_done = 0.0  # perf_counter when the last step's samples reached the host

@@ -32,12 +32,20 @@ marginal rule gives it, and cut at ``graph_tokens``; the one with more expected 
 (each priced by its own model; an unmeasured eager plan loses to a measured graphed one) goes on to
 the comparison with a plain step. ``graph_tokens`` None (no graphs: CPU, eager mode, MTP, whose
 verify steps need hidden states) leaves one verify model.
+
+A graphed step runs as many rows as the smallest captured graph that holds it (``graph_sizes``),
+and its padding rows are not free: a mixture of experts routes them too, so at batch 1 a verify step
+of 5 tokens pays for the 8 rows of its graph, as many expert reads as 8 real rows. Steps are
+therefore priced, and observed, at their padded size (``padded``), and besides the two plans above
+the planner weighs the marginal plan cut at each graph size it crosses: "3 draft tokens in the
+4-row graph" against "5 in the 8-row one".
 Pure Python: no torch.
 """
 
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass
 
@@ -73,12 +81,16 @@ class StepTimeModel:
     powers of two, neighbouring bins weighted ``LOCAL_FALLOFF`` per bin). A mixture-of-experts
     model's step cost is concave in T: at batch 1 each extra row reads experts no other row needed,
     at batch 128 rows mostly share experts already read; one line over both underprices the rows of
-    a batch-1 verify step several times. A local fit is used where its bins hold enough steps."""
+    a batch-1 verify step several times. A local fit is used where its bins hold enough steps.
+    Where enough steps had exactly the size asked about (graphed steps are observed at their graph's
+    size, so sizes repeat), their mean is the prediction: a graph's cost is a step in T, which no
+    line through its neighbours' sizes follows."""
 
     def __init__(self, decay: float = STEP_TIME_DECAY) -> None:
         self.decay = decay
         self._all = [0.0] * 5  # decayed sums: weight, T, t, T*T, T*t
         self._bins: dict[int, list[float]] = {}
+        self._sizes: dict[int, list[float]] = {}  # per exact size: decayed weight, sum of t
         self.steps = 0
 
     def observe(self, num_tokens: int, seconds: float) -> None:
@@ -92,6 +104,12 @@ class StepTimeModel:
         for sums in (self._all, self._bins[key]):
             for i in range(5):
                 sums[i] += point[i]
+        for same in self._sizes.values():
+            same[0] *= d
+            same[1] *= d
+        same = self._sizes.setdefault(num_tokens, [0.0, 0.0])
+        same[0] += 1.0
+        same[1] += seconds
         self.steps += 1
 
     def fit(self, around: int | None = None) -> tuple[float, float] | None:
@@ -108,6 +126,9 @@ class StepTimeModel:
         steps there had one size (batch 1 all day), their mean; None until ``MIN_STEPS_FOR_FIT`` steps."""
         if self.steps < MIN_STEPS_FOR_FIT:
             return None
+        same = self._sizes.get(num_tokens)
+        if same is not None and same[0] >= MIN_STEPS_FOR_FIT / 2:
+            return same[1] / same[0]
         sums = self._sums(num_tokens)
         line = _line(sums)
         if line is None:
@@ -179,6 +200,7 @@ class SpeculationPolicy:
         plain_step_time: StepTimeModel | None = None,
         eager_step_time: StepTimeModel | None = None,
         graph_tokens: int | None = None,
+        graph_sizes: tuple[int, ...] | None = None,
     ):
         self.max_draft_len = max_draft_len
         self.scheduling = scheduling
@@ -186,6 +208,9 @@ class SpeculationPolicy:
         self.plain_step_time = plain_step_time or StepTimeModel()  # decode steps without drafts
         self.eager_step_time = eager_step_time or StepTimeModel()  # verify steps too long for graphs
         self.graph_tokens = graph_tokens  # the longest verify step the graphs run (None: no graphs)
+        self.graph_sizes: tuple[int, ...] | None = None  # the captured sizes, ascending (None: unknown)
+        if graph_sizes:
+            self.use_graphs(graph_sizes)
         self._estimates: dict[str, _Estimate] = {}
         self._clock = 0  # pays_at decisions so far
         self._since_verify = 0  # pays_at decisions since drafts were last handed out
@@ -218,6 +243,25 @@ class SpeculationPolicy:
         a.accepted = a.accepted * d + num_accepted
         a.rejected = a.rejected * d + (1.0 if num_accepted < num_drafted else 0.0)
 
+    def use_graphs(self, sizes) -> None:
+        """The runner's captured decode-graph sizes (empty or None: no graphs)."""
+        self.graph_sizes = tuple(sorted(sizes)) if sizes else None
+        self.graph_tokens = self.graph_sizes[-1] if self.graph_sizes else None
+
+    def padded(self, num_tokens: int) -> int:
+        """The rows a step of ``num_tokens`` runs: the smallest captured graph size that holds them,
+        or the tokens themselves past the graphs (or with their sizes unknown)."""
+        sizes = self.graph_sizes
+        if not sizes or num_tokens > sizes[-1]:
+            return num_tokens
+        return sizes[bisect_left(sizes, num_tokens)]
+
+    def verify_time(self, num_tokens: int) -> float | None:
+        return self.verify_model(num_tokens).time(self.padded(num_tokens))
+
+    def plain_time(self, num_tokens: int) -> float | None:
+        return self.plain_step_time.time(self.padded(num_tokens))
+
     def verify_model(self, num_tokens: int) -> StepTimeModel:
         """The model that prices a verify step of ``num_tokens``: graphed, or eager past the graphs."""
         if self.graph_tokens is not None and num_tokens > self.graph_tokens:
@@ -238,7 +282,7 @@ class SpeculationPolicy:
         best = max(gains, default=0.0)
         if best < MIN_GAIN or not self._worth(best, float(max(num_decodes, 1)), batch_tokens):
             return False
-        if self.plain_step_time.time(batch_tokens) is None:
+        if self.plain_time(batch_tokens) is None:
             # No plain step measured yet: every PLAIN_EXPLORE-th step goes without drafts, so the
             # comparison below gets its plain model even while the marginal rule drafts every step.
             return self._clock % PLAIN_EXPLORE != 0
@@ -277,20 +321,42 @@ class SpeculationPolicy:
         return lengths
 
     def _best_plan(self, chains: dict, batch_tokens: int, num_decodes: int, counts: dict | None = None):
-        """The marginal plan, or the one cut to what the graphs run when that one promises more
-        tokens per second (or its uncut rival is unmeasured); None when neither drafts anything."""
-        plans = [self._plan(chains, batch_tokens, num_decodes, counts)]
-        if self.graph_tokens is not None and plans[0][2] > self.graph_tokens:
-            plans.append(self._plan(chains, batch_tokens, num_decodes, counts, max_tokens=self.graph_tokens))
+        """The marginal plan, or, when one promises more tokens per second (or the marginal plan is
+        unmeasured), the one cut to what the graphs run or the marginal plan cut at a graph size it
+        crosses; None when none drafts anything."""
+        lengths, expected, tokens, added = self._plan(chains, batch_tokens, num_decodes, counts)
+        plans = [(lengths, expected, tokens)]
+        if self.graph_tokens is not None and tokens > self.graph_tokens:
+            plans.append(
+                self._plan(chains, batch_tokens, num_decodes, counts, max_tokens=self.graph_tokens)[:3]
+            )
+        plans += self._cuts_at_graph_sizes(added, float(max(num_decodes, 1)), batch_tokens, tokens)
         plans = [plan for plan in plans if plan[0]]
         if not plans:
             return None
 
         def rate(plan) -> float:
-            seconds = self.verify_model(plan[2]).time(plan[2])
+            seconds = self.verify_time(plan[2])
             return -1.0 if seconds is None else plan[1] / seconds
 
-        return max(plans, key=rate) if len(plans) > 1 and rate(plans[1]) >= 0 else plans[0]
+        measured = [plan for plan in plans[1:] if rate(plan) >= 0]
+        return max([plans[0], *measured], key=rate) if measured else plans[0]
+
+    def _cuts_at_graph_sizes(self, added: list, expected: float, batch_tokens: int, tokens: int) -> list:
+        """The marginal plan's longest prefix within each graph size between the batch and the plan
+        (``added``: its positions in the order taken, as (key, tokens, gain))."""
+        sizes = [s for s in self.graph_sizes or () if batch_tokens < s < self.padded(tokens)]
+        cuts, taken, total, index = [], Counter(), batch_tokens, 0
+        for size in sizes:
+            while index < len(added) and total + added[index][1] <= size:
+                key, n, gain = added[index]
+                taken[key] += 1
+                total += n
+                expected += gain * n
+                index += 1
+            if taken and (not cuts or cuts[-1][2] != total):
+                cuts.append((dict(taken), expected, total))
+        return cuts
 
     def _plan(
         self,
@@ -302,7 +368,8 @@ class SpeculationPolicy:
     ):
         """Draft positions added best first while each raises expected tokens per verify-step
         time (and, with ``max_tokens``, while the step stays within it): the lengths, the step's
-        expected emitted tokens and its tokens. ``counts[key]`` requests share the chain
+        expected emitted tokens, its tokens, and the positions in the order taken ((key, tokens,
+        gain) each). ``counts[key]`` requests share the chain
         ``chains[key]`` (so ``pays_at`` prices a batch of equal estimates once); the lengths are
         per request only without ``counts``."""
         candidates = []
@@ -315,6 +382,7 @@ class SpeculationPolicy:
         fit = self.step_time.fit(around=batch_tokens)
         taken = {key: [] for key in chains}  # per chain, how many requests have position i
         expected, tokens = float(max(num_decodes, 1)), batch_tokens
+        added = []
         for gain, i, key in candidates:
             have = taken[key]
             if len(have) != i:  # a position counts only after the ones before it
@@ -329,15 +397,16 @@ class SpeculationPolicy:
             have.append(n)
             expected += gain * n
             tokens += n
-        return {key: len(have) for key, have in taken.items() if have}, expected, tokens
+            added.append((key, n, gain))
+        return {key: len(have) for key, have in taken.items() if have}, expected, tokens, added
 
     def _versus_plain(
         self, expected: float, tokens: int, batch_tokens: int, num_decodes: int
     ) -> tuple[bool, int] | None:
         """Whether a verify step of ``tokens`` emitting ``expected`` tokens beats a plain step of
         the batch in tokens per second, and the probe interval; None until both models give a time."""
-        plain = self.plain_step_time.time(batch_tokens)
-        verify = self.verify_model(tokens).time(tokens)
+        plain = self.plain_time(batch_tokens)
+        verify = self.verify_time(tokens)
         if plain is None or verify is None:
             return None
         decodes = max(num_decodes, 1)

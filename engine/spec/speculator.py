@@ -77,7 +77,7 @@ class Speculator:
         if seconds is not None and all(s.num_tokens - s.num_draft_tokens == 1 for s in out.scheduled):
             tokens = out.total_num_tokens
             model = self.policy.verify_model(tokens) if out.num_draft_tokens else self.policy.plain_step_time
-            model.observe(tokens, seconds)
+            model.observe(self.policy.padded(tokens), seconds)
         for s in out.scheduled:
             if not s.num_draft_tokens:
                 continue
@@ -104,11 +104,11 @@ def make_speculator(config: EngineConfig, build_proposer) -> Speculator | None:
     return Speculator(build_proposer(config.speculative_method), policy, config.max_num_batched_tokens)
 
 
-def verify_graph_tokens(runner) -> int | None:
-    """The longest verify step (in tokens) the runner's decode graphs replay, None when none does:
+def verify_graph_sizes(runner) -> tuple[int, ...] | None:
+    """The sizes (in tokens) of the decode graphs that replay verify steps, None when none does:
     no graphs, or a proposer that reads the verify step's hidden states (MTP), which graphs do not
     output."""
     graphs = getattr(runner, "graphs", None)
     if graphs is None or getattr(runner, "hidden_sink", None) is not None:
         return None
-    return graphs.max_batch
+    return tuple(graphs.sizes)

@@ -3,6 +3,8 @@ compute-bound, shorter drafts for unconfident proposals and for requests whose d
 rejected, a step-time fit that recovers a known line, and no drafts where a verify step costs more
 than the plain steps it would replace (with a rare probe)."""
 
+import pytest
+
 from engine.spec.policy import (
     MIN_STEPS_FOR_FIT,
     PLAIN_EXPLORE,
@@ -87,6 +89,11 @@ def test_only_decode_steps_feed_the_step_time_model():
     assert (speculator.policy.step_time.steps, speculator.policy.plain_step_time.steps) == (1, 1)
     assert (speculator.num_drafts, speculator.num_draft_tokens, speculator.num_accepted_tokens) == (1, 5, 2)
     assert speculator.num_accepted_tokens_per_pos == [1, 1, 0, 0, 0]
+    # with graphs captured, a step is recorded at the size of the graph that ran it
+    speculator.policy.use_graphs((1, 2, 4, 8))
+    for _ in range(MIN_STEPS_FOR_FIT):
+        speculator.observe(step(6, 5), {"r": [1]}, 0.2)
+    assert speculator.policy.verify_time(5) == speculator.policy.step_time.time(8) == pytest.approx(0.2)
 
 
 # An H200-like decode step: 7 ms plus 0.025 ms per token.
@@ -283,3 +290,65 @@ def test_steps_of_one_size_near_the_batch_leave_the_slope_to_the_global_line():
         model.observe(20_000, 0.02 + 0.0001 * 20_000)  # a steady batch: the only size in its bins
     a, b = model.fit(around=20_000)
     assert abs(b - 0.0001) < 1e-7 and abs(a - 0.02) < 1e-3
+
+
+def test_steps_of_one_size_are_predicted_by_their_mean_not_the_line():
+    model = _by_graph_size({16: 0.005, 32: 0.006, 48: 0.013})  # 32 and 48 share a power-of-two bin
+    assert model.time(32) == pytest.approx(0.006) and model.time(48) == pytest.approx(0.013)
+    assert 0.006 < model.time(40) < 0.013  # between graph sizes: the local line
+
+
+def _by_graph_size(times: dict[int, float]) -> StepTimeModel:
+    """A verify model observed at graph sizes only, as the speculator records padded steps."""
+    model = StepTimeModel()
+    for _ in range(MIN_STEPS_FOR_FIT):
+        for size, seconds in times.items():
+            model.observe(size, seconds)
+    return model
+
+
+def test_a_step_is_priced_at_the_graph_size_that_runs_it():
+    policy = SpeculationPolicy(5, graph_sizes=(1, 2, 4, 8, 16, 32))
+    assert policy.graph_tokens == 32
+    assert [policy.padded(n) for n in (1, 3, 4, 5, 8, 9, 32, 33)] == [1, 4, 4, 8, 8, 16, 32, 33]
+    policy.use_graphs(None)
+    assert (policy.graph_tokens, policy.padded(5)) == (None, 5)
+
+
+# DeepSeek-V2-Lite at batch 1 on the H200 (session 16): verify steps of 2, 4 and 8 graph rows took
+# 4.23, 5.29 and 6.67 ms (padding rows route to experts like real ones), a plain step 2.76 ms.
+MOE_BATCH_1 = {2: 0.00423, 4: 0.00529, 8: 0.00667}
+
+
+def _batch_1_policy(verify_times: dict[int, float]) -> SpeculationPolicy:
+    plain = _by_graph_size({1: 0.00276})
+    return SpeculationPolicy(
+        5, step_time=_by_graph_size(verify_times), plain_step_time=plain, graph_sizes=(1, 2, 4, 8, 16)
+    )
+
+
+def test_drafts_fill_the_graph_that_pays_not_the_next_one():
+    policy = _batch_1_policy(MOE_BATCH_1)
+    # Acceptance 0.8: 3 drafts in the 4-row graph emit 2.95 tokens per 5.29 ms (558/s); 5 drafts in
+    # the 8-row one 3.69 per 6.67 ms (553/s); 4 drafts pay for 8 rows and emit less.
+    assert policy.draft_lengths({"r": _calibrated(0.8, 5)}, batch_tokens=1, num_decodes=1) == {"r": 3}
+    # Acceptance 0.9: 5 drafts (4.69 tokens per 6.67 ms) beat 3 (3.44 per 5.29 ms).
+    assert policy.draft_lengths({"r": _calibrated(0.9, 5)}, batch_tokens=1, num_decodes=1) == {"r": 5}
+
+
+def test_when_padding_rows_cost_nothing_the_whole_draft_goes():
+    policy = _batch_1_policy({2: 0.0043, 4: 0.0044, 8: 0.0045})  # a dense model: weights read once
+    assert policy.draft_lengths({"r": _calibrated(0.8, 5)}, batch_tokens=1, num_decodes=1) == {"r": 5}
+
+
+def test_a_cut_at_a_graph_size_keeps_the_best_drafts_of_a_batch():
+    policy = SpeculationPolicy(
+        5,
+        step_time=_by_graph_size({16: 0.005, 32: 0.006, 48: 0.013}),
+        plain_step_time=_by_graph_size({16: 0.0045}),
+        graph_sizes=(1, 2, 4, 8, 16, 32, 48),
+    )
+    drafts = {f"r{i}": _calibrated(0.95 if i < 8 else 0.3, 5) for i in range(16)}
+    lengths = policy.draft_lengths(drafts, batch_tokens=16, num_decodes=16)
+    assert 16 + sum(lengths.values()) <= 32  # the 48-row graph costs more than its drafts bring
+    assert set(lengths) == {f"r{i}" for i in range(8)}  # the likeliest drafts are the ones kept
