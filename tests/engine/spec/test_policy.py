@@ -332,8 +332,11 @@ def test_drafts_fill_the_graph_that_pays_not_the_next_one():
     # Acceptance 0.8: 3 drafts in the 4-row graph emit 2.95 tokens per 5.29 ms (558/s); 5 drafts in
     # the 8-row one 3.69 per 6.67 ms (553/s); 4 drafts pay for 8 rows and emit less.
     assert policy.draft_lengths({"r": _calibrated(0.8, 5)}, batch_tokens=1, num_decodes=1) == {"r": 3}
-    # Acceptance 0.9: 5 drafts (4.69 tokens per 6.67 ms) beat 3 (3.44 per 5.29 ms).
+    # Acceptance 0.9 at the same step times: 5 drafts (4.69 tokens per 6.67 ms) beat 3 (3.44 per 5.29 ms).
     assert policy.draft_lengths({"r": _calibrated(0.9, 5)}, batch_tokens=1, num_decodes=1) == {"r": 5}
+    # The acceptance-0.9 run's own fixed lengths implied 4.31, 5.13 and 7.73 ms: there 3 drafts win.
+    policy = _batch_1_policy({2: 0.00431, 4: 0.00513, 8: 0.00773})
+    assert policy.draft_lengths({"r": _calibrated(0.9, 5)}, batch_tokens=1, num_decodes=1) == {"r": 3}
 
 
 def test_when_padding_rows_cost_nothing_the_whole_draft_goes():
