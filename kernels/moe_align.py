@@ -6,7 +6,7 @@ one program ``block_m`` consecutive entries of ``sorted_pair_ids``, all of one e
 shape alone and nothing is read back to the host, so both paths can be captured in a CUDA graph.
 
 On CUDA this is one Triton launch (``_align_kernel``), a program per ``_CHUNK`` pairs, and more
-where the padded length needs them (one program per ``BLOCK`` entries). Each program histograms all
+where the padded length needs them (one program per ``BLOCK`` entries, up to one per SM). Each program histograms all
 ids (the whole batch and the part before its chunk), from which it derives every expert's padded
 start, then places its own chunk (programs past the last chunk have none): a pair's slot is its
 expert's start, plus the pairs of that expert before the chunk, plus its rank among them inside the
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kernels._common import cdiv, next_power_of_2, tl, triton, use_triton
+from kernels._common import cdiv, next_power_of_2, num_compute_units, tl, triton, use_triton
 
 __all__ = ["AlignedPairs", "max_padded_pairs", "moe_align_block_size"]
 
@@ -120,8 +120,10 @@ def _launch(topk_ids: torch.Tensor, num_experts: int, block_m: int) -> AlignedPa
     total = torch.empty(1, dtype=torch.int32, device=device)
     e_pad = next_power_of_2(num_experts)
     block = _block(e_pad)
-    # Program 0 also runs with no pairs: it writes the total.
-    programs = max(1, cdiv(num_pairs, _CHUNK), cdiv(capacity, block))
+    # Program 0 also runs with no pairs: it writes the total. Past a chunk's worth, a program per SM
+    # at most: each one histograms every id, so more would only repeat that work.
+    spread = min(cdiv(capacity, block), num_compute_units(device))
+    programs = max(1, cdiv(num_pairs, _CHUNK), spread)
     _align_kernel[(programs,)](
         flat, sorted_pair_ids, expert_ids, total, num_pairs, num_experts, block_m, capacity,
         CHUNK=_CHUNK, E_PAD=e_pad, BLOCK=block, num_warps=4,
