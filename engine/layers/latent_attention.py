@@ -91,10 +91,9 @@ class LatentAttention(nn.Module):
             return self._row_invariant(q_nope, q_rope, kv_b_weight, meta)
         if meta.decode_only:
             return self._absorbed(q_nope, q_rope, kv_b_weight, meta.block_tables, meta.seq_lens)
-        out = None
+        out = self._expanded(q_nope, q_rope, c, k_rope, kv_b_weight, meta)
         rows = meta.decode_rows
         if rows is not None:
-            out = q_nope.new_empty(q_nope.shape[0], self.num_heads, self.v_head_dim)
             absorbed = self._absorbed(
                 q_nope.index_select(0, rows.token_rows),
                 q_rope.index_select(0, rows.token_rows),
@@ -103,7 +102,7 @@ class LatentAttention(nn.Module):
                 rows.seq_lens,
             )
             out.index_copy_(0, rows.token_rows, absorbed)
-        return self._expanded(q_nope, q_rope, c, k_rope, kv_b_weight, meta, out)
+        return out
 
     def _absorbed(
         self,
@@ -150,14 +149,12 @@ class LatentAttention(nn.Module):
         k_rope: torch.Tensor,
         kv_b_weight: torch.Tensor,
         meta: AttentionMetadata,
-        out: torch.Tensor | None,
     ) -> torch.Tensor:
-        """Fills ``out``'s rows of every request the absorbed call did not take, with lengths read from
-        the host copies (no device read per request), and returns it (``out`` None: no rows were
-        absorbed; a step of one request returns its attention as it comes, without a copy). The
-        requests' latents are expanded together, in groups of at most ``EXPANSION_TOKENS`` context
-        tokens (one gather of their pages, one ``kv_b_proj`` product); only the causal attention runs
-        request by request."""
+        """The step's output ``[T, H, V]`` with the rows of every request the absorbed call does not
+        take filled (lengths read from the host copies: no device read per request); a step of one
+        fresh request is its attention as it comes, without a copy. The requests' latents are expanded
+        together, in groups of at most ``EXPANSION_TOKENS`` context tokens (one gather of their pages,
+        one ``kv_b_proj`` product); only the causal attention runs request by request."""
         if meta.host_query_lens is None or meta.host_seq_lens is None:
             raise ValueError(
                 "a step with prefill rows needs host_query_lens and host_seq_lens (build_inputs fills them)"
@@ -170,11 +167,10 @@ class LatentAttention(nn.Module):
             start, stop = stop, stop + n
             if n and not (n == 1 and absorbed_one_token_rows):
                 requests.append((b, start, n, context_len))
-        if out is None and len(requests) == 1 and requests[0][2] == q.shape[0] and fresh:
+        if fresh and len(requests) == 1 and requests[0][2] == q.shape[0]:
             k, v = self._expand(c, k_rope, kv_b_weight)
             return self._causal(q, k, v)
-        if out is None:
-            out = q_nope.new_empty(q_nope.shape[0], self.num_heads, self.v_head_dim)
+        out = q_nope.new_empty(q_nope.shape[0], self.num_heads, self.v_head_dim)
         block_size = self.latent_cache.shape[1]
         for group in _groups_of_context(requests, EXPANSION_TOKENS):
             if fresh:  # each request's context is its own rows of this step, which lie in a row

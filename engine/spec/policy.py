@@ -64,6 +64,8 @@ MIN_GAIN = 0.05
 # Step times: forget older steps by this factor per step, and fit only once the batch sizes differ.
 STEP_TIME_DECAY = 0.99
 MIN_STEPS_FOR_FIT = 8
+# A step size whose decayed weight falls below this (~460 steps unseen at 0.99) is dropped.
+FORGOTTEN_WEIGHT = 0.01
 # Local step-time fits: bins of step sizes (powers of two) this far from the size asked about count,
 # each bin further away weighted by this much less.
 LOCAL_SPAN = 2
@@ -104,9 +106,11 @@ class StepTimeModel:
         for sums in (self._all, self._bins[key]):
             for i in range(5):
                 sums[i] += point[i]
-        for same in self._sizes.values():
+        for size, same in list(self._sizes.items()):
             same[0] *= d
             same[1] *= d
+            if same[0] < FORGOTTEN_WEIGHT:  # sizes of long ago (eager steps take any size)
+                del self._sizes[size]
         same = self._sizes.setdefault(num_tokens, [0.0, 0.0])
         same[0] += 1.0
         same[1] += seconds
@@ -199,7 +203,6 @@ class SpeculationPolicy:
         step_time: StepTimeModel | None = None,
         plain_step_time: StepTimeModel | None = None,
         eager_step_time: StepTimeModel | None = None,
-        graph_tokens: int | None = None,
         graph_sizes: tuple[int, ...] | None = None,
     ):
         self.max_draft_len = max_draft_len
@@ -207,10 +210,8 @@ class SpeculationPolicy:
         self.step_time = step_time or StepTimeModel()  # verify steps (with drafts), graphed
         self.plain_step_time = plain_step_time or StepTimeModel()  # decode steps without drafts
         self.eager_step_time = eager_step_time or StepTimeModel()  # verify steps too long for graphs
-        self.graph_tokens = graph_tokens  # the longest verify step the graphs run (None: no graphs)
-        self.graph_sizes: tuple[int, ...] | None = None  # the captured sizes, ascending (None: unknown)
-        if graph_sizes:
-            self.use_graphs(graph_sizes)
+        self.graph_sizes: tuple[int, ...] | None = None  # the captured sizes, ascending (None: no graphs)
+        self.use_graphs(graph_sizes)
         self._estimates: dict[str, _Estimate] = {}
         self._clock = 0  # pays_at decisions so far
         self._since_verify = 0  # pays_at decisions since drafts were last handed out
@@ -246,7 +247,11 @@ class SpeculationPolicy:
     def use_graphs(self, sizes) -> None:
         """The runner's captured decode-graph sizes (empty or None: no graphs)."""
         self.graph_sizes = tuple(sorted(sizes)) if sizes else None
-        self.graph_tokens = self.graph_sizes[-1] if self.graph_sizes else None
+
+    @property
+    def graph_tokens(self) -> int | None:
+        """The longest verify step the graphs run (None: no graphs)."""
+        return self.graph_sizes[-1] if self.graph_sizes else None
 
     def padded(self, num_tokens: int) -> int:
         """The rows a step of ``num_tokens`` runs: the smallest captured graph size that holds them,

@@ -280,18 +280,12 @@ def _host_run(args, title: str, work) -> None:
         f"\n=== {args.arch} {title}: wall {wall * 1e3:.1f} ms (unprofiled), {wall_no_gc * 1e3:.1f} ms with gc off"
     )
     print(f"allocator across the timed run: {counters}; synchronizing calls seen: {syncs or 'none'}")
-    trace_dir = args.trace_dir or Path(tempfile.mkdtemp())
-    trace_dir.mkdir(parents=True, exist_ok=True)
-    trace = trace_dir / (title.replace(" ", "_").replace(",", "") + ".json")
-    prof.export_chrome_trace(str(trace))
-    print(analyse(load_trace(trace)).format(args.top))
-    if args.trace_dir:
-        import gzip
-        import shutil
-
-        with open(trace, "rb") as raw, gzip.open(f"{trace}.gz", "wb") as packed:
-            shutil.copyfileobj(raw, packed)
-    trace.unlink()
+    with tempfile.TemporaryDirectory() as scratch:
+        trace_dir = args.trace_dir or Path(scratch)
+        trace_dir.mkdir(parents=True, exist_ok=True)
+        trace = trace_dir / (title.replace(" ", "_").replace(",", "") + ".json.gz")
+        prof.export_chrome_trace(str(trace))  # gzipped, as the suffix asks
+        print(analyse(load_trace(trace)).format(args.top))
     buf = io.StringIO()
     pstats.Stats(profiler, stream=buf).sort_stats("tottime").print_stats(args.top)
     print(buf.getvalue())

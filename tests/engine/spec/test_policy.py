@@ -5,6 +5,7 @@ than the plain steps it would replace (with a rare probe)."""
 
 import pytest
 
+from engine.runner.cuda_graphs import capture_sizes
 from engine.spec.policy import (
     MIN_STEPS_FOR_FIT,
     PLAIN_EXPLORE,
@@ -215,7 +216,7 @@ def _graph_cliff(eager_measured: bool) -> SpeculationPolicy:
         step_time=_model(0.006, 0.00001),
         plain_step_time=_model(0.0055, 0.00001),
         eager_step_time=_model(0.030, 0.00005) if eager_measured else None,
-        graph_tokens=256,
+        graph_sizes=capture_sizes(256),
     )
     return policy
 
