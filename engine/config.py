@@ -24,6 +24,7 @@ LOAD_FORMATS = ("auto", "dummy")
 # and engine/distributed/symmetric_all_reduce.py accept the same ones (a test checks they agree).
 KERNEL_MODES = ("auto", "torch", "triton")
 GEMV_MODES = ("auto", "cublas", "triton")
+CPU_WEIGHT_LAYOUTS = ("auto", "row-major")
 TP_ALL_REDUCE_MODES = ("auto", "nccl", "symmetric")
 # Speculative decoding (engine/spec/): where drafts come from, and how long each one is.
 SPECULATIVE_METHODS = ("off", "ngram", "draft_model", "mtp")
@@ -211,6 +212,13 @@ class EngineConfig:
     )
     gemv_table: str | None = setting(
         None, "GEMV choices measured by scripts/gpu/bench_decode_kernels.py; else kernels/gemv_table.json"
+    )
+    cpu_weight_layout: str = setting(
+        "auto",
+        "fp32 weights on a CPU: auto: a weight with at least as many outputs as inputs is stored "
+        "column-major, where MKL's one-row product reads it faster (engine/layers/cpu_weight_layout.py); "
+        "row-major: every weight as loaded",
+        choices=CPU_WEIGHT_LAYOUTS,
     )
     tp_all_reduce: str | None = setting(
         None,

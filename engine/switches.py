@@ -20,11 +20,17 @@ class Switches:
     gemv_table: str | None = None  # None: kernels/gemv_table.json
     tp_all_reduce: str = "auto"
     batch_invariant: bool = False
+    cpu_weight_layout: str = "auto"
 
     @classmethod
     def of(cls, config: EngineConfig) -> Switches:
         return cls(
-            config.kernels, config.gemv, config.gemv_table, config.tp_all_reduce, config.batch_invariant
+            config.kernels,
+            config.gemv,
+            config.gemv_table,
+            config.tp_all_reduce,
+            config.batch_invariant,
+            config.cpu_weight_layout,
         )
 
     @classmethod
@@ -35,10 +41,11 @@ class Switches:
 
     def apply(self) -> None:
         from engine.distributed import symmetric_all_reduce
-        from engine.layers import batch_invariant, linear
+        from engine.layers import batch_invariant, cpu_weight_layout, linear
         from kernels import _common, gemv_configs
 
         _common.set_mode(self.kernels)
+        cpu_weight_layout.set_cpu_weight_layout(self.cpu_weight_layout)
         linear.set_gemv_mode(self.gemv)
         gemv_configs.set_table_path(self.gemv_table)
         symmetric_all_reduce.set_mode(self.tp_all_reduce)
@@ -48,7 +55,7 @@ class Switches:
 def current() -> Switches:
     """What this process runs with now (what a tensor-parallel rank must run with too)."""
     from engine.distributed import symmetric_all_reduce
-    from engine.layers import batch_invariant, linear
+    from engine.layers import batch_invariant, cpu_weight_layout, linear
     from kernels import _common, gemv_configs
 
     return Switches(
@@ -57,6 +64,7 @@ def current() -> Switches:
         gemv_configs.table_path(),
         symmetric_all_reduce.all_reduce_mode(),
         batch_invariant.batch_invariant(),
+        cpu_weight_layout.cpu_weight_layout(),
     )
 
 

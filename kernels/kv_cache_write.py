@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from kernels._common import next_power_of_2, tl, triton, use_triton
+from kernels.step_memo import StepMemo
 
 __all__ = ["write_kv_cache", "write_kv_cache_torch"]
 
@@ -101,6 +102,16 @@ def _launch(
     )
 
 
+def _slots(slot_mapping: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The slots as int64, and which to keep (None: all)."""
+    slots = slot_mapping.long()
+    keep = slots >= 0
+    return slots, None if bool(keep.all()) else keep
+
+
+_step_slots = StepMemo(_slots, tensors=1)  # every layer of a step writes the same slots
+
+
 def write_kv_cache_torch(
     key: torch.Tensor,
     value: torch.Tensor,
@@ -108,9 +119,8 @@ def write_kv_cache_torch(
     v_cache: torch.Tensor,
     slot_mapping: torch.Tensor,
 ) -> None:
-    slots = slot_mapping.long()
-    if bool((slots < 0).any()):  # padding rows: rare, and boolean indexing costs a decode step dearly
-        keep = slots >= 0
+    slots, keep = _step_slots(slot_mapping)
+    if keep is not None:  # padding rows: rare, and boolean indexing costs a decode step dearly
         slots, key, value = slots[keep], key[keep], value[keep]
     k_cache.view(-1, *k_cache.shape[2:]).index_copy_(0, slots, key.to(k_cache.dtype))
     v_cache.view(-1, *v_cache.shape[2:]).index_copy_(0, slots, value.to(v_cache.dtype))

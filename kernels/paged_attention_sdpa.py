@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from kernels._paged import attend as attend_capped
 from kernels.cpu_invariant import KEY_BLOCK, attend
 from kernels.invariance import batch_invariant
+from kernels.step_memo import StepMemo
 
 __all__ = ["paged_attention_decode_sdpa", "paged_attention_sdpa"]
 
@@ -107,35 +108,19 @@ class _DecodeGather:
     """Where a decode step's rows find their keys: the blocks of every row in one index (so each
     layer gathers its pages with one ``index_select``), and each row's key range in the result."""
 
-    block_tables: torch.Tensor  # the step's tensors this plan was made from (kept: compared by
-    seq_lens: torch.Tensor  # identity, which needs them alive)
-    versions: tuple[int, int]  # their version counters then: static buffers are rewritten in place
-    sliding_window: int | None
     invariant: bool  # made for attend (block-aligned first keys) or the fused kernel
     block_ids: torch.Tensor  # int64 [sum of rows' blocks]
     ranges: list[tuple[int, int]]  # per row: (first, stop) into the gathered [tokens, Hk, D]
     first_keys: list[int]  # per row: the position of its first gathered key
 
 
-_last_plan: _DecodeGather | None = None
-
-
-def _decode_gather(
-    block_tables: torch.Tensor, seq_lens: torch.Tensor, block_size: int, sliding_window: int | None
+def _plan(
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    block_size: int,
+    sliding_window: int | None,
+    invariant: bool,
 ) -> _DecodeGather:
-    """The plan for this step; every layer of the step passes the same tensors, so it is made once."""
-    global _last_plan
-    plan = _last_plan
-    if (
-        plan is not None
-        and plan.block_tables is block_tables
-        and plan.seq_lens is seq_lens
-        and plan.versions == (block_tables._version, seq_lens._version)
-        and plan.sliding_window == sliding_window
-        and plan.invariant == batch_invariant()
-    ):
-        return plan
-    invariant = batch_invariant()
     tables, pieces, ranges, first_keys, gathered = block_tables.tolist(), [], [], [], 0
     for row, context_len in enumerate(seq_lens.tolist()):
         first = _first_key(context_len, 1, sliding_window, invariant)
@@ -148,11 +133,17 @@ def _decode_gather(
         )
         gathered += end_block - first_block
     block_ids = torch.tensor(pieces, dtype=torch.int64, device=block_tables.device)
-    versions = (block_tables._version, seq_lens._version)
-    _last_plan = _DecodeGather(
-        block_tables, seq_lens, versions, sliding_window, invariant, block_ids, ranges, first_keys
-    )
-    return _last_plan
+    return _DecodeGather(invariant, block_ids, ranges, first_keys)
+
+
+_step_plan = StepMemo(_plan, tensors=2)  # every layer of a step passes the same tensors
+
+
+def _decode_gather(
+    block_tables: torch.Tensor, seq_lens: torch.Tensor, block_size: int, sliding_window: int | None
+) -> _DecodeGather:
+    """The plan for this step, made once for all of its layers."""
+    return _step_plan(block_tables, seq_lens, block_size, sliding_window, batch_invariant())
 
 
 def paged_attention_decode_sdpa(

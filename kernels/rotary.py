@@ -12,6 +12,7 @@ import math
 import torch
 
 from kernels._common import check_last_dim_contiguous, next_power_of_2, tl, triton, use_triton
+from kernels.step_memo import StepMemo
 
 __all__ = [
     "build_cos_sin_cache",
@@ -301,6 +302,30 @@ def _rotate_torch(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, is_neox
     return out.to(x.dtype)
 
 
+def _angles(positions: torch.Tensor, cos_sin_cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    cos_sin = cos_sin_cache.index_select(0, positions.long()).float()
+    cos, sin = cos_sin.chunk(2, dim=-1)
+    return cos[:, None, :], sin[:, None, :]
+
+
+_step_angles = StepMemo(_angles, tensors=2)  # every layer of a step rotates at the same positions
+
+
+def _side_by_side(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor | None:
+    """``[T, Hq + Hk, D]`` over both when ``k``'s heads follow ``q``'s in memory with the same strides
+    (both views of one fused projection's output), so one elementwise pass rotates both."""
+    heads = q.shape[1]
+    if (
+        q.dtype != k.dtype
+        or q.stride() != k.stride()
+        or q.stride(2) != 1
+        or q.stride(1) != q.shape[2]
+        or k.data_ptr() != q.data_ptr() + heads * q.shape[2] * q.element_size()
+    ):
+        return None
+    return q.as_strided((q.shape[0], heads + k.shape[1], q.shape[2]), q.stride())
+
+
 def rotary_embedding_torch(
     positions: torch.Tensor,
     q: torch.Tensor,
@@ -308,10 +333,13 @@ def rotary_embedding_torch(
     cos_sin_cache: torch.Tensor,
     is_neox: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    cos_sin = cos_sin_cache.index_select(0, positions.long()).float()
-    cos, sin = cos_sin.chunk(2, dim=-1)
-    cos, sin = cos[:, None, :], sin[:, None, :]
-    return _rotate_torch(q, cos, sin, is_neox), _rotate_torch(k, cos, sin, is_neox)
+    cos, sin = _step_angles(positions, cos_sin_cache)
+    both = _side_by_side(q, k)
+    if both is None:
+        return _rotate_torch(q, cos, sin, is_neox), _rotate_torch(k, cos, sin, is_neox)
+    rotated = _rotate_torch(both, cos, sin, is_neox)
+    heads = q.shape[1]
+    return rotated[:, :heads].contiguous(), rotated[:, heads:].contiguous()  # no copy at one token
 
 
 def rotary_embedding(

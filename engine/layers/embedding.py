@@ -70,6 +70,8 @@ class LMHead(_VocabRows):
     """Projects hidden states to vocabulary logits, always returned in fp32 for the sampler;
     ``softcap``: logits become ``softcap * tanh(logits / softcap)``."""
 
+    ONE_ROW_MAX = 2
+
     def __init__(
         self,
         vocab_size: int,
@@ -81,17 +83,25 @@ class LMHead(_VocabRows):
     ) -> None:
         super().__init__(vocab_size, hidden, dtype, device, group)
         self.softcap = softcap
+        # A column-major copy of the weight for products of at most ONE_ROW_MAX rows, where one
+        # makes them faster (engine/layers/cpu_weight_layout.py); None: the weight serves every product.
+        self.one_row_weight: torch.Tensor | None = None
 
     def tie_to(self, embedding: Embedding) -> None:
         self.weight = embedding.weight  # same vocabulary rows on this rank
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self._gathered(matmul(hidden, self.weight))  # the decode GEMV at a few rows
+        return self._gathered(matmul(hidden, self._weight_for(hidden)))  # the decode GEMV at a few rows
 
     def forward_norm(self, x: torch.Tensor, residual: torch.Tensor, norm: RMSNorm) -> torch.Tensor:
         """``self(norm(x + residual))``, the norm folded into the GEMV for decode-sized inputs."""
-        projected, _ = norm.norm_matmul(x, residual, self.weight)
+        projected, _ = norm.norm_matmul(x, residual, self._weight_for(x))
         return self._gathered(projected)
+
+    def _weight_for(self, x: torch.Tensor) -> torch.Tensor:
+        if self.one_row_weight is not None and x.numel() <= self.ONE_ROW_MAX * x.shape[-1]:
+            return self.one_row_weight
+        return self.weight
 
     def _gathered(self, projected: torch.Tensor) -> torch.Tensor:
         logits = projected.float()

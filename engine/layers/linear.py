@@ -23,7 +23,7 @@ from torch import nn
 
 from engine.layers.batch_invariant import batch_invariant
 from kernels import cpu_invariant
-from kernels._common import use_triton
+from kernels._common import kernels_mode, use_triton
 from kernels.gemv import MAX_ROWS, gemv, gemv_silu
 from kernels.gemv_configs import table_entry
 from kernels.invariant_matmul import invariant_matmul
@@ -66,11 +66,13 @@ def takes_gemv(x: torch.Tensor, weight: torch.Tensor, gated: bool = False, norme
 # faster in slices of this many weight rows: the 49,152 x 576 head at 16 rows took 54 ms whole and
 # 32 ms sliced on a 2-core EPYC. Each output is the same dot product either way (same bits).
 CPU_ROW_SLICE = 1024
-_CPU_SLICED_MIN_ROWS = 8 * CPU_ROW_SLICE
+CPU_SLICED_MIN_ROWS = 8 * CPU_ROW_SLICE
 
 
 def matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``F.linear`` over the last dimension, through the GEMV where ``takes_gemv`` says so."""
+    if x.device.type == "cpu" and kernels_mode() != "triton":  # no Triton kernel can take it
+        return _cpu_matmul(x, weight, bias)
     flat = x.reshape(-1, x.shape[-1])
     if batch_invariant() and x.dtype == weight.dtype and use_triton(flat, weight):
         if flat.stride(-1) != 1:
@@ -78,8 +80,14 @@ def matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         return invariant_matmul(flat, weight, bias).view(*x.shape[:-1], weight.shape[0])
     if takes_gemv(flat, weight):
         return gemv(flat, weight, bias).view(*x.shape[:-1], weight.shape[0])
-    rows = cpu_invariant.padded_rows(flat.shape[0])  # a CPU computes one row as a 4-row product
-    if not x.is_cuda and weight.shape[0] >= _CPU_SLICED_MIN_ROWS and 1 < rows <= 64:
+    if x.device.type == "cpu":
+        return _cpu_matmul(x, weight, bias)
+    return F.linear(x, weight, bias)
+
+
+def _cpu_matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    rows = cpu_invariant.padded_rows(x.numel() // x.shape[-1])  # batch-invariant: whole row blocks
+    if weight.shape[0] >= CPU_SLICED_MIN_ROWS and 1 < rows <= 64:
         biases = (
             bias.split(CPU_ROW_SLICE) if bias is not None else [None] * -(-weight.shape[0] // CPU_ROW_SLICE)
         )
@@ -87,9 +95,7 @@ def matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
             cpu_invariant.linear(x, w, b) for w, b in zip(weight.split(CPU_ROW_SLICE), biases, strict=True)
         ]
         return torch.cat(parts, dim=-1)
-    if x.device.type == "cpu":  # a row's bits must not follow the row count (kernels/cpu_invariant.py)
-        return cpu_invariant.linear(x, weight, bias)
-    return F.linear(x, weight, bias)
+    return cpu_invariant.linear(x, weight, bias)  # a row's bits must not follow the row count there
 
 
 class Linear(nn.Module):

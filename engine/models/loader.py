@@ -17,6 +17,7 @@ from engine.checkpoint.weights import iter_weights
 from engine.distributed.group import SINGLE, TPGroup
 from engine.layers.attention import AttentionMetadata, KVCacheLayer
 from engine.layers.batch_invariant import batch_invariant
+from engine.layers.cpu_weight_layout import arrange_cpu_weights
 from engine.models import registry
 from kernels._common import kernels_mode
 
@@ -63,6 +64,7 @@ def load_model(
     model = registry.model_class(cfg)(cfg, dtype, device, max_position, tp_group)
     if load_format == "dummy":
         fill_random_weights(model, seed)
+        arrange_cpu_weights(model)
         return model.eval()
     try:
         weights = iter_weights(model_dir)
@@ -73,6 +75,7 @@ def load_model(
         if isinstance(exc, CheckpointError):
             raise
         raise CheckpointError(model_dir, str(exc)) from exc
+    arrange_cpu_weights(model)
     return model.eval()
 
 
