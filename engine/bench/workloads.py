@@ -265,6 +265,11 @@ def static_batch(
     }
     if output_len > 1:
         figures["decode_step_ms"] = (seconds - prefill_s) / (output_len - 1) * 1e3
+    # The batch's decode graph replayed over the last step's block tables and lengths (the static
+    # buffers still hold them): one pure decode step's GPU time, free of the prefill estimate above.
+    graph_ms = _graph_replay_ms(llm, batch_size)
+    if graph_ms is not None:
+        figures["graph_replay_ms"] = graph_ms
     if idle is not None:
         figures["gpu_idle_fraction"] = idle
     figures.update(_floor_figures(floor_inputs, prompts, [output_len] * batch_size, seconds))
@@ -288,9 +293,12 @@ def _decode_step_floor_figures(
     floor = decode_step_floor(
         floor_inputs.cfg, [context] * batch_size, floor_inputs.ceilings, floor_inputs.dtype
     )
-    return {
+    result = {
         "floor_decode_step_ms": floor.seconds * 1e3,
         "floor_decode_step_weight_GB": floor.weight_bytes / 1e9,
         "floor_decode_step_kv_GB": floor.kv_bytes / 1e9,
         "decode_step_over_floor": figures["decode_step_ms"] / (floor.seconds * 1e3),
     }
+    if "graph_replay_ms" in figures:
+        result["graph_replay_over_floor"] = figures["graph_replay_ms"] / (floor.seconds * 1e3)
+    return result

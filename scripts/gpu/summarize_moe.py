@@ -67,12 +67,21 @@ def shape_rows(name: str, f: dict) -> list[tuple[str, ...]]:
             ">= 1.5x hf",
         ),
         (
-            "batch128 decode step ms (512 in, 128 out)",
+            "batch128 decode step ms, run estimate (512 in, 128 out)",
             _num(step, 2),
             "",
             "",
             _num(step_floor, 2),
             f"{_num(_ratio(step, step_floor), 2)}x floor",
+            "<= 1.6x floor",
+        ),
+        (
+            "batch128 decode graph replay ms (one pure decode step)",
+            _num(f.get("engine_batch128_graph_replay_ms"), 2),
+            "",
+            "",
+            _num(step_floor, 2),
+            f"{_num(_ratio(f.get('engine_batch128_graph_replay_ms'), step_floor), 2)}x floor",
             "<= 1.6x floor",
         ),
         (
