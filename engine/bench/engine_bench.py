@@ -99,6 +99,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run each in-process workload under cProfile and print where the host's time went",
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="static-batch with --compare hf: both engines loaded at once, this many alternating rounds "
+        "per batch size; figures are the medians (engine/bench/interleaved.py) (default: %(default)s)",
+    )
     parser.add_argument("--json", type=Path, help="write every figure here")
 
 
@@ -148,17 +155,22 @@ def _model_dir(args, tmp: Path) -> tuple[Path, dict]:
     return model_dir, json.loads((model_dir / "config.json").read_text())
 
 
-def _hf_figures(model_dir: Path, config: dict, args, ceilings, active_params: int) -> dict:
-    import torch
-
-    from engine.bench.hf_baseline import build_hf_model, load_hf_model, time_generate, time_prefill
+def _build_hf(model_dir: Path, config: dict, args):
+    from engine.bench.hf_baseline import build_hf_model, load_hf_model
 
     if args.random_arch:
         _say("transformers: building the model with random weights")
-        model = build_hf_model(config, args.device, args.dtype)
-    else:
-        _say(f"transformers: loading {model_dir}")
-        model = load_hf_model(model_dir, args.device, args.dtype)
+        return build_hf_model(config, args.device, args.dtype)
+    _say(f"transformers: loading {model_dir}")
+    return load_hf_model(model_dir, args.device, args.dtype)
+
+
+def _hf_figures(model_dir: Path, config: dict, args, ceilings, active_params: int) -> dict:
+    import torch
+
+    from engine.bench.hf_baseline import time_generate, time_prefill
+
+    model = _build_hf(model_dir, config, args)
     implementations = {
         k: getattr(model.config, k, None) for k in ("_attn_implementation", "_experts_implementation")
     }
@@ -248,14 +260,14 @@ def _profiled(enabled: bool, fn, *args):
         print(buf.getvalue(), flush=True)
 
 
-def _run_in_process(workloads, model_dir, config, args, counts, floor_inputs, report) -> None:
+def _build_engine(model_dir: Path, args, counts):
     from engine import LLM
 
     _say(
         f"engine: loading {args.random_arch or args.model} ({counts.total / 1e9:.2f} B parameters, "
         f"{counts.active / 1e9:.2f} B active)"
     )
-    llm = LLM(
+    return LLM(
         str(model_dir),
         device=args.device,
         dtype=args.dtype,
@@ -266,6 +278,31 @@ def _run_in_process(workloads, model_dir, config, args, counts, floor_inputs, re
         tensor_parallel_size=args.tensor_parallel_size,
         async_scheduling={"auto": None, "on": True, "off": False, "ab": True}[args.async_scheduling],
     )
+
+
+def _interleaved(model_dir: Path, config: dict, args, counts) -> dict:
+    from engine.bench.interleaved import interleaved_static_batch
+
+    llm = _build_engine(model_dir, args, counts)
+    hf_model = _build_hf(model_dir, config, args)
+    try:
+        return interleaved_static_batch(
+            llm,
+            hf_model,
+            config["vocab_size"],
+            args.static_batch_sizes,
+            args.static_prompt_len,
+            args.static_output_len,
+            args.rounds,
+            args.device,
+            say=_say,
+        )
+    finally:
+        llm.shutdown()
+
+
+def _run_in_process(workloads, model_dir, config, args, counts, floor_inputs, report) -> None:
+    llm = _build_engine(model_dir, args, counts)
     report["async_scheduling"] = llm.engine.async_scheduling
     modes = [(False, "_sync"), (True, "")] if args.async_scheduling == "ab" else [(None, "")]
     for name in workloads:
@@ -388,6 +425,11 @@ def run(args: argparse.Namespace) -> int:
     ):
         print("chassis bench engine: --serve-clients/--serve-requests must be >= 1, --serve-length-scale > 0")
         return 2
+    if args.rounds < 1 or (args.rounds > 1 and (args.compare != "hf" or args.workload != ["static-batch"])):
+        print(
+            "chassis bench engine: --rounds is >= 1; above 1 it needs --compare hf and --workload static-batch alone"
+        )
+        return 2
     report: dict = {
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "command": " ".join(sys.argv),
@@ -419,7 +461,11 @@ def run(args: argparse.Namespace) -> int:
             _say("measuring copy bandwidth and bf16 matmul rate")
             floor_inputs = FloorInputs(cfg, measure_ceilings(args.device), args.dtype, args.max_num_seqs)
             report["figures"].update(_floor_figures(floor_inputs, counts.active, args.prefill_lengths))
-        in_process = [name for name in args.workload if name != "serve"]
+        interleaved = args.rounds > 1
+        if interleaved:
+            report["figures"].update(_interleaved(model_dir, config, args, counts))
+            _add_ratios(report["figures"], args.static_batch_sizes)
+        in_process = [name for name in args.workload if name != "serve" and not interleaved]
         if "serve" in args.workload:
             in_process.append("serve-reference")  # the engine's own step time under the same load
         if in_process:
@@ -427,7 +473,7 @@ def run(args: argparse.Namespace) -> int:
             _write_json(report, args.json)  # kept if a later part is cut short (a time limit)
         # After our engine has freed the device: whatever transformers leaves behind (allocator
         # state, compiled kernels, host threads) cannot slow the engine's figures.
-        if args.compare == "hf":
+        if args.compare == "hf" and not interleaved:
             ceilings = floor_inputs.ceilings if floor_inputs else None
             report["figures"].update(_hf_figures(model_dir, config, args, ceilings, counts.active))
             _add_ratios(report["figures"], args.static_batch_sizes if "static-batch" in args.workload else ())

@@ -2,6 +2,7 @@
 ``generate`` on the checkpoint's own weights (a GGUF file too), each batch size side by side."""
 
 import json
+import re
 
 import pytest
 
@@ -49,3 +50,34 @@ def test_batch_sizes_must_be_positive_integers(capsys):
         engine_bench.main(["--random-arch", "llama-3.1-8b", "--static-batch-sizes", "1,0"])
     assert exit_info.value.code == 2
     assert "batch sizes must be >= 1" in capsys.readouterr().err
+
+
+def test_rounds_alternate_the_two_engines_and_report_medians(plain_rope_llama, tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    argv = ["--model", str(plain_rope_llama), "--device", "cpu", "--dtype", "float32", "--workload"]
+    argv += ["static-batch", "--compare", "hf", "--static-batch-sizes", "1,2", "--static-prompt-len", "5"]
+    argv += ["--static-output-len", "4", "--rounds", "3", "--json", str(out)]
+    assert engine_bench.main(argv) == 0
+
+    printed = capsys.readouterr().out
+    order = [line.split(":")[0] for line in printed.splitlines() if ", round " in line]
+    assert order == [f"[bench] batch {s}, round {r}" for s in (1, 2) for r in (1, 2, 3)]
+    figures = json.loads(out.read_text())["figures"]
+    for size in (1, 2):
+        rounds = [line for line in printed.splitlines() if f"batch {size}, round " in line]
+        ours = sorted(float(re.search(r"engine ([\d,.]+),", line)[1].replace(",", "")) for line in rounds)
+        assert figures[f"engine_static_batch_bs{size}_output_tokens_per_s"] == pytest.approx(
+            ours[1], rel=1e-2
+        )
+        assert figures[f"ratio_static_bs{size}_vs_hf_round_median"] > 0
+    assert "ratio_static_bs2_vs_hf_bs1_round_median" in figures
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [["--rounds", "0"], ["--rounds", "2"], ["--rounds", "2", "--compare", "hf", "--workload", "prefill"]],
+)
+def test_rounds_need_a_static_batch_against_transformers(extra, capsys):
+    argv = ["--random-arch", "tiny-llama", "--device", "cpu", "--workload", "static-batch", *extra]
+    assert engine_bench.main(argv) == 2
+    assert "--rounds" in capsys.readouterr().out
