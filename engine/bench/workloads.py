@@ -7,6 +7,7 @@ comparable across engines and weight values.
 from __future__ import annotations
 
 import random
+import statistics
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -42,10 +43,13 @@ def _timed_generate(llm, prompts, params) -> tuple[float, list]:
     return time.perf_counter() - started, outs
 
 
-def _timed_with_idle(llm, prompts, params) -> tuple[float, list, float | None, int]:
+def _timed_with_idle(
+    llm, prompts, params, spans: list[float] | None = None
+) -> tuple[float, list, float | None, int]:
     """Time ``generate`` and measure the GPU's idle fraction from CUDA events around each step's
     GPU work (from its first input copy to its sampled ids). The events sit in stream order, so
-    the spans never overlap, even when the host queues step N+1 before step N has run."""
+    the spans never overlap, even when the host queues step N+1 before step N has run. ``spans``:
+    filled with each step's span in ms, in step order."""
     runner = llm.engine.runner
     runner.step_events = []
     try:
@@ -55,9 +59,22 @@ def _timed_with_idle(llm, prompts, params) -> tuple[float, list, float | None, i
         runner.step_events = None
     idle = None
     if events:
-        busy = sum(start.elapsed_time(end) for start, end in events) / 1e3
-        idle = max(0.0, 1.0 - busy / seconds)
+        step_ms = [start.elapsed_time(end) for start, end in events]
+        if spans is not None:
+            spans.extend(step_ms)
+        idle = max(0.0, 1.0 - sum(step_ms) / 1e3 / seconds)
     return seconds, outs, idle, len(events)
+
+
+def _span_figures(spans: list[float], graph_steps: int | None) -> dict[str, float]:
+    """Where a run's GPU spans went: its median step, its ten longest together, and how many of its
+    steps replayed a decode graph."""
+    if not spans:
+        return {}
+    figures = {"step_span_p50_ms": statistics.median(spans), "step_span_top10_ms": sum(sorted(spans)[-10:])}
+    if graph_steps is not None:
+        figures["graph_steps"] = graph_steps
+    return figures
 
 
 def _cgroup_throttled_us() -> int | None:
@@ -256,7 +273,10 @@ def static_batch(
     prefill_s, _ = _timed_generate(
         llm, others, SamplingParams(max_tokens=1, ignore_eos=True, temperature=0.0)
     )
-    seconds, outs, idle, steps = _timed_with_idle(llm, prompts, params)
+    graphs = llm.engine.runner.graphs
+    replays_before = graphs.steps_run if graphs is not None else 0
+    spans: list[float] = []
+    seconds, outs, idle, steps = _timed_with_idle(llm, prompts, params, spans)
     figures = {
         "output_tokens_per_s": batch_size * output_len / seconds,
         "seconds": seconds,
@@ -272,6 +292,7 @@ def static_batch(
         figures["graph_replay_ms"] = graph_ms
     if idle is not None:
         figures["gpu_idle_fraction"] = idle
+    figures.update(_span_figures(spans, graphs.steps_run - replays_before if graphs is not None else None))
     figures.update(_floor_figures(floor_inputs, prompts, [output_len] * batch_size, seconds))
     figures.update(_decode_step_floor_figures(floor_inputs, prompt_len, output_len, batch_size, figures))
     return WorkloadResult(
