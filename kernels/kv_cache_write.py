@@ -122,8 +122,12 @@ def write_kv_cache_torch(
     slots, keep = _step_slots(slot_mapping)
     if keep is not None:  # padding rows: rare, and boolean indexing costs a decode step dearly
         slots, key, value = slots[keep], key[keep], value[keep]
-    k_cache.view(-1, *k_cache.shape[2:]).index_copy_(0, slots, key.to(k_cache.dtype))
-    v_cache.view(-1, *v_cache.shape[2:]).index_copy_(0, slots, value.to(v_cache.dtype))
+    k_cache.view(-1, *k_cache.shape[2:]).index_copy_(0, slots, _as(key, k_cache.dtype))
+    v_cache.view(-1, *v_cache.shape[2:]).index_copy_(0, slots, _as(value, v_cache.dtype))
+
+
+def _as(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return x if x.dtype == dtype else x.to(dtype)  # a no-op .to() still costs a dispatch per layer
 
 
 def write_kv_cache(

@@ -199,7 +199,7 @@ def paged_attention_decode_sdpa(
         )
         for b, (first, stop) in enumerate(plan.ranges)
     ]
-    return torch.cat(rows).squeeze(2)
+    return (rows[0] if len(rows) == 1 else torch.cat(rows)).squeeze(2)
 
 
 def paged_attention_sdpa(

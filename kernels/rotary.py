@@ -8,6 +8,7 @@ interleaved even/odd pairs.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
@@ -286,26 +287,35 @@ def _launch(
     return q_out, k_out
 
 
-def _rotate_torch(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, is_neox: bool) -> torch.Tensor:
+def _rotate_torch(x: torch.Tensor, angles: _Angles, is_neox: bool) -> torch.Tensor:
     xf = x.float()
     half = x.shape[-1] // 2
     if is_neox:
-        x1, x2 = xf[..., :half], xf[..., half:]
-    else:
-        x1, x2 = xf[..., 0::2], xf[..., 1::2]
-    out_1 = x1 * cos - x2 * sin
-    out_2 = x2 * cos + x1 * sin
-    if is_neox:
-        out = torch.cat((out_1, out_2), dim=-1)
-    else:
-        out = torch.stack((out_1, out_2), dim=-1).flatten(-2)
-    return out.to(x.dtype)
+        # x * (cos, cos) + (x2, x1) * (-sin, sin): per element the same products and sums as
+        # (x1 cos - x2 sin, x2 cos + x1 sin), in 6 ops instead of 9
+        swapped = torch.cat((xf[..., half:], xf[..., :half]), dim=-1)
+        return (xf * angles.cos_both + swapped * angles.sin_signed).to(x.dtype)
+    x1, x2 = xf[..., 0::2], xf[..., 1::2]
+    out_1 = x1 * angles.cos - x2 * angles.sin
+    out_2 = x2 * angles.cos + x1 * angles.sin
+    return torch.stack((out_1, out_2), dim=-1).flatten(-2).to(x.dtype)
 
 
-def _angles(positions: torch.Tensor, cos_sin_cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+@dataclass(frozen=True)
+class _Angles:
+    """A step's rotary angles per token, ``[T, 1, D/2]``, and for the NeoX layout ``[T, 1, D]``."""
+
+    cos: torch.Tensor
+    sin: torch.Tensor
+    cos_both: torch.Tensor  # (cos, cos)
+    sin_signed: torch.Tensor  # (-sin, sin)
+
+
+def _angles(positions: torch.Tensor, cos_sin_cache: torch.Tensor) -> _Angles:
     cos_sin = cos_sin_cache.index_select(0, positions.long()).float()
     cos, sin = cos_sin.chunk(2, dim=-1)
-    return cos[:, None, :], sin[:, None, :]
+    cos, sin = cos[:, None, :], sin[:, None, :]
+    return _Angles(cos, sin, torch.cat((cos, cos), dim=-1), torch.cat((-sin, sin), dim=-1))
 
 
 _step_angles = StepMemo(_angles, tensors=2)  # every layer of a step rotates at the same positions
@@ -333,11 +343,11 @@ def rotary_embedding_torch(
     cos_sin_cache: torch.Tensor,
     is_neox: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    cos, sin = _step_angles(positions, cos_sin_cache)
+    angles = _step_angles(positions, cos_sin_cache)
     both = _side_by_side(q, k)
     if both is None:
-        return _rotate_torch(q, cos, sin, is_neox), _rotate_torch(k, cos, sin, is_neox)
-    rotated = _rotate_torch(both, cos, sin, is_neox)
+        return _rotate_torch(q, angles, is_neox), _rotate_torch(k, angles, is_neox)
+    rotated = _rotate_torch(both, angles, is_neox)
     heads = q.shape[1]
     return rotated[:, :heads].contiguous(), rotated[:, heads:].contiguous()  # no copy at one token
 
