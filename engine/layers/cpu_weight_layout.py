@@ -7,7 +7,7 @@ weight stored column-major. SmolLM2-135M's shapes on a 2-core EPYC, 2 threads, Â
 row-major / column-major: q/k/v 960 x 576 167 / 139, o 576 x 576 99 / 70, gate/up 3,072 x 576
 582 / 334, LM head 49,152 x 576 8,960 / 4,602; but down 576 x 1,536 181 / 239. From 4 rows up both
 orders took about as long and gave the same bits, except the LM head: sliced as ``matmul`` slices a
-tall weight, it took 24 ms row-major and 37 ms column-major at 16 rows. So ``auto`` stores a weight
+tall weight, it took 18 ms row-major and 36 ms column-major at 16 rows. So ``auto`` stores a weight
 with at least as many outputs as inputs column-major (the same logical ``[out, in]`` tensor with
 strides ``(1, out)``) and leaves the others row-major; a tall LM head keeps its row-major weight and
 gets a column-major copy for products of one or two rows (``LMHead.one_row_weight``: the vocabulary
