@@ -38,7 +38,8 @@ and its padding rows are not free: a mixture of experts routes them too, so at b
 of 5 tokens pays for the 8 rows of its graph, as many expert reads as 8 real rows. Steps are
 therefore priced, and observed, at their padded size (``padded``), and besides the two plans above
 the planner weighs the marginal plan cut at each graph size it crosses: "3 draft tokens in the
-4-row graph" against "5 in the 8-row one".
+4-row graph" against "5 in the 8-row one". A size it has stopped running is run again now and then
+(``STALE_EXPLORE``), so that its price stays its own measurement.
 Pure Python: no torch.
 """
 
@@ -75,6 +76,11 @@ LOCAL_FALLOFF = 0.5
 PROBE_BUDGET = 0.03
 # Until the plain model has MIN_STEPS_FOR_FIT steps, one decision in this many runs a plain step.
 PLAIN_EXPLORE = 4
+# One plan in this many takes a cut at a graph size whose own mean has faded, if the plan chosen
+# has one: see ``_best_plan``.
+STALE_EXPLORE = 16
+# A graph size counts as stale for that once its decayed weight is below this (~70 steps unseen).
+STALE_WEIGHT = 0.5
 
 
 class StepTimeModel:
@@ -125,13 +131,19 @@ class StepTimeModel:
         local = _line(self._sums(around))
         return local if local is not None or around is None else _line(self._all)
 
+    def has_mean(self, num_tokens: int, weight: float = MIN_STEPS_FOR_FIT / 2) -> bool:
+        """Whether recent steps of exactly this size weigh ``weight`` (by default, enough for
+        ``time`` to be their mean)."""
+        same = self._sizes.get(num_tokens)
+        return same is not None and same[0] >= weight
+
     def time(self, num_tokens: int) -> float | None:
         """Predicted seconds for a step of ``num_tokens``: the fitted line around it, or, when the
         steps there had one size (batch 1 all day), their mean; None until ``MIN_STEPS_FOR_FIT`` steps."""
         if self.steps < MIN_STEPS_FOR_FIT:
             return None
-        same = self._sizes.get(num_tokens)
-        if same is not None and same[0] >= MIN_STEPS_FOR_FIT / 2:
+        if self.has_mean(num_tokens):
+            same = self._sizes[num_tokens]
             return same[1] / same[0]
         sums = self._sums(num_tokens)
         line = _line(sums)
@@ -215,6 +227,7 @@ class SpeculationPolicy:
         self._estimates: dict[str, _Estimate] = {}
         self._clock = 0  # pays_at decisions so far
         self._since_verify = 0  # pays_at decisions since drafts were last handed out
+        self._plans = 0  # draft_lengths plans so far
 
     def _estimate(self, request_id: str, create: bool = False) -> _Estimate:
         estimate = self._estimates.get(request_id)
@@ -313,7 +326,8 @@ class SpeculationPolicy:
                 self.expected_gain(rid, i, confidence if draft.calibrated else None)
                 for i, confidence in enumerate(draft.confidence[: self.max_draft_len])
             ]
-        plan = self._best_plan(chains, batch_tokens, num_decodes)
+        self._plans += 1
+        plan = self._best_plan(chains, batch_tokens, num_decodes, explore=self._plans % STALE_EXPLORE == 0)
         if plan is None:
             return {}
         lengths, expected, tokens = plan
@@ -325,10 +339,23 @@ class SpeculationPolicy:
         self._since_verify = 0
         return lengths
 
-    def _best_plan(self, chains: dict, batch_tokens: int, num_decodes: int, counts: dict | None = None):
+    def _best_plan(
+        self,
+        chains: dict,
+        batch_tokens: int,
+        num_decodes: int,
+        counts: dict | None = None,
+        explore: bool = False,
+    ):
         """The marginal plan, or, when one promises more tokens per second (or the marginal plan is
         unmeasured), the one cut to what the graphs run or the marginal plan cut at a graph size it
-        crosses; None when none drafts anything."""
+        crosses; None when none drafts anything.
+
+        ``explore``: a cut at a graph size that recent steps no longer had (``STALE_WEIGHT``) goes
+        instead, when the plan chosen is priced by its own size's mean. Once a policy settles on one graph size it
+        sees only that size, and another size's mean fades; priced then from the steps near it,
+        all of one size, it costs what the chosen size costs (at batch 1, the 4-row graph as much as
+        the 8-row one), and the cheaper cut would never be taken again to correct it."""
         lengths, expected, tokens, added = self._plan(chains, batch_tokens, num_decodes, counts)
         plans = [(lengths, expected, tokens)]
         if self.graph_tokens is not None and tokens > self.graph_tokens:
@@ -345,7 +372,18 @@ class SpeculationPolicy:
             return -1.0 if seconds is None else plan[1] / seconds
 
         measured = [plan for plan in plans[1:] if rate(plan) >= 0]
-        return max([plans[0], *measured], key=rate) if measured else plans[0]
+        best = max([plans[0], *measured], key=rate) if measured else plans[0]
+        if explore and self.step_time.has_mean(self.padded(best[2])):
+            stale = [
+                plan
+                for plan in plans
+                if plan is not best
+                and self.verify_model(plan[2]) is self.step_time
+                and not self.step_time.has_mean(self.padded(plan[2]), STALE_WEIGHT)
+            ]
+            if stale:
+                return max(stale, key=lambda plan: plan[1])
+        return best
 
     def _cuts_at_graph_sizes(self, added: list, expected: float, batch_tokens: int, tokens: int) -> list:
         """The marginal plan's longest prefix within each graph size between the batch and the plan

@@ -10,6 +10,7 @@ from engine.spec.policy import (
     MIN_STEPS_FOR_FIT,
     PLAIN_EXPLORE,
     PROBE_BUDGET,
+    STALE_EXPLORE,
     SpeculationPolicy,
     StepTimeModel,
 )
@@ -356,3 +357,35 @@ def test_a_cut_at_a_graph_size_keeps_the_best_drafts_of_a_batch():
     lengths = policy.draft_lengths(drafts, batch_tokens=16, num_decodes=16)
     assert 16 + sum(lengths.values()) <= 32  # the 48-row graph costs more than its drafts bring
     assert set(lengths) == {f"r{i}" for i in range(8)}  # the likeliest drafts are the ones kept
+
+
+def test_a_graph_size_no_longer_run_is_measured_again_and_taken_when_it_pays():
+    """Drafting 5 tokens every step, the policy sees only 8-row steps; the 4-row graph, priced from
+    them, would cost as much and never be tried. Every STALE_EXPLORE-th plan takes the cut whose size
+    has no recent mean; with the acceptance-0.9 run's times (4.31, 5.13, 7.73 ms) 3 drafts then win."""
+    true = {2: 0.00431, 4: 0.00513, 8: 0.00773}
+    policy = SpeculationPolicy(
+        5,
+        step_time=_by_graph_size({8: true[8]}),
+        plain_step_time=_by_graph_size({1: 0.00276}),
+        graph_sizes=(1, 2, 4, 8, 16),
+    )
+    lengths = []
+    for _ in range(4 * STALE_EXPLORE):
+        n = policy.draft_lengths({"r": _calibrated(0.9, 5)}, batch_tokens=1, num_decodes=1).get("r", 0)
+        lengths.append(n)
+        rows = policy.padded(1 + n)
+        (policy.step_time if n else policy.plain_step_time).observe(rows, true.get(rows, 0.00276))
+    assert lengths[: STALE_EXPLORE - 1] == [5] * (STALE_EXPLORE - 1)  # the 8-row graph, as priced
+    assert lengths[STALE_EXPLORE - 1] == 3  # the exploration: the cut at 4 rows
+    later = lengths[STALE_EXPLORE:]  # measured, the 4-row graph pays and is kept; the 2-row one,
+    assert later.count(3) == len(later) - 1 and later.count(1) == 1  # never run, is tried once
+
+
+def test_no_exploration_where_every_size_in_play_is_measured():
+    policy = _batch_1_policy(MOE_BATCH_1)  # 2, 4 and 8 rows all measured
+    plans = [
+        policy.draft_lengths({"r": _calibrated(0.9, 5)}, batch_tokens=1, num_decodes=1)
+        for _ in range(2 * STALE_EXPLORE)
+    ]
+    assert plans == [{"r": 5}] * (2 * STALE_EXPLORE)
