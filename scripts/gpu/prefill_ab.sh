@@ -8,6 +8,7 @@
 #   bash scripts/gpu/prefill_ab.sh _ab_REV [ROUNDS] [SHAPE]   # default 2 rounds, deepseek-v2-lite
 # Prints each run's prefill_2048_tokens_per_s, labelled by tree; logs under $OUT/prefill_ab/.
 set -uo pipefail
+[[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,/^set /{/^#/p}' "$0"; exit 0; }
 OTHER="${1:?usage: prefill_ab.sh OTHER_TREE [ROUNDS] [SHAPE]}" ROUNDS="${2:-2}" SHAPE="${3:-deepseek-v2-lite}"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT/prefill_ab"
 HERE="$PWD" THERE="$(cd "$OTHER" && pwd)"
