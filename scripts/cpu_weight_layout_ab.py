@@ -10,14 +10,15 @@ and the median ratio auto / row-major.
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
 import time
 from pathlib import Path
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--model", help="a checkpoint directory or GGUF file")
     source.add_argument("--random-arch", help="a shape of engine/bench/random_arch.py, random weights")
@@ -26,6 +27,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from engine import LLM, SamplingParams
+    from engine.bench.interleaved import alternate, median_ratio
     from engine.bench.random_arch import write_config_dir
     from engine.bench.workloads import random_prompts
 
@@ -37,19 +39,25 @@ def main() -> None:
             for layout in ("auto", "row-major")
         }
         params = SamplingParams(max_tokens=64, ignore_eos=True, temperature=0.0)
+
+        def timed(llm, prompts) -> float:
+            start = time.perf_counter()
+            llm.generate(prompts, params)
+            return 64 * len(prompts) / (time.perf_counter() - start)
+
         for size in args.batch_sizes:
             prompts = random_prompts(size, 32, 32, 1000, seed=size)
-            rates: dict[str, list[float]] = {layout: [] for layout in engines}
             for llm in engines.values():
                 llm.generate(prompts, SamplingParams(max_tokens=4, ignore_eos=True, temperature=0.0))
-            for round_ in range(args.rounds):
-                for layout, llm in engines.items():
-                    start = time.perf_counter()
-                    llm.generate(prompts, params)
-                    rates[layout].append(64 * size / (time.perf_counter() - start))
-                    print(f"batch {size} round {round_ + 1} {layout}: {rates[layout][-1]:.2f} out tok/s", flush=True)
+            runs = {layout: lambda _, llm=llm, p=prompts: timed(llm, p) for layout, llm in engines.items()}
+            rates: dict[str, list[float]] = {layout: [] for layout in engines}
+            for round_, rate in enumerate(alternate(runs, args.rounds)):
+                for layout, value in rate.items():
+                    rates[layout].append(value)
+                    print(f"batch {size} round {round_ + 1} {layout}: {value:.2f} out tok/s", flush=True)
             ratios = [a / r for a, r in zip(rates["auto"], rates["row-major"], strict=True)]
-            print(f"batch {size}: auto / row-major median {statistics.median(ratios):.3f} (rounds {ratios})")
+            ratio = median_ratio(rates["auto"], rates["row-major"])
+            print(f"batch {size}: auto / row-major median {ratio:.3f} (rounds {ratios})")
         for llm in engines.values():
             llm.shutdown()
 

@@ -43,38 +43,49 @@ def _timed_generate(llm, prompts, params) -> tuple[float, list]:
     return time.perf_counter() - started, outs
 
 
-def _timed_with_idle(
-    llm, prompts, params, spans: list[float] | None = None
-) -> tuple[float, list, float | None, int]:
+@dataclass
+class TimedRun:
+    """A timed ``generate``: its wall seconds and outputs, the GPU's idle fraction and per-step spans
+    in ms (CUDA events; None / empty off CUDA), and how many of its steps replayed a decode graph."""
+
+    seconds: float
+    outs: list
+    idle: float | None
+    spans: list[float]
+    graph_steps: int | None
+
+    @property
+    def steps(self) -> int:
+        return len(self.spans)
+
+    def span_figures(self) -> dict[str, float]:
+        """Its median step span, its ten longest together, and its graph replays."""
+        figures = {}
+        if self.spans:
+            figures["step_span_p50_ms"] = statistics.median(self.spans)
+            figures["step_span_top10_ms"] = sum(sorted(self.spans)[-10:])
+        if self.graph_steps is not None:
+            figures["graph_steps"] = self.graph_steps
+        return figures
+
+
+def _timed_with_idle(llm, prompts, params) -> TimedRun:
     """Time ``generate`` and measure the GPU's idle fraction from CUDA events around each step's
     GPU work (from its first input copy to its sampled ids). The events sit in stream order, so
-    the spans never overlap, even when the host queues step N+1 before step N has run. ``spans``:
-    filled with each step's span in ms, in step order."""
+    the spans never overlap, even when the host queues step N+1 before step N has run."""
     runner = llm.engine.runner
+    graphs = runner.graphs
+    replays_before = graphs.steps_run if graphs is not None else 0
     runner.step_events = []
     try:
         seconds, outs = _timed_generate(llm, prompts, params)
         events = runner.step_events
     finally:
         runner.step_events = None
-    idle = None
-    if events:
-        step_ms = [start.elapsed_time(end) for start, end in events]
-        if spans is not None:
-            spans.extend(step_ms)
-        idle = max(0.0, 1.0 - sum(step_ms) / 1e3 / seconds)
-    return seconds, outs, idle, len(events)
-
-
-def _span_figures(spans: list[float], graph_steps: int | None) -> dict[str, float]:
-    """Where a run's GPU spans went: its median step, its ten longest together, and how many of its
-    steps replayed a decode graph."""
-    if not spans:
-        return {}
-    figures = {"step_span_p50_ms": statistics.median(spans), "step_span_top10_ms": sum(sorted(spans)[-10:])}
-    if graph_steps is not None:
-        figures["graph_steps"] = graph_steps
-    return figures
+    spans = [start.elapsed_time(end) for start, end in events]
+    idle = max(0.0, 1.0 - sum(spans) / 1e3 / seconds) if spans else None
+    graph_steps = graphs.steps_run - replays_before if graphs is not None else None
+    return TimedRun(seconds, outs, idle, spans, graph_steps)
 
 
 def _cgroup_throttled_us() -> int | None:
@@ -96,11 +107,10 @@ def _decode_pass(llm, prompt: list[int], output_len: int) -> dict[str, float]:
     one = SamplingParams(max_tokens=1, ignore_eos=True, temperature=0.0)
     full = SamplingParams(max_tokens=output_len, ignore_eos=True, temperature=0.0)
     prefill_s, _ = _timed_generate(llm, [prompt[:-1] + [prompt[-1] ^ 1]], one)
-    graphs = llm.engine.runner.graphs
-    replays_before = graphs.steps_run if graphs is not None else 0
     thread_cpu, process_cpu, throttled = time.thread_time(), time.process_time(), _cgroup_throttled_us()
-    total_s, outs, idle, steps = _timed_with_idle(llm, [prompt[:-2] + [prompt[-2] ^ 1, prompt[-1]]], full)
-    assert len(outs[0].token_ids) == output_len
+    run = _timed_with_idle(llm, [prompt[:-2] + [prompt[-2] ^ 1, prompt[-1]]], full)
+    total_s = run.seconds
+    assert len(run.outs[0].token_ids) == output_len
     step_ms = (total_s - prefill_s) / (output_len - 1) * 1e3
     figures = {
         "ms_per_step": step_ms,
@@ -114,11 +124,11 @@ def _decode_pass(llm, prompt: list[int], output_len: int) -> dict[str, float]:
     if throttled is not None:
         figures["cgroup_throttled_ms"] = (_cgroup_throttled_us() - throttled) / 1e3
     # GPU spans per step (events) vs wall, and whether the decode steps ran as graph replays.
-    if idle is not None:
-        figures["gpu_idle_fraction"] = idle
-        figures["gpu_ms_per_step"] = total_s * (1 - idle) / max(steps, 1) * 1e3
-    if graphs is not None:
-        figures["graph_steps"] = graphs.steps_run - replays_before
+    if run.idle is not None:
+        figures["gpu_idle_fraction"] = run.idle
+        figures["gpu_ms_per_step"] = total_s * (1 - run.idle) / max(run.steps, 1) * 1e3
+    if run.graph_steps is not None:
+        figures["graph_steps"] = run.graph_steps
     return figures
 
 
@@ -228,7 +238,8 @@ def offline(llm, vocab: int, num_requests: int = 2000, seed: int = 0, floor_inpu
         SamplingParams(max_tokens=rng.randint(128, 512), ignore_eos=True, temperature=0.0) for _ in prompts
     ]
     llm.generate(prompts[:8], params[:8])  # warm-up
-    seconds, outs, idle, steps = _timed_with_idle(llm, prompts, params)
+    run = _timed_with_idle(llm, prompts, params)
+    seconds, outs, idle, steps = run.seconds, run.outs, run.idle, run.steps
     out_tokens = sum(len(o.token_ids) for o in outs)
     in_tokens = sum(len(p) for p in prompts)
     figures = {
@@ -273,14 +284,12 @@ def static_batch(
     prefill_s, _ = _timed_generate(
         llm, others, SamplingParams(max_tokens=1, ignore_eos=True, temperature=0.0)
     )
-    graphs = llm.engine.runner.graphs
-    replays_before = graphs.steps_run if graphs is not None else 0
-    spans: list[float] = []
-    seconds, outs, idle, steps = _timed_with_idle(llm, prompts, params, spans)
+    run = _timed_with_idle(llm, prompts, params)
+    seconds = run.seconds
     figures = {
         "output_tokens_per_s": batch_size * output_len / seconds,
         "seconds": seconds,
-        "steps": steps,
+        "steps": run.steps,
         "prefill_seconds": prefill_s,
     }
     if output_len > 1:
@@ -290,9 +299,9 @@ def static_batch(
     graph_ms = _graph_replay_ms(llm, batch_size)
     if graph_ms is not None:
         figures["graph_replay_ms"] = graph_ms
-    if idle is not None:
-        figures["gpu_idle_fraction"] = idle
-    figures.update(_span_figures(spans, graphs.steps_run - replays_before if graphs is not None else None))
+    if run.idle is not None:
+        figures["gpu_idle_fraction"] = run.idle
+    figures.update(run.span_figures())
     figures.update(_floor_figures(floor_inputs, prompts, [output_len] * batch_size, seconds))
     figures.update(_decode_step_floor_figures(floor_inputs, prompt_len, output_len, batch_size, figures))
     return WorkloadResult(
