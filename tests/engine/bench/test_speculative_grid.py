@@ -11,7 +11,7 @@ from engine.bench.speculative_grid import estimate_s, ordered_points
 FIELDS = {
     "tokens_per_s", "seconds", "acceptance_rate", "position_acceptance", "mean_draft_len",
     "drafted_tokens", "accepted_tokens", "decided_tokens", "drafting_steps", "steps_without_drafts",
-    "verify_steps", "graphed_verify_steps",
+    "verify_steps", "graphed_verify_steps", "output_tokens", "rounds",
 }  # fmt: skip
 
 
@@ -80,3 +80,35 @@ def test_the_goals_anchor_points_run_first_and_estimates_err_long():
     assert estimate_s({1: 2.0, 128: 6.0}, 64) == 6.0  # the nearest larger batch's
     assert estimate_s({1: 2.0, 128: 6.0}, 512) == 12.0  # the largest smaller one's, scaled
     assert estimate_s({1: 2.0}, 128) < 30.0
+
+
+def test_rounds_alternate_the_modes_and_pool_them(tmp_path, capsys):
+    out = tmp_path / "grid.json"
+    argv = ["bench", "speculative", "--grid", "--random-arch", "tiny-llama", "--device", "cpu"]
+    argv += ["--acceptance", "0.6", "--batch-sizes", "2", "--draft-lengths", "2"]
+    argv += ["--max-tokens", "8", "--rounds", "3", "--json", str(out)]
+    main(argv)
+    assert "pooled over 3 alternating round(s)" in capsys.readouterr().out
+    (point,) = json.loads(out.read_text())["points"]
+    for result in point["modes"].values():
+        assert result["rounds"] == 3 and result["output_tokens"] == 3 * 2 * 8
+        assert result["tokens_per_s"] == result["output_tokens"] / result["seconds"]
+    k2 = point["modes"]["k2"]
+    assert k2["acceptance_rate"] == k2["accepted_tokens"] / k2["drafted_tokens"]
+    assert k2["position_acceptance"] == k2["accepted_tokens"] / k2["decided_tokens"]
+
+
+def test_pooled_rounds_sum_tokens_seconds_and_counts():
+    from engine.bench.speculative_grid import ModeResult, pooled
+
+    a = ModeResult(10.0, 2.0, 20, drafted_tokens=6, accepted_tokens=3, decided_tokens=5, mean_draft_len=2.0)
+    a.acceptance_rate = 0.5
+    b = ModeResult(30.0, 1.0, 30, drafted_tokens=9, accepted_tokens=6, decided_tokens=8, mean_draft_len=3.0)
+    b.acceptance_rate = 6 / 9
+    total = pooled([a, b])
+    assert (total.output_tokens, total.seconds, total.tokens_per_s, total.rounds) == (50, 3.0, 50 / 3.0, 2)
+    assert (total.drafted_tokens, total.accepted_tokens, total.decided_tokens) == (15, 9, 13)
+    assert total.acceptance_rate == 9 / 15 and total.position_acceptance == 9 / 13
+    assert total.mean_draft_len == 15 / 6  # 3 drafts of 2 and 3 of 3
+    off = pooled([ModeResult(5.0, 1.0, 5), ModeResult(5.0, 1.0, 5)])
+    assert off.acceptance_rate is None and off.mean_draft_len is None and off.drafted_tokens == 0
