@@ -96,7 +96,9 @@ def pooled(results: list[ModeResult]) -> ModeResult:
         drafts = sum(r.drafted_tokens / r.mean_draft_len for r in results if r.mean_draft_len)
         total.acceptance_rate = total.accepted_tokens / total.drafted_tokens if total.drafted_tokens else None
         total.mean_draft_len = total.drafted_tokens / drafts if drafts else None
-        total.position_acceptance = total.accepted_tokens / total.decided_tokens if total.decided_tokens else None
+        total.position_acceptance = (
+            total.accepted_tokens / total.decided_tokens if total.decided_tokens else None
+        )
     return total
 
 
@@ -392,7 +394,9 @@ def _run_points(llm, args: argparse.Namespace, started: float, say) -> GridRepor
             continue
         point_started = time.perf_counter()
         runs = {
-            mode: lambda r, mode=mode: runner.run(mode, prompts[:batch], acceptance, round_=r)
+            mode: lambda r, mode=mode, chosen=prompts[:batch], acc=acceptance: runner.run(
+                mode, chosen, acc, round_=r
+            )
             for mode in ["off", *(f"k{k}" for k in sorted(args.draft_lengths)), SCHEDULER]
         }
         rounds = list(alternate(runs, args.rounds))

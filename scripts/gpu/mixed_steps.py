@@ -24,7 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--arch", default="deepseek-v2-lite", help="engine.bench.random_arch name")
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--prompt-len", type=int, default=576)
@@ -78,14 +80,18 @@ def main(argv: list[str] | None = None) -> int:
 
         for label, tokens in (("prefill only", 1), (f"{args.tokens} tokens", args.tokens)):
             wall, rows = one_pass(tokens)
-            print(f"\n== {label}: {args.batch} prompts of {args.prompt_len}, wall {wall * 1e3:.1f} ms, {len(rows)} steps")
+            print(
+                f"\n== {label}: {args.batch} prompts of {args.prompt_len}, wall {wall * 1e3:.1f} ms, {len(rows)} steps"
+            )
             print(f"{'step':>5}{'span ms':>10}{'tokens':>8}{'prompts':>9}{'fresh':>7}{'one-token rows':>16}")
             for i, (span, total, prompts, fresh, decodes) in enumerate(rows):
                 if prompts:
                     print(f"{i:>5}{span:>10.2f}{total:>8}{prompts:>9}{fresh:>7}{decodes:>16}")
             rest = [span for span, _, prompts, *_ in rows if not prompts]
             if rest:
-                print(f"  {len(rest)} decode-only steps: {sum(rest):.1f} ms, median {sorted(rest)[len(rest) // 2]:.2f} ms")
+                print(
+                    f"  {len(rest)} decode-only steps: {sum(rest):.1f} ms, median {sorted(rest)[len(rest) // 2]:.2f} ms"
+                )
             prompt_ms = sum(span for span, _, prompts, *_ in rows if prompts)
             print(f"  steps with prompt chunks: {prompt_ms:.1f} ms of GPU spans")
         runner.launch = launch
@@ -99,7 +105,11 @@ def main(argv: list[str] | None = None) -> int:
                     llm.generate(prompts, params)
                     torch.cuda.synchronize()
                 print(f"\n== CUDA kernels, {label}")
-                print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=args.top, max_name_column_width=70))
+                print(
+                    prof.key_averages().table(
+                        sort_by="cuda_time_total", row_limit=args.top, max_name_column_width=70
+                    )
+                )
         llm.shutdown()
     return 0
 
