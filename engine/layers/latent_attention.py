@@ -9,8 +9,8 @@ per-head key or value is ever formed. Requests feeding more tokens use the expan
 their latents are expanded through ``kv_b_proj`` into per-head keys and values for causal attention,
 which costs less than absorption when many queries share the context. A mixed step (decode rows next
 to prefill chunks) sends its decode rows through one batched absorbed call and only its prefill
-requests through the expanded one: their latents expanded together, the causal attention one
-request at a time.
+requests through the expanded one: their contexts expanded together, the causal attention in one
+flash-attention call per group of them on CUDA (one request at a time elsewhere).
 
 In batch-invariant mode where Triton does not run (CPU) every row, prompt or decode, takes the
 absorbed formulation through ``kernels.cpu_invariant`` (one request at a time, keys in
@@ -34,6 +34,7 @@ from kernels import cpu_invariant
 from kernels._common import cdiv, use_triton
 from kernels.latent_cache_write import write_latent
 from kernels.mla_decode import gather_latents, mla_decode
+from kernels.varlen_attention import causal_varlen, varlen_available
 
 
 class LatentAttention(nn.Module):
@@ -152,45 +153,72 @@ class LatentAttention(nn.Module):
     ) -> torch.Tensor:
         """The step's output ``[T, H, V]`` with the rows of every request the absorbed call does not
         take filled (lengths read from the host copies: no device read per request); a step of one
-        fresh request is its attention as it comes, without a copy. The requests' latents are expanded
-        together, in groups of at most ``EXPANSION_TOKENS`` context tokens (one gather of their pages,
-        one ``kv_b_proj`` product); only the causal attention runs request by request."""
+        fresh request is its attention as it comes, without a copy. The requests' contexts are
+        packed and expanded together, in groups of at most ``EXPANSION_TOKENS`` context tokens (one
+        ``kv_b_proj`` product each): a request with nothing cached brings its own rows of this
+        step, the others their pages. On CUDA each group attends in one flash-attention call over
+        the packed contexts (``kernels.varlen_attention``), elsewhere request by request."""
         if meta.host_query_lens is None or meta.host_seq_lens is None:
             raise ValueError(
                 "a step with prefill rows needs host_query_lens and host_seq_lens (build_inputs fills them)"
             )
         q = torch.cat((q_nope, q_rope), dim=-1)
-        fresh = meta.fresh_prefill_lens is not None  # nothing cached before: the context is this step's
         absorbed_one_token_rows = meta.decode_rows is not None
         requests, stop = [], 0
         for b, (n, context_len) in enumerate(zip(meta.host_query_lens, meta.host_seq_lens, strict=True)):
             start, stop = stop, stop + n
             if n and not (n == 1 and absorbed_one_token_rows):
                 requests.append((b, start, n, context_len))
-        if fresh and len(requests) == 1 and requests[0][2] == q.shape[0]:
+        if len(requests) == 1 and requests[0][2] == requests[0][3] == q.shape[0]:
             k, v = self._expand(c, k_rope, kv_b_weight)
             return self._causal(q, k, v)
         out = q_nope.new_empty(q_nope.shape[0], self.num_heads, self.v_head_dim)
-        block_size = self.latent_cache.shape[1]
+        varlen = varlen_available(q, q.shape[-1])
         for group in _groups_of_context(requests, EXPANSION_TOKENS):
-            if fresh:  # each request's context is its own rows of this step, which lie in a row
-                first = group[0][1]
-                rows = slice(first, group[-1][1] + group[-1][2])
-                k, v = self._expand(c[rows], k_rope[rows], kv_b_weight)
-                contexts = [slice(start - first, start - first + n) for _, start, n, _ in group]
-            else:  # the requests' pages, gathered and expanded together
-                pages = [cdiv(context_len, block_size) for *_, context_len in group]
-                page_ids = torch.cat(
-                    [meta.block_tables[r[0], :count] for r, count in zip(group, pages, strict=True)]
+            k, v = self._expand(*self._contexts(group, c, k_rope, meta), kv_b_weight)
+            if varlen:
+                rows = _rows(group, q.device)
+                attended = causal_varlen(
+                    q[rows], k, v, [r[2] for r in group], [r[3] for r in group], self.scale
                 )
-                tokens = self.latent_cache.index_select(0, page_ids.long()).flatten(0, 1)
-                latent, key_rope = tokens.split([self.kv_lora_rank, self.qk_rope_head_dim], dim=-1)
-                k, v = self._expand(latent, key_rope, kv_b_weight)
-                firsts = [0] + [block_size * count for count in itertools.accumulate(pages)][:-1]
-                contexts = [slice(first, first + r[3]) for r, first in zip(group, firsts, strict=True)]
-            for (_, start, n, _), context in zip(group, contexts, strict=True):
+                out[rows] = attended
+                continue
+            first = 0
+            for _, start, n, context_len in group:
+                context = slice(first, first + context_len)
                 out[start : start + n] = self._causal(q[start : start + n], k[context], v[context])
+                first += context_len
         return out
+
+    def _contexts(
+        self, group: list[tuple], c: torch.Tensor, k_rope: torch.Tensor, meta: AttentionMetadata
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The group's contexts, request after request, as latents ``[L, R]`` and rotated shared
+        keys ``[L, P]``: a request with nothing cached (its context is its query rows) from ``c``
+        and ``k_rope``, the others from their pages, gathered together."""
+        cached = [r for r in group if r[3] != r[2]]
+        if not cached and _contiguous(group):  # fresh prompts side by side: their rows as they are
+            rows = slice(group[0][1], group[-1][1] + group[-1][2])
+            return c[rows], k_rope[rows]
+        block_size = self.latent_cache.shape[1]
+        pages = {}
+        if cached:
+            counts = [cdiv(r[3], block_size) for r in cached]
+            page_ids = torch.cat(
+                [meta.block_tables[r[0], :count] for r, count in zip(cached, counts, strict=True)]
+            )
+            tokens = self.latent_cache.index_select(0, page_ids.long()).flatten(0, 1)
+            firsts = [0, *itertools.accumulate(block_size * count for count in counts[:-1])]
+            pages = {r[0]: tokens[first : first + r[3]] for r, first in zip(cached, firsts, strict=True)}
+        latents, key_ropes = [], []
+        for b, start, n, _ in group:
+            if b in pages:
+                latent, key_rope = pages[b].split([self.kv_lora_rank, self.qk_rope_head_dim], dim=-1)
+            else:
+                latent, key_rope = c[start : start + n], k_rope[start : start + n]
+            latents.append(latent)
+            key_ropes.append(key_rope)
+        return torch.cat(latents), torch.cat(key_ropes)
 
     def _expand(
         self, latent: torch.Tensor, key_rope: torch.Tensor, kv_b_weight: torch.Tensor
@@ -225,6 +253,19 @@ class LatentAttention(nn.Module):
 # Context tokens expanded at once in a prefill step: 32k tokens of DeepSeek-V2-Lite's 16 heads hold
 # 335 MB of keys and values (a longer context is expanded alone, as before).
 EXPANSION_TOKENS = 1 << 15
+
+
+def _contiguous(group: list[tuple]) -> bool:
+    """Whether the requests' query rows follow each other in the step."""
+    return all(a[1] + a[2] == b[1] for a, b in itertools.pairwise(group))
+
+
+def _rows(group: list[tuple], device: torch.device) -> slice | torch.Tensor:
+    """The requests' query rows in the step: a slice when they follow each other."""
+    if _contiguous(group):
+        return slice(group[0][1], group[-1][1] + group[-1][2])
+    index = [row for _, start, n, _ in group for row in range(start, start + n)]
+    return torch.tensor(index, device=device)
 
 
 def _groups_of_context(requests: list[tuple], budget: int) -> list[list[tuple]]:

@@ -1,7 +1,8 @@
 """Multi-head latent attention (engine/layers/mla.py, latent_attention.py) on random weights: the
 absorbed decode equals the expanded formulation, chunked and prefix-cached steps equal one fresh
 prefill, a mixed step sends its decode rows through one absorbed call and equals its requests run
-alone, and latents land in and come back from the right pages."""
+alone (a fresh prompt in it bringing its own rows, on CUDA one flash-attention call for the group),
+and latents land in and come back from the right pages."""
 
 from dataclasses import replace
 
@@ -23,7 +24,9 @@ BLOCK_SIZE, NUM_BLOCKS, HIDDEN = 4, 16, 32
 RANK, ROPE = 16, 4
 
 
-def _layer(q_lora_rank: int | None, interleave: bool = True) -> MLAAttention:
+def _layer(
+    q_lora_rank: int | None, interleave: bool = True, device: str = "cpu", dtype: torch.dtype = torch.float32
+) -> MLAAttention:
     raw = dict(
         vocab_size=64,
         hidden_size=HIDDEN,
@@ -47,17 +50,19 @@ def _layer(q_lora_rank: int | None, interleave: bool = True) -> MLAAttention:
         },
     )
     cfg = parse_deepseek_config(raw, "DeepseekV2ForCausalLM")
-    layer = MLAAttention(cfg, 0, mla_rotary(cfg, 64, torch.device("cpu")), torch.float32, torch.device("cpu"))
+    layer = MLAAttention(cfg, 0, mla_rotary(cfg, 64, torch.device(device)), dtype, torch.device(device))
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for name, param in layer.named_parameters():
             scale = 0.1 if "norm" in name else 0.3
             param.copy_((1.0 if "norm" in name else 0.0) + scale * torch.randn(param.shape, generator=gen))
-    layer.attn.bind_kv_cache(torch.zeros(NUM_BLOCKS, BLOCK_SIZE, RANK + ROPE))
+    layer.attn.bind_kv_cache(torch.zeros(NUM_BLOCKS, BLOCK_SIZE, RANK + ROPE, device=device, dtype=dtype))
     return layer
 
 
-def _meta(tables: list[list[int]], starts: list[int], lens: list[int]) -> AttentionMetadata:
+def _meta(
+    tables: list[list[int]], starts: list[int], lens: list[int], device: str = "cpu"
+) -> AttentionMetadata:
     """Request b feeds ``lens[b]`` tokens from position ``starts[b]`` through its block table, as the
     model runner prepares the step."""
     scheduled = [
@@ -65,7 +70,7 @@ def _meta(tables: list[list[int]], starts: list[int], lens: list[int]) -> Attent
         for b, (table, start, n) in enumerate(zip(tables, starts, lens, strict=True))
     ]
     return build_inputs(
-        SchedulerOutput(scheduled), BLOCK_SIZE, torch.device("cpu"), split_decode_rows=True
+        SchedulerOutput(scheduled), BLOCK_SIZE, torch.device(device), split_decode_rows=True
     ).meta
 
 
@@ -174,12 +179,89 @@ def test_prefill_chunks_after_cached_prefixes_expand_together_and_equal_each_alo
         together = both_chunks(_layer(None), list(tables))
     torch.testing.assert_close(together, torch.cat(alone), rtol=1e-5, atol=1e-5)
     assert attended[-2:] == [3, 5]
-    # the second step's expansions: whole pages of both contexts (9 and 9 tokens, pages of 4)
-    pages = [3 * BLOCK_SIZE, 3 * BLOCK_SIZE]
+    # the second step's expansions: both contexts of 9 tokens, gathered from their pages and packed
     if budget == 8:  # each context alone
-        assert expansions[-2:] == pages
+        assert expansions[-2:] == [9, 9]
     else:
-        assert expansions[-1:] == [sum(pages)]
+        assert expansions[-1:] == [18]
+
+
+FRESH_BESIDE_CACHED = {  # request -> (block table, prompt tokens before the step, (start, tokens) in it)
+    "a": (TABLES[0], 6, (6, 1)),  # a decode row
+    "c": ([11, 4, 14], 4, (4, 4)),  # a chunk after 4 cached tokens
+    "d": ([8, 13], 0, (0, 5)),  # a fresh prompt: its context is its own rows of the step
+    "b": (TABLES[1], 5, (5, 1)),  # another decode row
+}
+
+
+def _fresh_beside_cached(monkeypatch, device: str = "cpu", dtype: torch.dtype = torch.float32):
+    """The step above run together and each request alone (after the same earlier prefill)."""
+    x = torch.randn(30, HIDDEN, generator=torch.Generator().manual_seed(7)).to(device, dtype)
+    rows = {"a": x[:7], "c": x[7:15], "d": x[15:20], "b": x[20:26]}
+
+    def prefill(layer, names):
+        names = [r for r in names if FRESH_BESIDE_CACHED[r][1]]
+        if names:
+            lens = [FRESH_BESIDE_CACHED[r][1] for r in names]
+            inputs = torch.cat([rows[r][:n] for r, n in zip(names, lens, strict=True)])
+            tables = [FRESH_BESIDE_CACHED[r][0] for r in names]
+            layer(
+                _positions([0] * len(names), lens).to(device),
+                inputs,
+                _meta(tables, [0] * len(names), lens, device),
+            )
+
+    def step(layer, names):
+        starts = [FRESH_BESIDE_CACHED[r][2][0] for r in names]
+        lens = [FRESH_BESIDE_CACHED[r][2][1] for r in names]
+        inputs = torch.cat([rows[r][s : s + n] for r, s, n in zip(names, starts, lens, strict=True)])
+        tables = [FRESH_BESIDE_CACHED[r][0] for r in names]
+        return layer(_positions(starts, lens).to(device), inputs, _meta(tables, starts, lens, device))
+
+    with torch.no_grad():
+        alone = []
+        for name in FRESH_BESIDE_CACHED:
+            layer = _layer(None, device=device, dtype=dtype)
+            prefill(layer, [name])
+            alone.append(step(layer, [name]))
+        layer = _layer(None, device=device, dtype=dtype)
+        prefill(layer, list(FRESH_BESIDE_CACHED))
+        contexts = []
+        contexts_of = LatentAttention._contexts
+
+        def recording_contexts(self, group, *args):
+            contexts.append([(r[2], r[3]) for r in group])
+            return contexts_of(self, group, *args)
+
+        monkeypatch.setattr(LatentAttention, "_contexts", recording_contexts)
+        together = step(layer, list(FRESH_BESIDE_CACHED))
+    return together, torch.cat(alone), contexts
+
+
+def test_a_fresh_prompt_beside_a_cached_chunk_brings_its_own_rows_and_equals_each_alone(monkeypatch):
+    _, attended = _spy(monkeypatch)
+    together, alone, contexts = _fresh_beside_cached(monkeypatch)
+    torch.testing.assert_close(together, alone, rtol=1e-5, atol=1e-5)
+    assert contexts[-1] == [(4, 8), (5, 5)]  # one group: the cached chunk's context, the fresh rows
+    assert attended[-2:] == [4, 5]  # off CUDA, request by request
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="flash attention's varlen call runs on CUDA")
+def test_on_cuda_a_group_attends_in_one_varlen_call_equal_to_each_request_alone(monkeypatch):
+    from kernels import varlen_attention
+
+    calls = []
+    varlen = varlen_attention.causal_varlen
+
+    def counting(q, k, v, query_lens, context_lens, scale):
+        calls.append((list(query_lens), list(context_lens)))
+        return varlen(q, k, v, query_lens, context_lens, scale)
+
+    monkeypatch.setattr(latent_attention, "causal_varlen", counting)
+    monkeypatch.setattr(latent_attention, "use_triton", lambda *tensors: True)
+    together, alone, _ = _fresh_beside_cached(monkeypatch, "cuda", torch.bfloat16)
+    torch.testing.assert_close(together.float(), alone.float(), rtol=3e-2, atol=3e-2)
+    assert calls[-1] == ([4, 5], [8, 5])
 
 
 def _spy(monkeypatch) -> tuple[list[int], list[int]]:
