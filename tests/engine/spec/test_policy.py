@@ -1,7 +1,14 @@
 """The confidence scheduler: whole drafts while steps are latency-bound, none once the batch is
 compute-bound, shorter drafts for unconfident proposals and for requests whose drafts keep being
 rejected, a step-time fit that recovers a known line, and no drafts where a verify step costs more
-than the plain steps it would replace (with a rare probe)."""
+than the plain steps it would replace (with a rare probe), and every decision of seeded closed loops
+as recorded."""
+
+import hashlib
+import json
+import math
+import random
+from pathlib import Path
 
 import pytest
 
@@ -389,3 +396,98 @@ def test_no_exploration_where_every_size_in_play_is_measured():
         for _ in range(2 * STALE_EXPLORE)
     ]
     assert plans == [{"r": 5}] * (2 * STALE_EXPLORE)
+
+
+# Every decision of the policy in seeded closed loops, against a recording (policy_decisions.json).
+# Written before the policy's host cost was cut, so that a rewrite shows it decides as before;
+# rewrite the recording (`PYTHONPATH=. python tests/engine/spec/test_policy.py`) only for a change
+# meant to decide differently.
+DECISIONS = Path(__file__).parent / "policy_decisions.json"
+CLOSED_LOOPS = {
+    # name: (seed, steps, most requests per phase of PHASE steps, graph sizes, share of calibrated
+    # drafts, verify step time a + b * rows, plain step time)
+    "batch-1 moe graphs calibrated": (1, 700, (1,), (1, 2, 4, 8, 16), 1.0, 0.0034, 0.00065, 0.0027),
+    "batch-1 moe drafts that pay": (8, 700, (1,), (1, 2, 4, 8, 16), 1.0, 0.0034, 0.00065, 0.0045),
+    "batch-1 ngram no graphs": (2, 500, (1,), None, 0.0, 0.0040, 0.00002, 0.0030),
+    "batch-1 verify dearer than plain": (3, 700, (1,), (1, 2, 4, 8, 16), 0.5, 0.0180, 0.00001, 0.0043),
+    "small batches mixed drafts": (4, 500, (6,), (1, 2, 4, 8, 16, 24, 32), 0.5, 0.0050, 0.00020, 0.0040),
+    "batch-16 ngram no graphs": (5, 300, (16,), None, 0.0, 0.0060, 0.00010, 0.0050),
+    "batches near the graph end": (6, 300, (40,), (1, 2, 4, 8, 16, 32, 48, 64), 0.7, 0.006, 0.00002, 0.0055),
+    "batch sizes that come and go": (7, 2600, (12, 2), (1, 2, 4, 8, 16, 24, 32), 0.6, 0.004, 0.0001, 0.0035),
+}
+PHASE = 1200
+
+
+def _closed_loop(seed, steps, most, graph_sizes, calibrated_share, verify_a, verify_b, plain) -> list:
+    """The policy's decisions in a loop of ``steps`` steps: requests come and go (up to ``most[p]``
+    at once in phase p of ``PHASE`` steps, so that step sizes once common fade and come back), each
+    with its own true acceptance and a proposer calibrated or not; some steps carry a prefill
+    chunk; each step's time is drawn around a line in its padded rows (verify steps past the graphs
+    cost three times more)."""
+    rng = random.Random(seed)
+    policy = SpeculationPolicy(5, graph_sizes=graph_sizes)
+    requests: dict[str, tuple[float, bool]] = {}  # id: true acceptance, calibrated proposer
+    decisions, next_id = [], 0
+    for step in range(steps):
+        cap = most[step // PHASE % len(most)]
+        while len(requests) < cap and (not requests or rng.random() < 0.3):
+            requests[f"r{next_id}"] = (rng.uniform(0.05, 0.98), rng.random() < calibrated_share)
+            next_id += 1
+        if len(requests) > max(cap, 1) or (len(requests) > 1 and rng.random() < 0.05):
+            gone = rng.choice(sorted(requests))
+            del requests[gone]
+            policy.forget(gone)
+        ids = sorted(requests)
+        prefill = rng.choice((0, 0, 0, 0, 7, 100))
+        batch_tokens = len(ids) + prefill
+        decisions.append(policy.pays_at(batch_tokens, len(ids), ids))  # wants_drafts
+        candidates = [rid for rid in ids if rng.random() < 0.9]
+        lengths = {}
+        if candidates and policy.pays_at(batch_tokens, len(ids), candidates):
+            drafts = {}
+            for rid in candidates:
+                rate, calibrated = requests[rid]
+                n = rng.choice((0, 2, 5, 5, 5, 7))
+                if n:
+                    seen = [min(1.0, max(0.01, rate + rng.uniform(-0.2, 0.2))) for _ in range(n)]
+                    confidence = [math.prod(seen[: i + 1]) for i in range(n)] if calibrated else []
+                    drafts[rid] = Draft(list(range(n)), confidence, calibrated=calibrated)
+            lengths = policy.draft_lengths(drafts, batch_tokens, len(ids))
+            decisions.append(sorted(lengths.items()))
+        drafted = sum(lengths.values())
+        if not prefill:  # only decode steps are observed, as the speculator does
+            tokens = batch_tokens + drafted
+            rows = policy.padded(tokens)
+            eager = drafted and graph_sizes is not None and tokens > graph_sizes[-1]
+            seconds = (
+                (verify_a + verify_b * rows) * (3.0 if eager else 1.0) if drafted else plain + 1e-5 * rows
+            )
+            model = policy.verify_model(tokens) if drafted else policy.plain_step_time
+            model.observe(rows, seconds * rng.uniform(0.97, 1.03))
+        for rid, n in lengths.items():
+            kept = 0
+            while kept < n and rng.random() < requests[rid][0]:
+                kept += 1
+            policy.record(rid, n, kept)
+    return decisions
+
+
+def _summary(decisions: list) -> dict:
+    lengths = [d for d in decisions if isinstance(d, list)]
+    return {
+        "sha256": hashlib.sha256(json.dumps(decisions).encode()).hexdigest(),
+        "decisions": len(decisions),
+        "pays": sum(d is True for d in decisions),
+        "plans": len(lengths),
+        "draft_tokens": sum(n for plan in lengths for _, n in plan),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(CLOSED_LOOPS))
+def test_every_decision_is_the_recorded_one(name):
+    assert _summary(_closed_loop(*CLOSED_LOOPS[name])) == json.loads(DECISIONS.read_text())[name]
+
+
+if __name__ == "__main__":
+    recording = {name: _summary(_closed_loop(*loop)) for name, loop in sorted(CLOSED_LOOPS.items())}
+    DECISIONS.write_text(json.dumps(recording, indent=1) + "\n")
