@@ -24,17 +24,16 @@ try:
 except ImportError:  # torch before 2.9
     _varlen_attn = None
 
-# torch 2.9 has ``is_causal`` and no ``scale``; from 2.10 on, ``window_size=(-1, 0)`` is causal.
-_HAS_WINDOW = _varlen_attn is not None and {"window_size", "scale"} <= set(
-    inspect.signature(_varlen_attn).parameters
-)
+# torch 2.9 takes ``is_causal`` and no ``scale``; from 2.10 on ``window_size=(-1, 0)`` is causal.
+_PARAMETERS = set(inspect.signature(_varlen_attn).parameters) if _varlen_attn is not None else set()
+_CAUSAL = {"window_size": (-1, 0)} if "window_size" in _PARAMETERS else {"is_causal": True}
 # Flash attention's head sizes: multiples of 8 up to 256.
 MAX_HEAD_DIM = 256
 
 
 def varlen_available(q: torch.Tensor, head_dim: int) -> bool:
     """Whether ``causal_varlen`` runs for queries like ``q`` with keys of ``head_dim``."""
-    return q.is_cuda and _HAS_WINDOW and head_dim % 8 == 0 and head_dim <= MAX_HEAD_DIM
+    return q.is_cuda and _varlen_attn is not None and head_dim % 8 == 0 and head_dim <= MAX_HEAD_DIM
 
 
 def causal_varlen(
@@ -49,6 +48,9 @@ def causal_varlen(
     (V <= D), each request's rows in order; request i's queries are the last ``query_lens[i]``
     positions of its context -> ``[sum(query_lens), H, V]``."""
     width = v.shape[-1]
+    scaling = {"scale": scale}
+    if "scale" not in _PARAMETERS:  # the kernel's own scale is 1 / sqrt(D)
+        q, scaling = q * (scale * k.shape[-1] ** 0.5), {}
     if width != k.shape[-1]:
         v = F.pad(v, (0, k.shape[-1] - width))
     # Every layer of a step asks for the same offsets: one host-to-device copy per step.
@@ -62,8 +64,8 @@ def causal_varlen(
         cumulative[count:],
         max(query_lens),
         max(context_lens),
-        scale=scale,
-        window_size=(-1, 0),
+        **scaling,
+        **_CAUSAL,
     )
     return out[..., :width]
 

@@ -25,7 +25,11 @@ RANK, ROPE = 16, 4
 
 
 def _layer(
-    q_lora_rank: int | None, interleave: bool = True, device: str = "cpu", dtype: torch.dtype = torch.float32
+    q_lora_rank: int | None,
+    interleave: bool = True,
+    device: str = "cpu",
+    dtype: torch.dtype = torch.float32,
+    nope_v: tuple[int, int] = (8, 6),
 ) -> MLAAttention:
     raw = dict(
         vocab_size=64,
@@ -35,9 +39,9 @@ def _layer(
         num_attention_heads=4,
         q_lora_rank=q_lora_rank,
         kv_lora_rank=RANK,
-        qk_nope_head_dim=8,
+        qk_nope_head_dim=nope_v[0],
         qk_rope_head_dim=ROPE,
-        v_head_dim=6,
+        v_head_dim=nope_v[1],
         max_position_embeddings=64,
         rope_interleave=interleave,
         rope_parameters={
@@ -194,7 +198,7 @@ FRESH_BESIDE_CACHED = {  # request -> (block table, prompt tokens before the ste
 }
 
 
-def _fresh_beside_cached(monkeypatch, device: str = "cpu", dtype: torch.dtype = torch.float32):
+def _fresh_beside_cached(monkeypatch, device: str = "cpu", dtype: torch.dtype = torch.float32, nope_v=(8, 6)):
     """The step above run together and each request alone (after the same earlier prefill)."""
     x = torch.randn(30, HIDDEN, generator=torch.Generator().manual_seed(7)).to(device, dtype)
     rows = {"a": x[:7], "c": x[7:15], "d": x[15:20], "b": x[20:26]}
@@ -221,10 +225,10 @@ def _fresh_beside_cached(monkeypatch, device: str = "cpu", dtype: torch.dtype = 
     with torch.no_grad():
         alone = []
         for name in FRESH_BESIDE_CACHED:
-            layer = _layer(None, device=device, dtype=dtype)
+            layer = _layer(None, device=device, dtype=dtype, nope_v=nope_v)
             prefill(layer, [name])
             alone.append(step(layer, [name]))
-        layer = _layer(None, device=device, dtype=dtype)
+        layer = _layer(None, device=device, dtype=dtype, nope_v=nope_v)
         prefill(layer, list(FRESH_BESIDE_CACHED))
         contexts = []
         contexts_of = LatentAttention._contexts
@@ -259,7 +263,8 @@ def test_on_cuda_a_group_attends_in_one_varlen_call_equal_to_each_request_alone(
 
     monkeypatch.setattr(latent_attention, "causal_varlen", counting)
     monkeypatch.setattr(latent_attention, "use_triton", lambda *tensors: True)
-    together, alone, _ = _fresh_beside_cached(monkeypatch, "cuda", torch.bfloat16)
+    # flash attention's head sizes are multiples of 8: keys of 12 + 4, values of 8 (padded to 16)
+    together, alone, _ = _fresh_beside_cached(monkeypatch, "cuda", torch.bfloat16, nope_v=(12, 8))
     torch.testing.assert_close(together.float(), alone.float(), rtol=3e-2, atol=3e-2)
     assert calls[-1] == ([4, 5], [8, 5])
 
