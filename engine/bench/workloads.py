@@ -251,6 +251,7 @@ def offline(llm, vocab: int, num_requests: int = 2000, seed: int = 0, floor_inpu
     }
     if idle is not None:
         figures["gpu_idle_fraction"] = idle
+    figures.update(run.span_figures())
     figures.update(_floor_figures(floor_inputs, prompts, [p.max_tokens for p in params], seconds))
     return WorkloadResult(
         "offline",

@@ -4,7 +4,14 @@ called directly, with the same scheduler and runner code."""
 import pytest
 
 from engine import LLM, SamplingParams
-from engine.core.warm_up import MIXED_PROMPT_LENS, warm_up
+from engine.core.warm_up import (
+    FIRST_ROW_BUCKET,
+    FIRST_TOKEN_BUCKET,
+    MIXED_PROMPT_LENS,
+    SHORT_PROMPT,
+    buckets,
+    warm_up,
+)
 
 
 @pytest.mark.parametrize("async_scheduling", [False, True])
@@ -35,6 +42,13 @@ def test_warm_up_runs_mixed_steps_and_leaves_no_trace(tiny_llama, async_scheduli
     # One mixed step per tile class: a prompt of each length prefilled beside a decoding request.
     for n in MIXED_PROMPT_LENS:
         assert any(n in step and 1 in step for step in launched), (n, launched)
+    # Then every sampled-row bucket (short prompts at once) and prefill-token bucket, eagerly.
+    config = core.config
+    rows_fit = min(config.max_num_seqs, config.max_num_batched_tokens // SHORT_PROMPT)
+    for rows in buckets(FIRST_ROW_BUCKET, rows_fit):
+        assert [SHORT_PROMPT] * rows in launched, rows
+    token_buckets = buckets(FIRST_TOKEN_BUCKET, min(config.max_num_batched_tokens, core.max_model_len - 1))
+    assert token_buckets and all([n] in launched for n in token_buckets), (token_buckets, launched[-3:])
     after = core.stats()
     assert (after.prompt_tokens, after.generation_tokens) == (before.prompt_tokens, before.generation_tokens)
     assert (after.prefix_cache_queries, after.num_blocks_used) == (
@@ -46,3 +60,9 @@ def test_warm_up_runs_mixed_steps_and_leaves_no_trace(tiny_llama, async_scheduli
     assert llm.generate([prompt], params)[0].token_ids == expected
     with pytest.raises(RuntimeError, match="before the engine serves"):
         warm_up(core)  # blocks are cached now: a second warm-up would overwrite them
+
+
+def test_buckets_double_from_the_first_and_end_at_the_last():
+    assert buckets(16, 256) == [16, 32, 64, 128, 256]
+    assert buckets(512, 1500) == [512, 1024, 1500]
+    assert buckets(16, 10) == []
