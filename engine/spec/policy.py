@@ -40,15 +40,18 @@ therefore priced, and observed, at their padded size (``padded``), and besides t
 the planner weighs the marginal plan cut at each graph size it crosses: "3 draft tokens in the
 4-row graph" against "5 in the 8-row one". A size it has stopped running is run again now and then
 (``STALE_EXPLORE``), so that its price stays its own measurement.
-Pure Python: no torch.
+
+Pure Python: no torch. It runs on the host between steps (at batch 1, synchronous with the GPU), so
+the models answer from memos until their next observe, the fits' sums are updated unrolled, and a
+plan takes positions off a heap of each request's next one, noting its graph-size cuts as it goes.
 """
 
 from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections import Counter
 from dataclasses import dataclass
+from heapq import heapify, heappop, heappush
 
 from engine.spec.proposer import Draft
 
@@ -100,23 +103,31 @@ class StepTimeModel:
         self._bins: dict[int, list[float]] = {}
         self._sizes: dict[int, list[float]] = {}  # per exact size: decayed weight, sum of t
         self.steps = 0
+        # Answers until the next observe: a policy asks the same few sizes many times per step.
+        self._times: dict[int, float | None] = {}
+        self._fits: dict[int | None, tuple[float, float] | None] = {}
+        self._local: dict[int, list[float]] = {}  # per size bin: the sums ``_sums`` gives
 
     def observe(self, num_tokens: int, seconds: float) -> None:
+        self._times.clear()
+        self._fits.clear()
+        self._local.clear()
         d = self.decay
         point = (1.0, num_tokens, seconds, num_tokens * num_tokens, num_tokens * seconds)
         key = _size_bin(num_tokens)
         self._bins.setdefault(key, [0.0] * 5)
         for sums in (self._all, *self._bins.values()):
-            for i in range(5):
-                sums[i] *= d
+            _scale(sums, d)
         for sums in (self._all, self._bins[key]):
-            for i in range(5):
-                sums[i] += point[i]
-        for size, same in list(self._sizes.items()):
+            _add(sums, 1.0, point)
+        forgotten = []
+        for size, same in self._sizes.items():
             same[0] *= d
             same[1] *= d
             if same[0] < FORGOTTEN_WEIGHT:  # sizes of long ago (eager steps take any size)
-                del self._sizes[size]
+                forgotten.append(size)
+        for size in forgotten:
+            del self._sizes[size]
         same = self._sizes.setdefault(num_tokens, [0.0, 0.0])
         same[0] += 1.0
         same[1] += seconds
@@ -128,8 +139,11 @@ class StepTimeModel:
         None until enough steps of different sizes."""
         if self.steps < MIN_STEPS_FOR_FIT:
             return None
-        local = _line(self._sums(around))
-        return local if local is not None or around is None else _line(self._all)
+        fit = self._fits.get(around, _UNKNOWN)
+        if fit is _UNKNOWN:
+            local = _line(self._sums(around))
+            fit = self._fits[around] = local if local is not None or around is None else _line(self._all)
+        return fit
 
     def has_mean(self, num_tokens: int, weight: float = MIN_STEPS_FOR_FIT / 2) -> bool:
         """Whether recent steps of exactly this size weigh ``weight`` (by default, enough for
@@ -142,6 +156,12 @@ class StepTimeModel:
         steps there had one size (batch 1 all day), their mean; None until ``MIN_STEPS_FOR_FIT`` steps."""
         if self.steps < MIN_STEPS_FOR_FIT:
             return None
+        seconds = self._times.get(num_tokens)
+        if seconds is None:
+            seconds = self._times[num_tokens] = self._predict(num_tokens)
+        return seconds
+
+    def _predict(self, num_tokens: int) -> float:
         if self.has_mean(num_tokens):
             same = self._sizes[num_tokens]
             return same[1] / same[0]
@@ -158,14 +178,34 @@ class StepTimeModel:
         if around is None:
             return self._all
         center = _size_bin(around)
+        sums = self._local.get(center)
+        if sums is None:
+            sums = self._local[center] = self._local_sums(center)
+        return sums
+
+    def _local_sums(self, center: int) -> list[float]:
         local = [0.0] * 5
         for key, sums in self._bins.items():
             distance = abs(key - center)
             if distance <= LOCAL_SPAN:
-                weight = LOCAL_FALLOFF**distance
-                for i in range(5):
-                    local[i] += weight * sums[i]
+                _add(local, LOCAL_FALLOFF**distance, sums)
         return local if local[0] >= MIN_STEPS_FOR_FIT / 2 else self._all
+
+
+_UNKNOWN = object()  # not yet asked since the last observe
+
+
+# The fits' hot loops over their 5 sums, unrolled.
+def _scale(sums: list[float], factor: float) -> None:
+    w, t, y, tt, ty = sums
+    sums[:] = w * factor, t * factor, y * factor, tt * factor, ty * factor
+
+
+def _add(sums: list[float], weight: float, other) -> None:
+    """sums[i] += weight * other[i]"""
+    w, t, y, tt, ty = sums
+    ow, ot, oy, ott, oty = other
+    sums[:] = w + weight * ow, t + weight * ot, y + weight * oy, tt + weight * ott, ty + weight * oty
 
 
 def _size_bin(num_tokens: int) -> int:
@@ -198,13 +238,18 @@ class _Estimate:
 
     def relax(self, clock: int) -> _Estimate:
         """Fade the evidence toward the prior by ``RELAX`` per decision since the last update."""
-        f = RELAX ** max(clock - self.clock, 0)
+        if clock <= self.clock:
+            return self
+        f = RELAX ** (clock - self.clock)
         self.accepted = PRIOR_ACCEPTED + (self.accepted - PRIOR_ACCEPTED) * f
         self.rejected = PRIOR_REJECTED + (self.rejected - PRIOR_REJECTED) * f
         if self.first is not None:
             self.first = PRIOR_RATE + (self.first - PRIOR_RATE) * f
         self.clock = clock
         return self
+
+
+_PRIOR = _Estimate()  # an unknown request's (never relaxed: it is the prior)
 
 
 class SpeculationPolicy:
@@ -232,10 +277,22 @@ class SpeculationPolicy:
     def _estimate(self, request_id: str, create: bool = False) -> _Estimate:
         estimate = self._estimates.get(request_id)
         if estimate is None:
-            estimate = _Estimate(clock=self._clock)
-            if create:
-                self._estimates[request_id] = estimate
+            if not create:
+                return _PRIOR
+            estimate = self._estimates[request_id] = _Estimate(clock=self._clock)
         return estimate.relax(self._clock)
+
+    def _first_gains(self, request_ids) -> dict[float, int]:
+        """How many of the requests have each first-position gain (``pays_at``'s)."""
+        counts: dict[float, int] = {}
+        estimates, clock = self._estimates, self._clock
+        for rid in request_ids:
+            estimate = estimates.get(rid, _PRIOR)
+            if estimate.clock < clock and estimate is not _PRIOR:
+                estimate.relax(clock)
+            gain = estimate.rate if estimate.first is None else estimate.first
+            counts[gain] = counts.get(gain, 0) + 1
+        return counts
 
     def acceptance(self, request_id: str) -> float:
         """The request's running per-token acceptance."""
@@ -260,29 +317,38 @@ class SpeculationPolicy:
     def use_graphs(self, sizes) -> None:
         """The runner's captured decode-graph sizes (empty or None: no graphs)."""
         self.graph_sizes = tuple(sorted(sizes)) if sizes else None
+        self._graph_tokens = self.graph_sizes[-1] if self.graph_sizes else None
+        # padded(n) for every n the graphs hold
+        self._rows = (
+            tuple(self.graph_sizes[bisect_left(self.graph_sizes, n)] for n in range(self._graph_tokens + 1))
+            if self.graph_sizes
+            else ()
+        )
 
     @property
     def graph_tokens(self) -> int | None:
         """The longest verify step the graphs run (None: no graphs)."""
-        return self.graph_sizes[-1] if self.graph_sizes else None
+        return self._graph_tokens
 
     def padded(self, num_tokens: int) -> int:
         """The rows a step of ``num_tokens`` runs: the smallest captured graph size that holds them,
         or the tokens themselves past the graphs (or with their sizes unknown)."""
-        sizes = self.graph_sizes
-        if not sizes or num_tokens > sizes[-1]:
-            return num_tokens
-        return sizes[bisect_left(sizes, num_tokens)]
+        rows = self._rows
+        return rows[num_tokens] if 0 <= num_tokens < len(rows) else num_tokens
 
     def verify_time(self, num_tokens: int) -> float | None:
-        return self.verify_model(num_tokens).time(self.padded(num_tokens))
+        if self._graph_tokens is None:
+            return self.step_time.time(num_tokens)
+        if num_tokens > self._graph_tokens:
+            return self.eager_step_time.time(num_tokens)
+        return self.step_time.time(self._rows[max(num_tokens, 0)])
 
     def plain_time(self, num_tokens: int) -> float | None:
         return self.plain_step_time.time(self.padded(num_tokens))
 
     def verify_model(self, num_tokens: int) -> StepTimeModel:
         """The model that prices a verify step of ``num_tokens``: graphed, or eager past the graphs."""
-        if self.graph_tokens is not None and num_tokens > self.graph_tokens:
+        if self._graph_tokens is not None and num_tokens > self._graph_tokens:
             return self.eager_step_time
         return self.step_time
 
@@ -296,7 +362,7 @@ class SpeculationPolicy:
             return True
         self._clock += 1
         self._since_verify += 1
-        gains = Counter(self.expected_gain(rid, 0, self._estimate(rid).first) for rid in request_ids)
+        gains = self._first_gains(request_ids)
         best = max(gains, default=0.0)
         if best < MIN_GAIN or not self._worth(best, float(max(num_decodes, 1)), batch_tokens):
             return False
@@ -310,8 +376,7 @@ class SpeculationPolicy:
         if plan is None:
             return False
         _, expected, tokens = plan
-        verdict = self._versus_plain(expected, tokens, batch_tokens, num_decodes)
-        return verdict is None or verdict[0] or self._since_verify >= verdict[1]
+        return self._since_verify >= self._probe_wait(expected, tokens, batch_tokens, num_decodes)
 
     def draft_lengths(self, drafts: dict[str, Draft], batch_tokens: int, num_decodes: int) -> dict[str, int]:
         """How many tokens of each draft to verify, given the step's other ``batch_tokens`` tokens
@@ -320,22 +385,22 @@ class SpeculationPolicy:
             return {rid: min(len(d.token_ids), self.max_draft_len) for rid, d in drafts.items()}
         chains = {}
         for rid, draft in drafts.items():
-            if draft.calibrated and draft.confidence:
-                self._estimate(rid, create=True).first = draft.confidence[0]
-            chains[rid] = [
-                self.expected_gain(rid, i, confidence if draft.calibrated else None)
-                for i, confidence in enumerate(draft.confidence[: self.max_draft_len])
-            ]
+            confidence = draft.confidence[: self.max_draft_len]
+            if not draft.calibrated:
+                rate = self.acceptance(rid)
+                chains[rid] = [rate ** (i + 1) for i in range(len(confidence))]
+                continue
+            if confidence:
+                self._estimate(rid, create=True).first = confidence[0]
+            chains[rid] = confidence
         self._plans += 1
         plan = self._best_plan(chains, batch_tokens, num_decodes, explore=self._plans % STALE_EXPLORE == 0)
         if plan is None:
             return {}
         lengths, expected, tokens = plan
-        verdict = self._versus_plain(expected, tokens, batch_tokens, num_decodes)
-        if verdict is not None and not verdict[0]:
-            if self._since_verify < verdict[1]:
-                return {}
-            # a probe: these drafts are verified so that the verify model stays current
+        if self._since_verify < self._probe_wait(expected, tokens, batch_tokens, num_decodes):
+            return {}
+        # (past a wait, a probe: these drafts are verified so that the verify model stays current)
         self._since_verify = 0
         return lengths
 
@@ -356,23 +421,21 @@ class SpeculationPolicy:
         sees only that size, and another size's mean fades; priced then from the steps near it,
         all of one size, it costs what the chosen size costs (at batch 1, the 4-row graph as much as
         the 8-row one), and the cheaper cut would never be taken again to correct it."""
-        lengths, expected, tokens, added = self._plan(chains, batch_tokens, num_decodes, counts)
+        lengths, expected, tokens, cuts = self._plan(chains, batch_tokens, num_decodes, counts)
         plans = [(lengths, expected, tokens)]
-        if self.graph_tokens is not None and tokens > self.graph_tokens:
-            plans.append(
-                self._plan(chains, batch_tokens, num_decodes, counts, max_tokens=self.graph_tokens)[:3]
-            )
-        plans += self._cuts_at_graph_sizes(added, float(max(num_decodes, 1)), batch_tokens, tokens)
+        graph_tokens = self._graph_tokens
+        if graph_tokens is not None and tokens > graph_tokens:
+            plans.append(self._plan(chains, batch_tokens, num_decodes, counts, max_tokens=graph_tokens)[:3])
+        plans += cuts
         plans = [plan for plan in plans if plan[0]]
         if not plans:
             return None
-
-        def rate(plan) -> float:
-            seconds = self.verify_time(plan[2])
-            return -1.0 if seconds is None else plan[1] / seconds
-
-        measured = [plan for plan in plans[1:] if rate(plan) >= 0]
-        best = max([plans[0], *measured], key=rate) if measured else plans[0]
+        # The marginal plan, or a measured one with a higher rate (the first of equals).
+        best, best_rate = plans[0], self._rate(plans[0])
+        for plan in plans[1:]:
+            rate = self._rate(plan)
+            if rate >= 0 and rate > best_rate:
+                best, best_rate = plan, rate
         if explore and self.step_time.has_mean(self.padded(best[2])):
             stale = [
                 plan
@@ -385,21 +448,10 @@ class SpeculationPolicy:
                 return max(stale, key=lambda plan: plan[1])
         return best
 
-    def _cuts_at_graph_sizes(self, added: list, expected: float, batch_tokens: int, tokens: int) -> list:
-        """The marginal plan's longest prefix within each graph size between the batch and the plan
-        (``added``: its positions in the order taken, as (key, tokens, gain))."""
-        sizes = [s for s in self.graph_sizes or () if batch_tokens < s < self.padded(tokens)]
-        cuts, taken, total, index = [], Counter(), batch_tokens, 0
-        for size in sizes:
-            while index < len(added) and total + added[index][1] <= size:
-                key, n, gain = added[index]
-                taken[key] += 1
-                total += n
-                expected += gain * n
-                index += 1
-            if taken and (not cuts or cuts[-1][2] != total):
-                cuts.append((dict(taken), expected, total))
-        return cuts
+    def _rate(self, plan) -> float:
+        """A plan's expected emitted tokens per second, -1 while its verify step is unpriced."""
+        seconds = self.verify_time(plan[2])
+        return -1.0 if seconds is None else plan[1] / seconds
 
     def _plan(
         self,
@@ -411,49 +463,55 @@ class SpeculationPolicy:
     ):
         """Draft positions added best first while each raises expected tokens per verify-step
         time (and, with ``max_tokens``, while the step stays within it): the lengths, the step's
-        expected emitted tokens, its tokens, and the positions in the order taken ((key, tokens,
-        gain) each). ``counts[key]`` requests share the chain
-        ``chains[key]`` (so ``pays_at`` prices a batch of equal estimates once); the lengths are
-        per request only without ``counts``."""
-        candidates = []
-        for key, gains in chains.items():
-            for i, gain in enumerate(gains):
-                if gain < MIN_GAIN:
-                    break
-                candidates.append((gain, i, key))
-        candidates.sort(key=lambda c: (-c[0], c[1]))
+        expected emitted tokens, its tokens, and (without ``max_tokens``) its cuts at the graph
+        sizes it crosses, each the plan as it stood before the position that took it past one.
+        ``counts[key]`` requests share the chain ``chains[key]`` (so ``pays_at`` prices a batch of
+        equal estimates once); the lengths are per request only without ``counts``.
+
+        Best first is by gain, then position, then chain order; a position counts only after the
+        ones before it, so a heap holds each chain's next position (pushed once its predecessor
+        is taken, and only if it does not outrank it: one that does went by before it could count)."""
+        heap = [
+            (-gains[0], 0, index, key)
+            for index, (key, gains) in enumerate(chains.items())
+            if gains and gains[0] >= MIN_GAIN
+        ]
+        heapify(heap)
         fit = self.step_time.fit(around=batch_tokens)
-        taken = {key: [] for key in chains}  # per chain, how many requests have position i
+        a, b = fit or (0.0, 0.0)
+        limit, rows = (math.inf, self._rows) if max_tokens is None else (max_tokens, ())
+        lengths, cuts = {}, []
         expected, tokens = float(max(num_decodes, 1)), batch_tokens
-        added = []
-        for gain, i, key in candidates:
-            have = taken[key]
-            if len(have) != i:  # a position counts only after the ones before it
-                continue
+        while heap:
+            gain, i, index, key = heappop(heap)
+            gain = -gain
             # (E + g) / t(T + 1) > E / t(T) for t = a + b*T is g*t(T) > E*b, which adding more
             # tokens of the same gain leaves as it is: a chain's requests all go, or none.
-            if fit is not None and not gain * (fit[0] + fit[1] * tokens) > expected * fit[1]:
+            if fit is not None and not gain * (a + b * tokens) > expected * b:
                 break
-            n = (counts[key] if counts else 1) if i == 0 else have[-1]
-            if max_tokens is not None and tokens + n > max_tokens:
+            n = counts[key] if counts else 1
+            if tokens + n > limit:
                 continue
-            have.append(n)
+            if lengths and tokens < len(rows) and rows[tokens] < tokens + n:
+                cuts.append((dict(lengths), expected, tokens))  # rows[tokens]: the graph it leaves
+            lengths[key] = i + 1
             expected += gain * n
             tokens += n
-            added.append((key, n, gain))
-        return {key: len(have) for key, have in taken.items() if have}, expected, tokens, added
+            gains = chains[key]
+            if i + 1 < len(gains) and MIN_GAIN <= gains[i + 1] <= gain:
+                heappush(heap, (-gains[i + 1], i + 1, index, key))
+        if len(lengths) > 1:  # in the chains' order, as callers iterate them
+            lengths = {key: lengths[key] for key in chains if key in lengths}
+        return lengths, expected, tokens, cuts
 
-    def _versus_plain(
-        self, expected: float, tokens: int, batch_tokens: int, num_decodes: int
-    ) -> tuple[bool, int] | None:
-        """Whether a verify step of ``tokens`` emitting ``expected`` tokens beats a plain step of
-        the batch in tokens per second, and the probe interval; None until both models give a time."""
+    def _probe_wait(self, expected: float, tokens: int, batch_tokens: int, num_decodes: int) -> int:
+        """0 when a verify step of ``tokens`` emitting ``expected`` tokens beats a plain step of the
+        batch in tokens per second (or either is not priced yet), else the probe interval."""
         plain = self.plain_time(batch_tokens)
         verify = self.verify_time(tokens)
-        if plain is None or verify is None:
-            return None
-        decodes = max(num_decodes, 1)
-        return expected / verify > decodes / plain, self.probe_interval(verify, plain)
+        if plain is None or verify is None or expected / verify > max(num_decodes, 1) / plain:
+            return 0
+        return self.probe_interval(verify, plain)
 
     @staticmethod
     def probe_interval(verify_seconds: float, plain_seconds: float) -> int:
