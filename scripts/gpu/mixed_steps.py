@@ -7,7 +7,8 @@ token each) and (b) a pass that goes on decoding for ``--tokens`` tokens, on fre
 prints every step that did not replay a decode graph: its GPU span (CUDA events), its tokens, its
 prompt requests (how many start at position 0) and its one-token rows. Then both passes once more
 under torch.profiler: the CUDA kernels by total time, side by side, so the extra time of the mixed
-steps is read kernel by kernel.
+steps is read kernel by kernel. Every Triton kernel compiled during the passes is listed under the
+step that compiled it (a first compile of a tile choice costs 0.3-0.7 s on the H200).
 
     python3 scripts/gpu/mixed_steps.py --arch deepseek-v2-lite
 """
@@ -61,11 +62,20 @@ def main(argv: list[str] | None = None) -> int:
             return launch(out, *a, **kw)
 
         runner.launch = recording_launch
+        compiled: list[tuple[int, str]] = []  # (step index in its pass, kernel and its specialization)
+
+        def on_compile(*, repr: str, **_) -> None:  # noqa: A002 (Triton's keyword)
+            compiled.append((len(steps) - 1, repr))
+
+        from triton import knobs
+
+        knobs.runtime.jit_post_compile_hook = on_compile
 
         def one_pass(tokens: int) -> tuple[float, list[tuple]]:
             prompts = random_prompts(args.batch, args.prompt_len, args.prompt_len, vocab, next(seeds))
             params = SamplingParams(max_tokens=tokens, ignore_eos=True, temperature=0.0)
             steps.clear()
+            compiled.clear()
             runner.step_events = []
             torch.cuda.synchronize()
             started = time.perf_counter()
@@ -94,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
             prompt_ms = sum(span for span, _, prompts, *_ in rows if prompts)
             print(f"  steps with prompt chunks: {prompt_ms:.1f} ms of GPU spans")
+            for step, kernel in compiled:
+                print(f"  compiled in step {step}: {kernel[:400]}")
         runner.launch = launch
         if not args.no_profile:
             from torch.profiler import ProfilerActivity, profile
