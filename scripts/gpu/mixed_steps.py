@@ -34,6 +34,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=8, help="output tokens of the decoding pass")
     parser.add_argument("--top", type=int, default=22, help="kernels listed per pass")
     parser.add_argument("--no-profile", action="store_true", help="skip the torch.profiler passes")
+    parser.add_argument(
+        "--offline",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also run N requests of the offline mix (engine.bench.workloads.offline's lengths) and print "
+        "its steps by kind and size",
+    )
     args = parser.parse_args(argv)
 
     import torch
@@ -71,9 +79,10 @@ def main(argv: list[str] | None = None) -> int:
 
         knobs.runtime.jit_post_compile_hook = on_compile
 
-        def one_pass(tokens: int) -> tuple[float, list[tuple]]:
-            prompts = random_prompts(args.batch, args.prompt_len, args.prompt_len, vocab, next(seeds))
-            params = SamplingParams(max_tokens=tokens, ignore_eos=True, temperature=0.0)
+        def one_pass(tokens: int, prompts=None, params=None) -> tuple[float, list[tuple]]:
+            if prompts is None:
+                prompts = random_prompts(args.batch, args.prompt_len, args.prompt_len, vocab, next(seeds))
+                params = SamplingParams(max_tokens=tokens, ignore_eos=True, temperature=0.0)
             steps.clear()
             compiled.clear()
             runner.step_events = []
@@ -106,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  steps with prompt chunks: {prompt_ms:.1f} ms of GPU spans")
             for step, kernel in compiled:
                 print(f"  compiled in step {step}: {kernel[:400]}")
+        if args.offline:
+            offline_mix(args.offline, vocab, one_pass, compiled)
         runner.launch = launch
         if not args.no_profile:
             from torch.profiler import ProfilerActivity, profile
@@ -124,6 +135,48 @@ def main(argv: list[str] | None = None) -> int:
                 )
         llm.shutdown()
     return 0
+
+
+def offline_mix(count: int, vocab: int, one_pass, compiled) -> None:
+    """The offline workload's requests (same lengths and seed), its steps summed by kind: decode-only
+    steps, and steps with prompt chunks by their token count."""
+    import random
+
+    from engine import SamplingParams
+    from engine.bench.workloads import random_prompts
+
+    rng = random.Random(0)
+    prompts = random_prompts(count, 128, 1024, vocab, 0)
+    params = [
+        SamplingParams(max_tokens=rng.randint(128, 512), ignore_eos=True, temperature=0.0) for _ in prompts
+    ]
+    wall, rows = one_pass(0, prompts, params)
+    out_tokens = sum(p.max_tokens for p in params)
+    print(
+        f"\n== offline mix: {count} requests, wall {wall:.2f} s, {out_tokens / wall:,.0f} out tok/s, {len(rows)} steps"
+    )
+    print(
+        f"{'kind':<34}{'steps':>7}{'span s':>9}{'median ms':>11}{'mean tokens':>13}{'mean 1-token rows':>19}"
+    )
+    kinds: dict[str, list[tuple]] = {}
+    for row in rows:
+        span, total, prompts_in, _, decodes = row
+        if not prompts_in:
+            kind = f"decode only, {'<= 256' if decodes <= 256 else '> 256'} rows"
+        else:
+            kind = next(
+                f"prompt chunks, <= {b} tokens" for b in (512, 2048, 4096, 8192, 1 << 30) if total <= b
+            )
+        kinds.setdefault(kind, []).append(row)
+    for kind, members in sorted(kinds.items()):
+        spans = sorted(m[0] for m in members)
+        print(
+            f"{kind:<34}{len(members):>7}{sum(spans) / 1e3:>9.2f}{spans[len(spans) // 2]:>11.2f}"
+            f"{sum(m[1] for m in members) / len(members):>13.0f}{sum(m[4] for m in members) / len(members):>19.1f}"
+        )
+    print(f"  GPU spans {sum(r[0] for r in rows) / 1e3:.2f} s of the {wall:.2f} s wall")
+    for step, kernel in compiled:
+        print(f"  compiled in step {step}: {kernel[:300]}")
 
 
 if __name__ == "__main__":
