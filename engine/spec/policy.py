@@ -115,9 +115,11 @@ class StepTimeModel:
         d = self.decay
         point = (1.0, num_tokens, seconds, num_tokens * num_tokens, num_tokens * seconds)
         key = _size_bin(num_tokens)
-        self._bins.setdefault(key, [0.0] * 5)
+        if key not in self._bins:
+            self._bins[key] = [0.0] * 5
         for sums in (self._all, *self._bins.values()):
-            _scale(sums, d)
+            w, t, y, tt, ty = sums
+            sums[:] = w * d, t * d, y * d, tt * d, ty * d
         for sums in (self._all, self._bins[key]):
             _add(sums, 1.0, point)
         forgotten = []
@@ -128,7 +130,9 @@ class StepTimeModel:
                 forgotten.append(size)
         for size in forgotten:
             del self._sizes[size]
-        same = self._sizes.setdefault(num_tokens, [0.0, 0.0])
+        same = self._sizes.get(num_tokens)
+        if same is None:
+            same = self._sizes[num_tokens] = [0.0, 0.0]
         same[0] += 1.0
         same[1] += seconds
         self.steps += 1
@@ -188,21 +192,16 @@ class StepTimeModel:
         for key, sums in self._bins.items():
             distance = abs(key - center)
             if distance <= LOCAL_SPAN:
-                _add(local, LOCAL_FALLOFF**distance, sums)
+                _add(local, _FALLOFF[distance], sums)
         return local if local[0] >= MIN_STEPS_FOR_FIT / 2 else self._all
 
 
 _UNKNOWN = object()  # not yet asked since the last observe
-
-
-# The fits' hot loops over their 5 sums, unrolled.
-def _scale(sums: list[float], factor: float) -> None:
-    w, t, y, tt, ty = sums
-    sums[:] = w * factor, t * factor, y * factor, tt * factor, ty * factor
+_FALLOFF = tuple(LOCAL_FALLOFF**distance for distance in range(LOCAL_SPAN + 1))
 
 
 def _add(sums: list[float], weight: float, other) -> None:
-    """sums[i] += weight * other[i]"""
+    """sums[i] += weight * other[i] for the 5 sums of a fit, unrolled (a hot loop)."""
     w, t, y, tt, ty = sums
     ow, ot, oy, ott, oty = other
     sums[:] = w + weight * ow, t + weight * ot, y + weight * oy, tt + weight * ott, ty + weight * oty
@@ -425,11 +424,17 @@ class SpeculationPolicy:
         plans = [(lengths, expected, tokens)]
         graph_tokens = self._graph_tokens
         if graph_tokens is not None and tokens > graph_tokens:
-            plans.append(self._plan(chains, batch_tokens, num_decodes, counts, max_tokens=graph_tokens)[:3])
+            if counts is None and cuts and cuts[-1][2] == graph_tokens:
+                # A token a position: cut to what the graphs run, the plan stops where this cut did.
+                within, expected_within, _ = cuts[-1]
+                within = {key: within[key] for key in chains if key in within}
+                plans.append((within, expected_within, graph_tokens))
+            else:
+                plans.append(self._plan(chains, batch_tokens, num_decodes, counts, graph_tokens)[:3])
         plans += cuts
         plans = [plan for plan in plans if plan[0]]
-        if not plans:
-            return None
+        if len(plans) < 2:
+            return plans[0] if plans else None
         # The marginal plan, or a measured one with a higher rate (the first of equals).
         best, best_rate = plans[0], self._rate(plans[0])
         for plan in plans[1:]:
@@ -497,6 +502,8 @@ class SpeculationPolicy:
             lengths[key] = i + 1
             expected += gain * n
             tokens += n
+            if tokens >= limit:
+                break  # every position adds a token at least: none fits any more
             gains = chains[key]
             if i + 1 < len(gains) and MIN_GAIN <= gains[i + 1] <= gain:
                 heappush(heap, (-gains[i + 1], i + 1, index, key))
