@@ -54,14 +54,13 @@ def causal_varlen(
     if width != k.shape[-1]:
         v = F.pad(v, (0, k.shape[-1] - width))
     # Every layer of a step asks for the same offsets: one host-to-device copy per step.
-    cumulative = _OFFSETS(tuple(query_lens), tuple(context_lens), q.device)
-    count = len(query_lens) + 1
+    cu_q, cu_k = _OFFSETS(tuple(query_lens), tuple(context_lens), q.device)
     out = _varlen_attn(
         q,
         k,
         v,
-        cumulative[:count],
-        cumulative[count:],
+        cu_q,
+        cu_k,
         max(query_lens),
         max(context_lens),
         **scaling,
@@ -72,10 +71,14 @@ def causal_varlen(
 
 def _offsets(
     query_lens: tuple[int, ...], context_lens: tuple[int, ...], device: torch.device
-) -> torch.Tensor:
-    """The queries' cumulative offsets, then the contexts', each from 0, in one int32 tensor."""
-    values = [*accumulate(query_lens, initial=0), *accumulate(context_lens, initial=0)]
-    return torch.tensor(values, dtype=torch.int32).to(device, non_blocking=True)
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The queries' and the contexts' cumulative offsets from 0, as int32 tensors of their own
+    (flash attention reads each from its start: no views into one buffer)."""
+    values = torch.tensor(
+        [*accumulate(query_lens, initial=0), *accumulate(context_lens, initial=0)], dtype=torch.int32
+    ).to(device)
+    count = len(query_lens) + 1
+    return values[:count].clone(), values[count:].clone()
 
 
 _OFFSETS = StepMemo(_offsets, tensors=0)

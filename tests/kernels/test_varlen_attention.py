@@ -14,5 +14,7 @@ def test_not_offered_off_cuda_or_for_head_sizes_flash_attention_lacks():
 
 
 def test_offsets_are_the_queries_then_the_contexts_each_from_zero():
-    offsets = _offsets((4, 5), (8, 5), torch.device("cpu"))
-    assert offsets.dtype == torch.int32 and offsets.tolist() == [0, 4, 9, 0, 8, 13]
+    queries, contexts = _offsets((4, 5), (8, 5), torch.device("cpu"))
+    assert queries.dtype == contexts.dtype == torch.int32
+    assert queries.tolist() == [0, 4, 9] and contexts.tolist() == [0, 8, 13]
+    assert queries.storage_offset() == contexts.storage_offset() == 0
