@@ -11,7 +11,9 @@ output.
 
 from __future__ import annotations
 
+import functools
 import inspect
+import logging
 from itertools import accumulate
 
 import torch
@@ -29,11 +31,64 @@ _PARAMETERS = set(inspect.signature(_varlen_attn).parameters) if _varlen_attn is
 _CAUSAL = {"window_size": (-1, 0)} if "window_size" in _PARAMETERS else {"is_causal": True}
 # Flash attention's head sizes: multiples of 8 up to 256.
 MAX_HEAD_DIM = 256
+# bf16 inputs, fp32 reference: the largest difference the self-check accepts.
+AGREEMENT_TOLERANCE = 2e-2
+logger = logging.getLogger(__name__)
 
 
 def varlen_available(q: torch.Tensor, head_dim: int) -> bool:
-    """Whether ``causal_varlen`` runs for queries like ``q`` with keys of ``head_dim``."""
-    return q.is_cuda and _varlen_attn is not None and head_dim % 8 == 0 and head_dim <= MAX_HEAD_DIM
+    """Whether ``causal_varlen`` runs for queries like ``q`` with keys of ``head_dim``: on CUDA, with
+    a torch that has it, and once ``agrees_with_sdpa`` has passed on this device."""
+    if not (q.is_cuda and _varlen_attn is not None and head_dim % 8 == 0 and head_dim <= MAX_HEAD_DIM):
+        return False
+    return agrees_with_sdpa(q.device)
+
+
+@functools.cache
+def agrees_with_sdpa(device: torch.device) -> bool:
+    """Runs ``causal_varlen`` once on ``device`` for two packed requests, one after a cached prefix
+    and one fresh, against per-request SDPA with a bottom-right causal mask. The varlen entry point's
+    signature, backend and causal alignment have changed between torch releases (and a first
+    version of this module got wrong offsets on an H200); a disagreement logs a warning and leaves
+    the per-request path in use."""
+    gen = torch.Generator(device=device).manual_seed(0)
+    query_lens, context_lens, heads, dim, width = [4, 5], [8, 5], 2, 16, 8
+
+    def rand(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, device=device, generator=gen).to(torch.bfloat16)
+
+    q, k, v = (
+        rand(sum(query_lens), heads, dim),
+        rand(sum(context_lens), heads, dim),
+        rand(sum(context_lens), heads, width),
+    )
+    try:
+        got = causal_varlen(q, k, v, query_lens, context_lens, dim**-0.5).float()
+    except RuntimeError as error:
+        logger.warning("flash-attention varlen unusable here (%s): prefill attends request by request", error)
+        return False
+    want, first, start = [], 0, 0
+    for n, length in zip(query_lens, context_lens, strict=True):
+        keys = torch.arange(length, device=device)
+        mask = keys <= torch.arange(length - n, length, device=device).unsqueeze(1)
+        one = F.scaled_dot_product_attention(
+            *(
+                t.transpose(0, 1).float()
+                for t in (q[start : start + n], k[first : first + length], v[first : first + length])
+            ),
+            attn_mask=mask,
+            scale=dim**-0.5,
+        )
+        want.append(one.transpose(0, 1))
+        first, start = first + length, start + n
+    error = (got - torch.cat(want)).abs().max().item()
+    if error > AGREEMENT_TOLERANCE:
+        logger.warning(
+            "flash-attention varlen differs from per-request attention by %.3g here: prefill attends request by request",
+            error,
+        )
+        return False
+    return True
 
 
 def causal_varlen(
