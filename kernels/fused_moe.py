@@ -105,7 +105,7 @@ def _swiglu(gate_acc, up_acc, dtype):
     return (act * up_acc.to(dtype).to(tl.float32)).to(dtype)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["num_pairs"])
 def _gate_up_kernel(
     x_ptr,
     x_row_stride,
@@ -144,7 +144,7 @@ def _gate_up_kernel(
     tl.store(out_ptr + pairs[:, None] * inter + out_cols[None, :], out, mask=out_mask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["num_pairs"])
 def _down_kernel(
     act_ptr,
     w_ptr,

@@ -42,7 +42,7 @@ def max_padded_pairs(num_pairs: int, num_experts: int, block_m: int) -> int:
     return -(-bound // block_m) * block_m
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["num_pairs", "capacity"])
 def _align_kernel(
     ids_ptr,
     sorted_pair_ids_ptr,
