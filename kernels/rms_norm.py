@@ -114,7 +114,7 @@ def rms_norm_torch(
 def fused_add_rms_norm_torch(
     x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, round_normed: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    new_residual = x.to(residual.dtype) + residual
+    new_residual = (x if x.dtype == residual.dtype else x.to(residual.dtype)) + residual  # no no-op cast
     return rms_norm_torch(new_residual, weight, eps, round_normed), new_residual
 
 

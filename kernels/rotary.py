@@ -288,13 +288,15 @@ def _launch(
 
 
 def _rotate_torch(x: torch.Tensor, angles: _Angles, is_neox: bool) -> torch.Tensor:
-    xf = x.float()
+    fp32 = x.dtype == torch.float32  # no no-op casts: each still costs a dispatch per layer
+    xf = x if fp32 else x.float()
     half = x.shape[-1] // 2
     if is_neox:
         # x * (cos, cos) + (x2, x1) * (-sin, sin): per element the same products and sums as
         # (x1 cos - x2 sin, x2 cos + x1 sin), in 6 ops instead of 9
         swapped = torch.cat((xf[..., half:], xf[..., :half]), dim=-1)
-        return (xf * angles.cos_both + swapped * angles.sin_signed).to(x.dtype)
+        rotated = xf * angles.cos_both + swapped * angles.sin_signed
+        return rotated if fp32 else rotated.to(x.dtype)
     x1, x2 = xf[..., 0::2], xf[..., 1::2]
     out_1 = x1 * angles.cos - x2 * angles.sin
     out_2 = x2 * angles.cos + x1 * angles.sin
@@ -327,8 +329,11 @@ def _side_by_side(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor | None:
     heads = q.shape[1]
     if (
         q.dtype != k.dtype
-        or q.stride() != k.stride()
+        # a lone token's stride is any value (reshape of a one-row split gives each its own width)
+        or (q.shape[0] > 1 and q.stride(0) != k.stride(0))
+        or q.stride(1) != k.stride(1)
         or q.stride(2) != 1
+        or k.stride(2) != 1
         or q.stride(1) != q.shape[2]
         or k.data_ptr() != q.data_ptr() + heads * q.shape[2] * q.element_size()
     ):
