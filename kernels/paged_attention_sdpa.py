@@ -112,6 +112,9 @@ class _DecodeGather:
     block_ids: torch.Tensor  # int64 [sum of rows' blocks]
     ranges: list[tuple[int, int]]  # per row: (first, stop) into the gathered [tokens, Hk, D]
     first_keys: list[int]  # per row: the position of its first gathered key
+    # Per row, where its keys start among the cache's slots when its blocks are consecutive (the
+    # cache itself is then the gathered keys: no copy); None when some row's are not.
+    first_slots: list[int] | None
 
 
 def _plan(
@@ -122,18 +125,24 @@ def _plan(
     invariant: bool,
 ) -> _DecodeGather:
     tables, pieces, ranges, first_keys, gathered = block_tables.tolist(), [], [], [], 0
+    first_slots: list[int] | None = []
     for row, context_len in enumerate(seq_lens.tolist()):
         first = _first_key(context_len, 1, sliding_window, invariant)
         first_keys.append(first)
         first_block, end_block = first // block_size, -(-context_len // block_size)
-        pieces.extend(tables[row][first_block:end_block])
+        blocks = tables[row][first_block:end_block]
+        pieces.extend(blocks)
+        if first_slots is not None and blocks and blocks == list(range(blocks[0], blocks[0] + len(blocks))):
+            first_slots.append(blocks[0] * block_size + first - first_block * block_size)
+        else:
+            first_slots = None
         start = gathered * block_size
         ranges.append(
             (start + first - first_block * block_size, start + context_len - first_block * block_size)
         )
         gathered += end_block - first_block
     block_ids = torch.tensor(pieces, dtype=torch.int64, device=block_tables.device)
-    return _DecodeGather(invariant, block_ids, ranges, first_keys)
+    return _DecodeGather(invariant, block_ids, ranges, first_keys, first_slots)
 
 
 _step_plan = StepMemo(_plan, tensors=2)  # every layer of a step passes the same tensors
@@ -162,6 +171,8 @@ def paged_attention_decode_sdpa(
     if q.shape[0] == 0:
         return torch.empty_like(q)
     plan = _decode_gather(block_tables, seq_lens, k_cache.shape[1], sliding_window)
+    if not plan.invariant and softcap is None:
+        return _decode_fused(q, k_cache, v_cache, plan, scale)
     keys = k_cache.index_select(0, plan.block_ids).flatten(0, 1)  # [tokens, Hk, D]
     values = v_cache.index_select(0, plan.block_ids).flatten(0, 1)
     if plan.invariant:
@@ -172,33 +183,52 @@ def paged_attention_decode_sdpa(
             for b, ((first, stop), first_key) in enumerate(zip(plan.ranges, plan.first_keys, strict=True))
         ]
         return torch.cat(rows)
-    if softcap is not None:
-        rows = [
-            attend_capped(
-                q[b : b + 1],
-                keys[first:stop],
-                values[first:stop],
-                first_key + stop - first - 1,  # the row's own position, seq_lens[b] - 1
-                scale,
-                sliding_window,
-                softcap,
-                first_key,
-            )
-            for b, ((first, stop), first_key) in enumerate(zip(plan.ranges, plan.first_keys, strict=True))
-        ]
-        return torch.cat(rows)
-    queries = q.unsqueeze(2)  # [B, Hq, 1, D]
-    gqa = q.shape[1] != k_cache.shape[2]
-    rows = [
-        F.scaled_dot_product_attention(
-            queries[b : b + 1],
-            keys[first:stop].transpose(0, 1).unsqueeze(0),
-            values[first:stop].transpose(0, 1).unsqueeze(0),
-            scale=scale,
-            enable_gqa=gqa,
+    rows = [  # soft-capped scores
+        attend_capped(
+            q[b : b + 1],
+            keys[first:stop],
+            values[first:stop],
+            first_key + stop - first - 1,  # the row's own position, seq_lens[b] - 1
+            scale,
+            sliding_window,
+            softcap,
+            first_key,
         )
-        for b, (first, stop) in enumerate(plan.ranges)
+        for b, ((first, stop), first_key) in enumerate(zip(plan.ranges, plan.first_keys, strict=True))
     ]
+    return torch.cat(rows)
+
+
+def _decode_fused(
+    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, plan: _DecodeGather, scale: float
+) -> torch.Tensor:
+    """The fused kernel's decode rows, each over a ``[1, Hk, n, D]`` view of exactly its keys and
+    values (one op each, where a flatten, a slice, a transpose and an unsqueeze took four): where
+    every row's blocks are consecutive the views lie in the cache itself (no gather), else in the
+    gathered pages. The same elements in the same order either way (same bits)."""
+    kv_heads, head_dim = k_cache.shape[2:]
+    if plan.first_slots is not None and k_cache.is_contiguous() and v_cache.is_contiguous():
+        keys, values, starts = k_cache, v_cache, plan.first_slots
+    else:
+        keys = k_cache.index_select(0, plan.block_ids)  # [blocks, block_size, Hk, D], contiguous
+        values = v_cache.index_select(0, plan.block_ids)
+        starts = [first for first, _ in plan.ranges]
+    slot = kv_heads * head_dim
+    gqa = q.shape[1] != kv_heads
+    queries = q.unsqueeze(2)  # [B, Hq, 1, D]
+    rows = []
+    for b, ((first, stop), start) in enumerate(zip(plan.ranges, starts, strict=True)):
+        n = stop - first
+        shape, strides = (1, kv_heads, n, head_dim), (n * slot, head_dim, slot, 1)
+        rows.append(
+            F.scaled_dot_product_attention(
+                queries if len(plan.ranges) == 1 else queries[b : b + 1],
+                keys.as_strided(shape, strides, keys.storage_offset() + start * slot),
+                values.as_strided(shape, strides, values.storage_offset() + start * slot),
+                scale=scale,
+                enable_gqa=gqa,
+            )
+        )
     return (rows[0] if len(rows) == 1 else torch.cat(rows)).squeeze(2)
 
 

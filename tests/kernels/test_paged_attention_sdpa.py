@@ -100,3 +100,45 @@ def test_decode_follows_tables_rewritten_in_place():
     fresh = paged_attention_decode_sdpa(q, k_cache, v_cache, block_tables.clone(), lens.clone(), SCALE)
     assert torch.equal(again, fresh)
     assert not torch.equal(again, first)
+
+
+def _fused_rows_gathered(q, k_cache, v_cache, tables, lens, sliding_window):
+    """Each row's fused call over its keys gathered page by page, flattened, sliced and transposed."""
+    block_size, rows = k_cache.shape[1], []
+    for b, n in enumerate(lens.tolist()):
+        first = 0 if sliding_window is None else max(0, n - sliding_window)
+        pages = tables[b, : -(-n // block_size)].long()
+        keys = k_cache.index_select(0, pages).flatten(0, 1)[first:n]
+        values = v_cache.index_select(0, pages).flatten(0, 1)[first:n]
+        out = torch.nn.functional.scaled_dot_product_attention(
+            q[b : b + 1].unsqueeze(2),
+            keys.transpose(0, 1).unsqueeze(0),
+            values.transpose(0, 1).unsqueeze(0),
+            scale=SCALE,
+            enable_gqa=True,
+        )
+        rows.append(out.squeeze(2))
+    return torch.cat(rows)
+
+
+@pytest.mark.parametrize("sliding_window", [None, 8])
+@pytest.mark.parametrize("seq_lens", [[40], [1, 16, 17, 40, 3]])
+@pytest.mark.parametrize("consecutive", [True, False])
+def test_decode_rows_attend_over_views_with_the_gathered_bits(sliding_window, seq_lens, consecutive):
+    """Decode rows attend over a view of their keys, in the cache itself where every row's blocks
+    are consecutive, else in the gathered pages: the bits of the fused call over the keys gathered,
+    flattened, sliced and transposed."""
+    q, k_cache, v_cache, tables, lens = _decode_batch(seq_lens)
+    if consecutive:
+        num_blocks, block_size = k_cache.shape[:2]
+        tables = torch.full((len(seq_lens), num_blocks), num_blocks + 1000, dtype=torch.int32)
+        start = 0
+        for b, n in enumerate(seq_lens):
+            count = -(-n // block_size)
+            tables[b, :count] = torch.arange(start, start + count, dtype=torch.int32)
+            start += count
+    actual = paged_attention_decode_sdpa(q, k_cache, v_cache, tables, lens, SCALE, sliding_window)
+    assert torch.equal(actual, _fused_rows_gathered(q, k_cache, v_cache, tables, lens, sliding_window))
+    query_start_loc = torch.arange(len(lens) + 1, dtype=torch.int32)
+    expected = naive_attention(q, k_cache, v_cache, tables, lens, query_start_loc, SCALE, sliding_window)
+    torch.testing.assert_close(actual.double(), expected, atol=1e-5, rtol=1e-5)
