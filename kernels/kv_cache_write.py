@@ -122,8 +122,35 @@ def write_kv_cache_torch(
     slots, keep = _step_slots(slot_mapping)
     if keep is not None:  # padding rows: rare, and boolean indexing costs a decode step dearly
         slots, key, value = slots[keep], key[keep], value[keep]
+    both = _both_halves(k_cache, v_cache)
+    if both is not None:  # one write for keys and values: one scatter's dispatch, not two
+        both.index_copy_(1, slots, torch.stack((_as(key, k_cache.dtype), _as(value, v_cache.dtype))))
+        return
     k_cache.view(-1, *k_cache.shape[2:]).index_copy_(0, slots, _as(key, k_cache.dtype))
     v_cache.view(-1, *v_cache.shape[2:]).index_copy_(0, slots, _as(value, v_cache.dtype))
+
+
+def _both_halves(k_cache: torch.Tensor, v_cache: torch.Tensor) -> torch.Tensor | None:
+    """``[2, blocks * block_size, Hk, D]`` over both caches when they are the two halves of one
+    tensor (a layer's ``[2, blocks, block_size, Hk, D]`` cache, as the model runner allocates it).
+    Remembered on the key cache itself (so it goes with it), for the value cache it was made with."""
+    memo = getattr(k_cache, "_kv_both", None)
+    if memo is not None and memo[0] is v_cache:
+        return memo[1]
+    both = None
+    if (
+        k_cache.dtype == v_cache.dtype
+        and k_cache.shape == v_cache.shape
+        and k_cache.is_contiguous()
+        and v_cache.is_contiguous()
+        and k_cache.untyped_storage().data_ptr() == v_cache.untyped_storage().data_ptr()
+        and v_cache.storage_offset() == k_cache.storage_offset() + k_cache.numel()
+    ):
+        shape = (2, k_cache.shape[0] * k_cache.shape[1], *k_cache.shape[2:])
+        strides = (k_cache.numel(), k_cache.shape[2] * k_cache.shape[3], k_cache.shape[3], 1)
+        both = k_cache.as_strided(shape, strides, k_cache.storage_offset())
+    k_cache._kv_both = (v_cache, both)
+    return both
 
 
 def _as(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

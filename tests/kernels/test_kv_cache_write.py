@@ -59,3 +59,22 @@ def test_bad_inputs_are_rejected():
         write_kv_cache(key, value, k_cache, v_cache, slots[:3])
     with pytest.raises(ValueError, match="heads/dim"):
         write_kv_cache(key[:, :1], value[:, :1], k_cache, v_cache, slots)
+
+
+@pytest.mark.parametrize("tokens", [1, 7])
+def test_halves_of_one_cache_are_written_in_one_scatter(tokens):
+    """A layer's cache is one [2, blocks, block_size, Hk, D] tensor: its halves are written together
+    (kernels/kv_cache_write.py), and come out as two separate caches' would."""
+    key, value, k_cache, v_cache, slots = make_inputs("cpu", torch.float32, tokens)
+    key = torch.cat((key, torch.randn_like(key)), dim=1)[:, :2]  # strided rows, as a projection's views
+    cache = torch.zeros(2, *k_cache.shape)
+    for _ in range(2):  # the second call takes the remembered view
+        write_kv_cache_torch(key, value, cache[0], cache[1], slots)
+    write_kv_cache_torch(key, value, k_cache, v_cache, slots)
+    assert torch.equal(cache[0], k_cache) and torch.equal(cache[1], v_cache)
+    halves = cache[0], cache[1]
+    write_kv_cache_torch(key * 2, value * 2, *halves, slots)
+    write_kv_cache_torch(key * 3, value * 3, *halves, slots)  # the same halves: the memo's view
+    naive_write(key * 3, value * 3, k_cache, v_cache, slots)
+    assert torch.equal(cache[0], k_cache) and torch.equal(cache[1], v_cache)
+    assert getattr(halves[0], "_kv_both", (None, None))[1] is not None
