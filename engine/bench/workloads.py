@@ -228,8 +228,9 @@ def _floor_figures(floor_inputs, prompts, output_lens, seconds: float) -> dict[s
     }
 
 
-def offline(llm, vocab: int, num_requests: int = 2000, seed: int = 0, floor_inputs=None) -> WorkloadResult:
-    """``floor_inputs``: an ``engine.bench.floors.FloorInputs`` to also report the physical floor."""
+def offline_requests(num_requests: int, vocab: int, seed: int = 0) -> tuple[list[list[int]], list]:
+    """The offline mix's prompts (128-1,024 random tokens) and sampling parameters (128-512 output
+    tokens, ``ignore_eos``, greedy)."""
     from engine import SamplingParams
 
     rng = random.Random(seed)
@@ -237,6 +238,12 @@ def offline(llm, vocab: int, num_requests: int = 2000, seed: int = 0, floor_inpu
     params = [
         SamplingParams(max_tokens=rng.randint(128, 512), ignore_eos=True, temperature=0.0) for _ in prompts
     ]
+    return prompts, params
+
+
+def offline(llm, vocab: int, num_requests: int = 2000, seed: int = 0, floor_inputs=None) -> WorkloadResult:
+    """``floor_inputs``: an ``engine.bench.floors.FloorInputs`` to also report the physical floor."""
+    prompts, params = offline_requests(num_requests, vocab, seed)
     llm.generate(prompts[:8], params[:8])  # warm-up
     run = _timed_with_idle(llm, prompts, params)
     seconds, outs, idle, steps = run.seconds, run.outs, run.idle, run.steps

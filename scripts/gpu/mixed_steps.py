@@ -140,16 +140,9 @@ def main(argv: list[str] | None = None) -> int:
 def offline_mix(count: int, vocab: int, one_pass, compiled) -> None:
     """The offline workload's requests (same lengths and seed), its steps summed by kind: decode-only
     steps, and steps with prompt chunks by their token count."""
-    import random
+    from engine.bench.workloads import offline_requests
 
-    from engine import SamplingParams
-    from engine.bench.workloads import random_prompts
-
-    rng = random.Random(0)
-    prompts = random_prompts(count, 128, 1024, vocab, 0)
-    params = [
-        SamplingParams(max_tokens=rng.randint(128, 512), ignore_eos=True, temperature=0.0) for _ in prompts
-    ]
+    prompts, params = offline_requests(count, vocab)
     wall, rows = one_pass(0, prompts, params)
     out_tokens = sum(p.max_tokens for p in params)
     print(
