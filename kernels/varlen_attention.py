@@ -67,21 +67,8 @@ def agrees_with_sdpa(device: torch.device) -> bool:
     except RuntimeError as error:
         logger.warning("flash-attention varlen unusable here (%s): prefill attends request by request", error)
         return False
-    want, first, start = [], 0, 0
-    for n, length in zip(query_lens, context_lens, strict=True):
-        keys = torch.arange(length, device=device)
-        mask = keys <= torch.arange(length - n, length, device=device).unsqueeze(1)
-        one = F.scaled_dot_product_attention(
-            *(
-                t.transpose(0, 1).float()
-                for t in (q[start : start + n], k[first : first + length], v[first : first + length])
-            ),
-            attn_mask=mask,
-            scale=dim**-0.5,
-        )
-        want.append(one.transpose(0, 1))
-        first, start = first + length, start + n
-    error = (got - torch.cat(want)).abs().max().item()
+    want = causal_reference(q, k, v, query_lens, context_lens, dim**-0.5)
+    error = (got - want).abs().max().item()
     if error > AGREEMENT_TOLERANCE:
         logger.warning(
             "flash-attention varlen differs from per-request attention by %.3g here: prefill attends request by request",
@@ -137,3 +124,30 @@ def _offsets(
 
 
 _OFFSETS = StepMemo(_offsets, tensors=0)
+
+
+def causal_reference(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    query_lens: list[int],
+    context_lens: list[int],
+    scale: float,
+) -> torch.Tensor:
+    """``causal_varlen``'s torch reference in fp32: SDPA request by request, each query row seeing
+    its context up to its own position (the mask aligned bottom-right)."""
+    outs, first, start = [], 0, 0
+    for n, length in zip(query_lens, context_lens, strict=True):
+        keys = torch.arange(length, device=q.device)
+        mask = keys <= torch.arange(length - n, length, device=q.device).unsqueeze(1)
+        one = F.scaled_dot_product_attention(
+            *(
+                t.transpose(0, 1).float()
+                for t in (q[start : start + n], k[first : first + length], v[first : first + length])
+            ),
+            attn_mask=mask,
+            scale=scale,
+        )
+        outs.append(one.transpose(0, 1))
+        first, start = first + length, start + n
+    return torch.cat(outs)
