@@ -75,6 +75,13 @@ class EngineConfig:
     block_size: int = setting(16, "tokens per KV block")
     max_num_batched_tokens: int = setting(2048, "token budget of one step")
     max_num_seqs: int = setting(64, "most sequences in one batch")
+    admission_batch: int = setting(
+        1,
+        "while more requests wait than seats are free, admit them only once this many seats are free "
+        "(or this many steps after the last admission), so their prompts share one step: a step that "
+        "carries a prompt chunk runs its decode rows without CUDA graphs; 1 admits at every step "
+        "(lowest time to first token)",
+    )
     max_model_len: int | None = setting(None, "context length (default: the checkpoint's)")
     enable_prefix_caching: bool = setting(
         True, "reuse the KV blocks of prompt prefixes seen before", negative_aliases=("--no-prefix-caching",)
@@ -239,6 +246,7 @@ class EngineConfig:
         _require_positive("block_size", self.block_size)
         _require_positive("max_num_batched_tokens", self.max_num_batched_tokens)
         _require_positive("max_num_seqs", self.max_num_seqs)
+        _require_positive("admission_batch", self.admission_batch)
         _require_positive("kv_event_capacity", self.kv_event_capacity)
         _require_positive("num_speculative_tokens", self.num_speculative_tokens)
         if self.speculative_method == "draft_model" and not self.speculative_model:

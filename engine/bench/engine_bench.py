@@ -84,7 +84,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_engine_arguments(
         parser,
         model_dir=False,
-        only=("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "tensor_parallel_size"),
+        only=(
+            "gpu_memory_utilization",
+            "max_num_seqs",
+            "max_num_batched_tokens",
+            "admission_batch",
+            "tensor_parallel_size",
+        ),
         default_overrides=BENCH_ENGINE_DEFAULTS,
     )
     parser.add_argument(
@@ -274,6 +280,7 @@ def _build_engine(model_dir: Path, args, counts):
         load_format="dummy" if args.random_arch else "auto",
         max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens,
+        admission_batch=args.admission_batch,
         gpu_memory_utilization=args.gpu_memory_utilization,
         tensor_parallel_size=args.tensor_parallel_size,
         async_scheduling={"auto": None, "on": True, "off": False, "ab": True}[args.async_scheduling],
@@ -399,6 +406,8 @@ def _serve_options(args):
         extra_args=[
             "--max-num-batched-tokens",
             str(args.max_num_batched_tokens),
+            "--admission-batch",
+            str(args.admission_batch),
             "--tp",
             str(args.tensor_parallel_size),
         ],
@@ -438,6 +447,7 @@ def run(args: argparse.Namespace) -> int:
         "tensor_parallel_size": args.tensor_parallel_size,
         "max_num_seqs": args.max_num_seqs,
         "max_num_batched_tokens": args.max_num_batched_tokens,
+        "admission_batch": args.admission_batch,
         "figures": {},
     }
     with tempfile.TemporaryDirectory() as tmp:

@@ -4,6 +4,8 @@ Every request has ``num_computed_tokens`` against ``num_tokens``; each step give
 their missing tokens first (decodes and unfinished prefill chunks), then admits waiting requests,
 all under one token budget, so prefill chunks and decodes share a step. When the KV pool runs dry
 the most recently admitted running request is preempted (its blocks freed, to be recomputed later).
+With ``admission_batch`` above 1, a full engine gathers the seats that free up and admits prompts
+together (see ``_defers_admission``).
 Pure Python: no torch.
 """
 
@@ -18,10 +20,14 @@ from engine.scheduler.request import Request, RequestStatus
 
 
 class Scheduler:
-    def __init__(self, kv: KVCacheManager, max_num_batched_tokens: int, max_num_seqs: int) -> None:
+    def __init__(
+        self, kv: KVCacheManager, max_num_batched_tokens: int, max_num_seqs: int, admission_batch: int = 1
+    ) -> None:
         self.kv = kv
         self.max_num_batched_tokens = max_num_batched_tokens
         self.max_num_seqs = max_num_seqs
+        self.admission_batch = admission_batch
+        self._deferred_steps = 0  # steps in a row a free seat was held back
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.requests: dict[str, Request] = {}
@@ -70,7 +76,8 @@ class Scheduler:
             request.draft_token_ids = []
 
         # Admitting new work in a step that had to preempt would only thrash.
-        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs and not out.preempted_ids:
+        admitting = not out.preempted_ids and not self._defers_admission(out)
+        while admitting and self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             request = self._next_admissible()
             if request is None or request.num_output_placeholders:  # preempted with a token on the device
                 break
@@ -146,6 +153,25 @@ class Scheduler:
             self.kv.write_through_blocks(request, request.num_computed_tokens)
         self.kv.free(request)
         return request
+
+    def _defers_admission(self, out: SchedulerOutput) -> bool:
+        """Whether this step leaves the waiting requests waiting, to admit them together later.
+
+        Only a full engine defers: with running requests, more requests waiting than seats free,
+        fewer than ``admission_batch`` seats free, and no prompt chunk in the step already (such a
+        step runs eagerly anyway, so a prompt rides free). A free seat is held at most
+        ``admission_batch`` steps in a row. A prompt admitted alone into a step of decode rows
+        costs that whole step its CUDA graph."""
+        free = self.max_num_seqs - len(self.running)
+        if self.admission_batch <= 1 or not self.running or free <= 0:
+            return False
+        gathered = free >= min(self.admission_batch, len(self.waiting))
+        chunked = any(s.num_tokens - s.num_draft_tokens > 1 for s in out.scheduled)
+        if gathered or chunked or self._deferred_steps >= self.admission_batch:
+            self._deferred_steps = 0
+            return False
+        self._deferred_steps += 1
+        return True
 
     def _next_admissible(self) -> Request | None:
         """The first waiting request that can run: one whose grammar still compiles waits, without

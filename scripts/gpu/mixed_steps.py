@@ -42,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
         help="also run N requests of the offline mix (engine.bench.workloads.offline's lengths) and print "
         "its steps by kind and size",
     )
+    parser.add_argument(
+        "--admission-batch", type=int, default=1, help="EngineConfig.admission_batch (default: %(default)s)"
+    )
     args = parser.parse_args(argv)
 
     import torch
@@ -55,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         llm = LLM(
             str(model_dir), device="cuda", dtype="bfloat16", load_format="dummy",
             max_num_seqs=256, max_num_batched_tokens=8192, gpu_memory_utilization=0.85,
+            admission_batch=args.admission_batch,
         )  # fmt: skip
         runner = llm.engine.runner
         vocab = llm.engine.model_config.vocab_size

@@ -6,9 +6,10 @@
 #
 # Usage on the device machine, from the repo root (python3 with torch, triton and transformers; no venv):
 #   bash scripts/gpu/run_moe.sh [--only STEP]... [--budget SECONDS] [--tiny] [--device cuda|cpu] [--cap-scale K]
-#                               [--offline-requests N] [-- extra chassis-bench-engine args]
+#                               [--offline-requests N] [--admission-batch K] [-- extra chassis-bench-engine args]
 # STEPs, in order: kernels engine-vs-hf deepseek-v2-lite qwen3-30b-a3b deepseek-v2-lite-offline; and, only when
-# named by --only: tune-moe (scripts/gpu/tune_moe.py: $OUT/fused_moe_table.json, the fused-MoE tiles at both
+# named by --only: deepseek-v2-lite-offline-gathered (the offline mix with --admission-batch K, default 8:
+# EngineConfig.admission_batch), tune-moe (scripts/gpu/tune_moe.py: $OUT/fused_moe_table.json, the fused-MoE tiles at both
 # models' shapes), profile-deepseek-v2-lite and profile-qwen3-30b-a3b (scripts/gpu/profile_steps.py --eager:
 # kernels per decode step at batch 1 and 128, context 576; DeepSeek's prefill of 2,048 tokens too; with the
 # fused-MoE tiles of $OUT/fused_moe_table.json when tune-moe wrote it). Issue 16:
@@ -23,8 +24,8 @@ OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONPATH="$PWD:$PWD/platform:${PYTHONPATH:-}" PYTHONUNBUFFERED=1
 PY="${PYTHON:-python3}"
 ALL_STEPS=(kernels engine-vs-hf deepseek-v2-lite qwen3-30b-a3b deepseek-v2-lite-offline)
-ON_REQUEST_STEPS=(tune-moe profile-deepseek-v2-lite profile-qwen3-30b-a3b)
-ONLY=() BUDGET=560 DEVICE=cuda TINY=0 OFFLINE_REQUESTS=2000 CAP_SCALE=1 EXTRA=()
+ON_REQUEST_STEPS=(deepseek-v2-lite-offline-gathered tune-moe profile-deepseek-v2-lite profile-qwen3-30b-a3b)
+ONLY=() BUDGET=560 DEVICE=cuda TINY=0 OFFLINE_REQUESTS=2000 ADMISSION_BATCH=8 CAP_SCALE=1 EXTRA=()
 while (($#)); do
   case "$1" in
     --only) ONLY+=("$2"); shift 2 ;;
@@ -33,6 +34,7 @@ while (($#)); do
     --tiny) TINY=1; shift ;;
     --cap-scale) CAP_SCALE="$2"; shift 2 ;;
     --offline-requests) OFFLINE_REQUESTS="$2"; shift 2 ;;
+    --admission-batch) ADMISSION_BATCH="$2"; shift 2 ;;
     --) shift; EXTRA=("$@"); break ;;
     *) echo "run_moe.sh: unknown argument $1 (steps: ${ALL_STEPS[*]})"; exit 2 ;;
   esac
@@ -89,8 +91,9 @@ SHAPE_ARGS=(--device "$DEVICE" --compare hf --workload decode-bs1 --workload pre
   --workload static-batch --prefill-lengths 2048 --static-batch-sizes 32 --static-prompt-len 512
   --static-output-len 128 --no-hf-batch128)
 
-run_step kernels 90 "$PY" -m pytest -q tests/kernels/test_fused_moe.py tests/kernels/test_mla_decode.py tests/kernels/test_moe_routing.py \
-  tests/kernels/test_moe_align.py
+run_step kernels 120 "$PY" -m pytest -q -p no:cacheprovider tests/kernels/test_fused_moe.py tests/kernels/test_mla_decode.py \
+  tests/kernels/test_moe_routing.py tests/kernels/test_moe_align.py tests/kernels/test_varlen_attention.py \
+  tests/engine/layers/test_mla.py
 run_step engine-vs-hf 100 "$PY" scripts/gpu/check_engine_vs_hf.py --arch qwen3_moe --arch deepseek_v2 \
   --arch deepseek_v3 --tokens 32 --dtype bfloat16 --train-steps 100 --prompts 4 --kernels triton --device "$DEVICE"
 run_step deepseek-v2-lite 190 "$PY" -m engine.bench.engine_bench --random-arch "$DSV2" "${SHAPE_ARGS[@]}" \
@@ -99,6 +102,9 @@ run_step qwen3-30b-a3b 190 "$PY" -m engine.bench.engine_bench --random-arch "$QW
   --json "$OUT/qwen3-30b-a3b.json" "${EXTRA[@]}"
 run_step deepseek-v2-lite-offline 300 "$PY" -m engine.bench.engine_bench --random-arch "$DSV2" --device "$DEVICE" \
   --workload offline --offline-requests "$OFFLINE_REQUESTS" --json "$OUT/deepseek-v2-lite-offline.json" "${EXTRA[@]}"
+run_step deepseek-v2-lite-offline-gathered 300 "$PY" -m engine.bench.engine_bench --random-arch "$DSV2" --device "$DEVICE" \
+  --workload offline --offline-requests "$OFFLINE_REQUESTS" --admission-batch "$ADMISSION_BATCH" \
+  --json "$OUT/deepseek-v2-lite-offline-gathered.json" "${EXTRA[@]}"
 
 TUNE_ARGS=() PROFILE_ARGS=(--decode-steps 8 --moe-table "$OUT/fused_moe_table.json")  # the table, if tune-moe ran
 ((TINY)) && TUNE_ARGS=(--tiny --buckets 1 16 --calls 2 --replays 1) PROFILE_ARGS+=(--decode-steps 2 --layers 1)
@@ -114,7 +120,7 @@ for step in "${ALL_STEPS[@]}"; do wanted "$step" && bench_wanted=1; done
 if ((bench_wanted)); then
   echo "=== summary ($((SECONDS - START)) s used)" | tee -a "$LOG"
   "$PY" scripts/gpu/summarize_moe.py "$OUT/deepseek-v2-lite.json" "$OUT/qwen3-30b-a3b.json" \
-    "$OUT/deepseek-v2-lite-offline.json" 2>&1 | tee "$OUT/summary.txt" | tee -a "$LOG"
+    "$OUT/deepseek-v2-lite-offline.json" "$OUT/deepseek-v2-lite-offline-gathered.json" 2>&1 | tee "$OUT/summary.txt" | tee -a "$LOG"
 fi
 echo "=== done ($((SECONDS - START)) s used)" | tee -a "$LOG"
 exit $status

@@ -4,7 +4,7 @@ transformers' in the same process, the issue's measured anchor, the floor, and t
     python3 scripts/gpu/summarize_moe.py OUT/deepseek-v2-lite.json OUT/qwen3-30b-a3b.json ...
 
 Each file is one ``chassis bench engine --json`` report; a report whose name ends in ``-offline``
-carries the offline mix. Missing figures (a step cut by its time limit) print as ``-``.
+carries the offline mix (as does ``-offline-gathered``, run with a larger ``admission_batch``). Missing figures (a step cut by its time limit) print as ``-``.
 """
 
 from __future__ import annotations
@@ -96,12 +96,12 @@ def shape_rows(name: str, f: dict) -> list[tuple[str, ...]]:
     ]
 
 
-def offline_rows(f: dict) -> list[tuple[str, ...]]:
+def offline_rows(f: dict, admission_batch: int = 1) -> list[tuple[str, ...]]:
     out = f.get("engine_offline_output_tokens_per_s")
     floor = f.get("engine_offline_floor_output_tokens_per_s")
     return [
         (
-            f"offline {_num(f.get('engine_offline_requests'), 0)} req out tok/s",
+            f"offline {_num(f.get('engine_offline_requests'), 0)} req out tok/s, admission batch {admission_batch}",
             _num(out, 0),
             "",
             "",
@@ -130,7 +130,8 @@ def summarize(paths: list[Path]) -> str:
             f"{model.get('kv_bytes_per_token', 0):,} KV bytes/token; {report.get('hardware', '?')}; "
             f"copy {_num(f.get('copy_TB_per_s'), 2)} TB/s, matmul {_num(f.get('matmul_TFLOP_per_s'), 0)} TFLOP/s"
         )
-        rows = offline_rows(f) if path.stem.endswith("-offline") else shape_rows(name, f)
+        offline = "-offline" in path.stem
+        rows = offline_rows(f, report.get("admission_batch", 1)) if offline else shape_rows(name, f)
         widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
         for row in [header, *rows]:
             lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))

@@ -7,9 +7,9 @@ from engine.scheduler.request import Request, RequestStatus
 from engine.scheduler.scheduler import Scheduler
 
 
-def _sched(num_blocks=64, block_size=4, budget=32, max_seqs=8, caching=True):
+def _sched(num_blocks=64, block_size=4, budget=32, max_seqs=8, caching=True, admission_batch=1):
     kv = KVCacheManager(num_blocks, block_size, caching)
-    return Scheduler(kv, budget, max_seqs)
+    return Scheduler(kv, budget, max_seqs, admission_batch=admission_batch)
 
 
 def _req(rid, n_prompt, max_tokens=4, first=0, **kw):
@@ -122,3 +122,63 @@ def test_prefix_hit_is_recorded_on_the_request():
     out, _ = _step(sched)
     assert sched.kv.prefix_cache_hits == 8
     assert out.scheduled[0].start == 8 and out.scheduled[0].num_tokens == 2
+
+
+def _admitted(out):
+    return sorted(s.request.request_id for s in out.scheduled if s.start == 0)
+
+
+def _full_engine(admission_batch, spacing=1):
+    """Four seats, taken by requests that finish every ``spacing`` steps from the second step on,
+    and ten more requests waiting."""
+    sched = _sched(num_blocks=256, budget=64, max_seqs=4, admission_batch=admission_batch)
+    for i in range(4):
+        sched.add_request(_req(f"run{i}", 2, max_tokens=3 + spacing * i, first=10 * i))
+    _step(sched)
+    for i in range(10):
+        sched.add_request(_req(f"wait{i}", 2, max_tokens=50, first=100 + 10 * i))
+    return sched
+
+
+def test_admission_batch_one_admits_a_prompt_whenever_a_seat_frees():
+    sched = _full_engine(admission_batch=1)
+    admissions = [_admitted(_step(sched)[0]) for _ in range(6)]
+    assert admissions == [[], [], ["wait0"], ["wait1"], ["wait2"], ["wait3"]]
+
+
+def test_a_full_engine_gathers_seats_and_admits_their_prompts_together():
+    sched = _full_engine(admission_batch=3)
+    admissions = [_admitted(_step(sched)[0]) for _ in range(6)]
+    # run0..run2 finish after steps 2, 3 and 4; the three freed seats are filled in one step.
+    assert admissions == [[], [], [], [], ["wait0", "wait1", "wait2"], []]
+
+
+def test_deferred_admission_waits_at_most_admission_batch_steps():
+    sched = _full_engine(admission_batch=4, spacing=3)
+    admissions = [_admitted(_step(sched)[0]) for _ in range(8)]
+    # run0 ends in step 2 and run1 in step 5; from step 3 a seat is free, held four steps at most:
+    # the two seats free by then are filled in step 7.
+    assert admissions == [[], [], [], [], [], [], ["wait0", "wait1"], []]
+
+
+def test_admission_is_not_deferred_with_seats_for_everyone_waiting():
+    sched = _sched(max_seqs=8, admission_batch=4)
+    sched.add_request(_req("a", 2, max_tokens=20))
+    _step(sched)
+    sched.add_request(_req("b", 2, max_tokens=20, first=50))
+    out, _ = _step(sched)
+    assert _admitted(out) == ["b"]  # low load: a lone arrival is never held back
+
+
+def test_a_step_that_carries_a_prompt_chunk_admits_at_once():
+    sched = _sched(budget=6, max_seqs=3, admission_batch=3)
+    sched.add_request(_req("long", 10, max_tokens=20))
+    sched.add_request(_req("short", 2, max_tokens=20, first=50))
+    for i in range(3):
+        sched.add_request(_req(f"w{i}", 2, max_tokens=20, first=100 + 10 * i))
+    out, _ = _step(sched)
+    assert _admitted(out) == ["long"]  # the budget goes to long's first chunk
+    out, _ = _step(sched)
+    # long's second chunk makes this an eager step: short is admitted beside it though only one
+    # seat is free and two requests wait behind it.
+    assert _admitted(out) == ["short"]
