@@ -43,7 +43,60 @@ def main() -> int:
     ).float()
     error = (sliced - varlen_attention.causal_reference(q, k, v, [4, 5], [8, 5], 0.25)).abs().max().item()
     print(f"offsets as views into one buffer: max error {error:.4f}")
+    failures += _engine_shaped(gen)
     return 1 if failures else 0
+
+
+def _engine_shaped(gen) -> int:
+    """Keys and values made the way LatentAttention._expand makes them (one kv_b_proj product, split
+    into per-head views; the shared rope keys broadcast), attended both ways the layer does: the
+    varlen call, and LatentAttention._causal (SDPA on transposed views) per request."""
+    import types
+
+    import torch
+    import torch.nn.functional as F
+
+    from engine.layers.latent_attention import LatentAttention
+    from kernels import varlen_attention
+
+    failures = 0
+    for heads, nope, rope, width, rank in ((4, 12, 4, 8, 32), (16, 128, 64, 128, 512)):
+        query_lens, context_lens = [4, 5], [8, 5]
+        latent = torch.randn(sum(context_lens), rank, device="cuda", generator=gen).bfloat16()
+        key_rope = torch.randn(sum(context_lens), rope, device="cuda", generator=gen).bfloat16()
+        weight = (
+            torch.randn(heads * (nope + width), rank, device="cuda", generator=gen) * rank**-0.5
+        ).bfloat16()
+        kv = F.linear(latent, weight).view(latent.shape[0], heads, -1)
+        k_nope, v = kv.split([nope, width], dim=-1)
+        k = torch.cat((k_nope, key_rope.unsqueeze(1).expand(-1, heads, -1)), dim=-1)
+        q_all = torch.randn(sum(query_lens) + 2, heads, nope + rope, device="cuda", generator=gen).bfloat16()
+        q = q_all[1 : 1 + sum(query_lens)]  # a slice of the step's rows, as _expanded passes it
+        scale = (nope + rope) ** -0.5
+        want = varlen_attention.causal_reference(q, k, v, query_lens, context_lens, scale)
+        got = varlen_attention.causal_varlen(q, k, v, query_lens, context_lens, scale).float()
+        layer = types.SimpleNamespace(scale=scale)
+        per_request, first, start = [], 0, 0
+        for n, length in zip(query_lens, context_lens, strict=True):
+            per_request.append(
+                LatentAttention._causal(
+                    layer, q[start : start + n], k[first : first + length], v[first : first + length]
+                )
+            )
+            first, start = first + length, start + n
+        sdpa = torch.cat(per_request).float()
+        for name, out in (("varlen", got), ("_causal (SDPA per request)", sdpa)):
+            errors = [
+                (out[a:b] - want[a:b]).abs().max().item()
+                for a, b in ((0, query_lens[0]), (query_lens[0], sum(query_lens)))
+            ]
+            ok = max(errors) < 5e-2
+            failures += not ok
+            print(
+                f"{'ok  ' if ok else 'FAIL'} engine-shaped heads {heads} k {nope}+{rope} v {width}, {name}: "
+                f"max error per request {errors[0]:.4f} / {errors[1]:.4f}"
+            )
+    return failures
 
 
 if __name__ == "__main__":
