@@ -85,7 +85,25 @@ def _engine_shaped(gen) -> int:
             )
             first, start = first + length, start + n
         sdpa = torch.cat(per_request).float()
-        for name, out in (("varlen", got), ("_causal (SDPA per request)", sdpa)):
+        variants = {"varlen": got, "_causal (SDPA per request)": sdpa}
+        for backend in ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "MATH"):
+            padded, first, start = [], 0, 0
+            try:
+                with torch.nn.attention.sdpa_kernel(getattr(torch.nn.attention.SDPBackend, backend)):
+                    for n, length in zip(query_lens, context_lens, strict=True):
+                        keys, values = k[first : first + length], v[first : first + length]
+                        if backend == "FLASH_ATTENTION":
+                            values = F.pad(values, (0, keys.shape[-1] - width))
+                        one = LatentAttention._causal(layer, q[start : start + n], keys, values)
+                        padded.append(one[..., :width])
+                        first, start = first + length, start + n
+            except RuntimeError as error:
+                print(
+                    f"     engine-shaped heads {heads}, _causal under {backend}: unavailable ({str(error)[:80]})"
+                )
+                continue
+            variants[f"_causal under {backend}"] = torch.cat(padded).float()
+        for name, out in variants.items():
             errors = [
                 (out[a:b] - want[a:b]).abs().max().item()
                 for a, b in ((0, query_lens[0]), (query_lens[0], sum(query_lens)))

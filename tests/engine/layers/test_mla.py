@@ -254,6 +254,11 @@ def test_a_fresh_prompt_beside_a_cached_chunk_brings_its_own_rows_and_equals_eac
 def test_on_cuda_a_group_attends_in_one_varlen_call_equal_to_each_request_alone(monkeypatch):
     from kernels import varlen_attention
 
+    # The reference is the same layer (same weights and inputs) in fp32 on the CPU, each request
+    # alone. Not each request alone on CUDA: at these tiny head sizes SDPA's own CUDA kernels are off
+    # by up to 3 on the H200 (scripts/gpu/check_varlen.py, "engine-shaped"; right at DeepSeek's sizes).
+    with pytest.MonkeyPatch.context() as cpu:
+        _, alone, _ = _fresh_beside_cached(cpu, "cpu", torch.float32, nope_v=(12, 8))
     calls = []
     varlen = varlen_attention.causal_varlen
 
@@ -264,9 +269,9 @@ def test_on_cuda_a_group_attends_in_one_varlen_call_equal_to_each_request_alone(
     monkeypatch.setattr(latent_attention, "causal_varlen", counting)
     monkeypatch.setattr(latent_attention, "use_triton", lambda *tensors: True)
     # flash attention's head sizes are multiples of 8: keys of 12 + 4, values of 8 (padded to 16)
-    together, alone, _ = _fresh_beside_cached(monkeypatch, "cuda", torch.bfloat16, nope_v=(12, 8))
-    torch.testing.assert_close(together.float(), alone.float(), rtol=3e-2, atol=3e-2)
+    together, _, _ = _fresh_beside_cached(monkeypatch, "cuda", torch.bfloat16, nope_v=(12, 8))
     assert calls[-1] == ([4, 5], [8, 5])
+    torch.testing.assert_close(together.float().cpu(), alone, rtol=5e-2, atol=5e-2)
 
 
 def _spy(monkeypatch) -> tuple[list[int], list[int]]:
