@@ -234,6 +234,8 @@ class LatentAttention(nn.Module):
         """Causal attention of ``q: [n, H, N + P]``, the last ``n`` positions of a context whose keys
         and values are ``k: [L, H, N + P]`` and ``v: [L, H, V]``."""
         n, context_len = q.shape[0], k.shape[0]
+        if v.data_ptr() % 16:  # a split view of kv_b_proj's output at a small key width (tests' tiny heads):
+            v = v.contiguous()  # SDPA's CUDA kernels read it misaligned (wrong values, or a CUDA error)
         mask = None
         if n > 1 and n != context_len:  # torch's is_causal aligns top-left: right only without a prefix
             key_positions = torch.arange(context_len, device=q.device)

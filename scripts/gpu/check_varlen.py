@@ -86,7 +86,7 @@ def _engine_shaped(gen) -> int:
             first, start = first + length, start + n
         sdpa = torch.cat(per_request).float()
         variants = {"varlen": got, "_causal (SDPA per request)": sdpa}
-        for backend in ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "MATH"):
+        for backend in ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION"):
             padded, first, start = [], 0, 0
             try:
                 with torch.nn.attention.sdpa_kernel(getattr(torch.nn.attention.SDPBackend, backend)):
