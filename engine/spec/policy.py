@@ -239,7 +239,7 @@ class _Estimate:
         """Fade the evidence toward the prior by ``RELAX`` per decision since the last update."""
         if clock <= self.clock:
             return self
-        f = RELAX ** (clock - self.clock)
+        f = _relaxed(clock - self.clock)
         self.accepted = PRIOR_ACCEPTED + (self.accepted - PRIOR_ACCEPTED) * f
         self.rejected = PRIOR_REJECTED + (self.rejected - PRIOR_REJECTED) * f
         if self.first is not None:
@@ -249,6 +249,11 @@ class _Estimate:
 
 
 _PRIOR = _Estimate()  # an unknown request's (never relaxed: it is the prior)
+_RELAX_POWERS = [RELAX**k for k in range(64)]  # the relaxations of the commonest gaps, as ** gives them
+
+
+def _relaxed(decisions: int) -> float:
+    return _RELAX_POWERS[decisions] if decisions < 64 else RELAX**decisions
 
 
 class SpeculationPolicy:
@@ -286,10 +291,15 @@ class SpeculationPolicy:
         counts: dict[float, int] = {}
         estimates, clock = self._estimates, self._clock
         for rid in request_ids:
-            estimate = estimates.get(rid, _PRIOR)
-            if estimate.clock < clock and estimate is not _PRIOR:
-                estimate.relax(clock)
-            gain = estimate.rate if estimate.first is None else estimate.first
+            estimate = estimates.get(rid)
+            if estimate is None:
+                gain = PRIOR_RATE
+            else:
+                if estimate.clock < clock:
+                    estimate.relax(clock)
+                gain = estimate.first
+                if gain is None:
+                    gain = estimate.accepted / (estimate.accepted + estimate.rejected)
             counts[gain] = counts.get(gain, 0) + 1
         return counts
 
@@ -383,8 +393,11 @@ class SpeculationPolicy:
         if self.scheduling == "fixed":
             return {rid: min(len(d.token_ids), self.max_draft_len) for rid, d in drafts.items()}
         chains = {}
+        most = self.max_draft_len
         for rid, draft in drafts.items():
-            confidence = draft.confidence[: self.max_draft_len]
+            confidence = draft.confidence
+            if len(confidence) > most:
+                confidence = confidence[:most]
             if not draft.calibrated:
                 rate = self.acceptance(rid)
                 chains[rid] = [rate ** (i + 1) for i in range(len(confidence))]
