@@ -20,6 +20,9 @@ DTYPES = ("auto", "float32", "bfloat16", "float16")
 # "dummy" fills weights with seeded random values instead of reading safetensors: benchmarks of real
 # architectures need no weight files, and weight values do not change speed at fixed output lengths.
 LOAD_FORMATS = ("auto", "dummy")
+# A GGUF file's Q4_0/Q4_1 projection weights: dequantized to the engine's dtype on load (as
+# transformers loads them), or kept 4-bit on a CPU (engine/layers/int4_weight.py).
+GGUF_WEIGHTS = ("dequantize", "int4")
 # The value sets of the kernel and collective switches; kernels/_common.py, engine/layers/linear.py
 # and engine/distributed/symmetric_all_reduce.py accept the same ones (a test checks they agree).
 KERNEL_MODES = ("auto", "torch", "triton")
@@ -171,6 +174,14 @@ class EngineConfig:
     )
     load_format: str = setting(
         "auto", "dummy: random weights (benchmarks of a config-only directory)", choices=LOAD_FORMATS
+    )
+    gguf_weights: str = setting(
+        "dequantize",
+        "a GGUF checkpoint's Q4_0/Q4_1 projection weights: dequantize: float weights, as transformers "
+        "loads them; int4: kept 4-bit on a CPU and multiplied by torch's int4 kernel (an eighth of the "
+        "bytes a float32 weight reads; fast with dtype bfloat16, slow with float32); other tensors and "
+        "other devices load dequantized",
+        choices=GGUF_WEIGHTS,
     )
     enforce_eager: bool = setting(False, "CUDA: skip capturing decode steps as CUDA graphs")
     warm_up: bool = setting(

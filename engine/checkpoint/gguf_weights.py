@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 from engine.checkpoint.errors import CheckpointError
+from engine.checkpoint.gguf_int4 import INT4_TYPES, unpack_int4
 from engine.checkpoint.gguf_metadata import GGUFTensor, gguf_metadata
 
 GLOBAL_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
@@ -46,8 +48,13 @@ def hf_name(gguf_name: str) -> str | None:
     return None
 
 
-def iter_gguf_weights(path: Path) -> Iterator[tuple[str, object]]:
-    """(HF name, float32 torch tensor) for every tensor of the file, one tensor in memory at a time."""
+# The projections whose Q4_0/Q4_1 weights ``keep_int4`` hands on 4-bit (every one a ``Linear``).
+INT4_PROJECTIONS = frozenset({"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"})
+
+
+def iter_gguf_weights(path: Path, keep_int4: bool = False) -> Iterator[tuple[str, object]]:
+    """(HF name, float32 torch tensor) for every tensor of the file, one tensor in memory at a time;
+    with ``keep_int4`` a projection's Q4_0/Q4_1 weight comes as a ``GroupInt4`` instead."""
     import numpy as np
     import torch
     from gguf.constants import GGMLQuantizationType
@@ -60,13 +67,24 @@ def iter_gguf_weights(path: Path) -> Iterator[tuple[str, object]]:
     for tensor in metadata.tensors:
         name = _hf_name_or_raise(path, tensor.name)
         qtype = GGMLQuantizationType(tensor.ggml_type)
+        permuted = metadata.architecture in PERMUTED_ROTARY_ARCHS and name.endswith(ROTARY_PERMUTED)
+        unpermute = partial(unpermute_rotary_rows, num_heads=heads if "q_proj" in name else kv_heads)
+        if keep_int4 and qtype.name in INT4_TYPES and _is_projection(tensor.name):
+            weight = unpack_int4(_raw_data(blob, tensor, qtype), qtype.name, *tensor.shape)
+            yield name, weight.map_rows(unpermute) if permuted else weight
+            continue
         try:
             array = dequantize(_raw_data(blob, tensor, qtype), qtype)
         except NotImplementedError as exc:
             raise CheckpointError(path, f"tensor {tensor.name!r}: cannot dequantize ({exc})") from exc
-        if metadata.architecture in PERMUTED_ROTARY_ARCHS and name.endswith(ROTARY_PERMUTED):
-            array = unpermute_rotary_rows(array, heads if "q_proj" in name else kv_heads)
+        if permuted:
+            array = unpermute(array)
         yield name, torch.from_numpy(np.array(array, dtype=np.float32))  # a copy: the file is read-only
+
+
+def _is_projection(gguf_name: str) -> bool:
+    m = _BLOCK_RE.fullmatch(gguf_name)
+    return m is not None and m.group(2) in INT4_PROJECTIONS and m.group(3) == "weight"
 
 
 def _raw_data(blob, tensor: GGUFTensor, qtype):

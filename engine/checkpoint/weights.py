@@ -41,11 +41,12 @@ def weight_files(model_dir: str | Path) -> list[Path]:
     return files
 
 
-def iter_weights(model_dir: str | Path) -> Iterator[tuple[str, object]]:
-    """(name, torch tensor) for every tensor of every weight file, one file open at a time."""
+def iter_weights(model_dir: str | Path, keep_int4: bool = False) -> Iterator[tuple[str, object]]:
+    """(name, torch tensor) for every tensor of every weight file, one file open at a time;
+    ``keep_int4``: a GGUF file's 4-bit projection weights as ``GroupInt4`` (``iter_gguf_weights``)."""
     gguf_path = find_gguf(model_dir)
     if gguf_path is not None:
-        yield from iter_gguf_weights(gguf_path)
+        yield from iter_gguf_weights(gguf_path, keep_int4)
         return
     from safetensors import safe_open
 

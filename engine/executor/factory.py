@@ -28,6 +28,7 @@ def runner_kwargs(
         block_size=config.block_size,
         max_model_len=max_model_len,
         load_format=config.load_format,
+        gguf_weights=config.gguf_weights,
         seed=config.seed,
         expert_parallel=config.expert_parallel_size > 1,
         expert_balancer=ExpertBalancerSettings.of(config),

@@ -67,6 +67,8 @@ def arrange_cpu_weights(model: nn.Module) -> int:
         if not isinstance(module, (Linear, LMHead)):
             continue
         param = module.weight
+        if not isinstance(param, torch.Tensor):  # kept 4-bit (engine/layers/int4_weight.py)
+            continue
         if id(param) in seen or not prefers_column_major(param) or not param.is_contiguous():
             continue
         seen.add(id(param))

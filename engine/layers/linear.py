@@ -21,7 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from engine.checkpoint.gguf_int4 import GroupInt4
 from engine.layers.batch_invariant import batch_invariant
+from engine.layers.int4_weight import PackedInt4Weight, packable
 from kernels import cpu_invariant
 from kernels._common import kernels_mode, use_triton
 from kernels.gemv import MAX_ROWS, gemv, gemv_silu
@@ -45,6 +47,8 @@ def gemv_mode() -> str:
 def takes_gemv(x: torch.Tensor, weight: torch.Tensor, gated: bool = False, normed: bool = False) -> bool:
     """Whether ``x @ weight.T`` (``silu_and_mul(x) @ weight.T`` when gated, ``rmsnorm(x) @ weight.T``
     when normed) runs the Triton GEMV."""
+    if not isinstance(weight, torch.Tensor):  # a PackedInt4Weight
+        return False
     rows = x.shape[0] if x.dim() == 2 else -1
     if not 1 <= rows <= MAX_ROWS or x.dtype != weight.dtype or x.stride(-1) != 1:
         return False
@@ -71,6 +75,8 @@ CPU_SLICED_MIN_ROWS = 8 * CPU_ROW_SLICE
 
 def matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``F.linear`` over the last dimension, through the GEMV where ``takes_gemv`` says so."""
+    if isinstance(weight, PackedInt4Weight):
+        return weight.matmul(x, bias)
     if x.device.type == "cpu" and kernels_mode() != "triton":  # no Triton kernel can take it
         return _cpu_matmul(x, weight, bias)
     flat = x.reshape(-1, x.shape[-1])
@@ -114,9 +120,41 @@ class Linear(nn.Module):
         self.bias = (
             nn.Parameter(torch.empty(out_features, dtype=dtype, device=device), False) if bias else None
         )
+        # 4-bit weight slices held until every slice has come (None once any came dense).
+        self._int4_parts: dict[int, GroupInt4] | None = {}
 
-    def load(self, kind: str, tensor: torch.Tensor, shard: int = 0) -> None:
-        """Copy one checkpoint tensor ('weight' or 'bias') into output slice ``shard``."""
+    def load(self, kind: str, tensor: torch.Tensor | GroupInt4, shard: int = 0) -> None:
+        """Copy one checkpoint tensor ('weight' or 'bias') into output slice ``shard``. A 4-bit
+        weight (``GroupInt4``) is kept 4-bit once every slice has come 4-bit and the whole weight
+        fits the int4 kernel (``engine/layers/int4_weight.py``); else it is dequantized."""
+        if isinstance(tensor, GroupInt4):
+            if kind == "weight" and self._int4_parts is not None and packable(*self.weight.shape, self.weight.device):
+                self._check_slot(shard, tensor.shape)
+                self._int4_parts[shard] = tensor
+                if len(self._int4_parts) == len(self.output_sizes):
+                    self._pack_int4()
+                return
+            tensor = tensor.dequantize()
+        elif kind == "weight" and self._int4_parts is not None:
+            # A dense slice: the weight stays dense, so the 4-bit slices held so far are dequantized.
+            held, self._int4_parts = self._int4_parts, None
+            for held_shard, part in held.items():
+                self._load_dense(kind, part.dequantize(), held_shard)
+        self._load_dense(kind, tensor, shard)
+
+    def _check_slot(self, shard: int, shape) -> None:
+        rows = self.output_sizes[shard]
+        if tuple(shape) != (rows, self.weight.shape[1]):
+            raise ValueError(f"shape {tuple(shape)} does not fit slot {(rows, self.weight.shape[1])}")
+
+    def _pack_int4(self) -> None:
+        parts = [self._int4_parts[i] for i in range(len(self.output_sizes))]
+        dtype = self.weight.dtype
+        del self._parameters["weight"]  # the float weight is never filled
+        self.weight = PackedInt4Weight(parts, dtype)
+        self._int4_parts = None
+
+    def _load_dense(self, kind: str, tensor: torch.Tensor, shard: int) -> None:
         target = self.weight if kind == "weight" else self.bias
         if target is None:
             raise ValueError(f"checkpoint has a {kind} this layer does not expect")

@@ -50,6 +50,7 @@ def load_model(
     max_position: int,
     load_format: str = "auto",
     seed: int = 0,
+    gguf_weights: str = "dequantize",
     tp_group: TPGroup = SINGLE,
 ) -> CausalLMModel:
     """``tp_group``: the tensor-parallel rank this process builds; it loads only its slice of each tensor."""
@@ -67,7 +68,7 @@ def load_model(
         arrange_cpu_weights(model)
         return model.eval()
     try:
-        weights = iter_weights(model_dir)
+        weights = iter_weights(model_dir, keep_int4=_keeps_int4(gguf_weights, device))
         if cfg.fp8_block_size is not None:
             weights = dequantize_fp8_weights(weights, cfg.fp8_block_size)
         model.load_weights(weights)
@@ -77,6 +78,18 @@ def load_model(
         raise CheckpointError(model_dir, str(exc)) from exc
     arrange_cpu_weights(model)
     return model.eval()
+
+
+def _keeps_int4(gguf_weights: str, device: torch.device) -> bool:
+    """Whether a GGUF file's 4-bit projections stay 4-bit (``EngineConfig.gguf_weights``)."""
+    if gguf_weights != "int4" or device.type != "cpu":
+        return False  # the int4 kernel packs for a CPU; elsewhere they load dequantized
+    if batch_invariant():
+        raise ValueError(
+            "gguf_weights int4 is not batch-invariant (the int4 kernel's sums may follow the row "
+            "count); start without batch_invariant or with gguf_weights dequantize"
+        )
+    return True
 
 
 @torch.no_grad()

@@ -87,6 +87,7 @@ class ModelRunner:
         block_size: int,
         max_model_len: int,
         load_format: str = "auto",
+        gguf_weights: str = "dequantize",
         seed: int = 0,
         tp_group: TPGroup = SINGLE,
         expert_parallel: bool = False,
@@ -114,6 +115,7 @@ class ModelRunner:
                 device,
                 max_position=max(max_model_len, 1),
                 load_format=load_format,
+                gguf_weights=gguf_weights,
                 seed=seed,
                 tp_group=self.tp_group,
             )

@@ -42,6 +42,7 @@ class DraftModelProposer:
             config.block_size,
             self.max_model_len,
             load_format=config.load_format,
+            gguf_weights=config.gguf_weights,
             seed=config.seed,
         )
         self.runner.keep_logits = True  # the confidence is read from the logits
