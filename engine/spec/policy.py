@@ -15,7 +15,10 @@ itself off.
 step in flight), with the same gain for each request's first position: the first-token confidence
 of its last calibrated draft, else its running acceptance. So that a request once judged not worth
 drafting is not shut out for good, every decision relaxes that evidence toward the prior
-(``RELAX`` per decision): after some tens of steps without drafts it is asked again.
+(``RELAX`` per decision): after some tens of steps without drafts it is asked again. A yes that
+``draft_lengths`` then answers with no drafts costs the step its overlap, so after one ``pays_at``
+leaves the requests drafted for out until the probe below is due, or, where no plan drafted at
+all, for ``REASK_WAIT`` decisions. The speculator asks ``pays_at`` once per step.
 
 That model is fitted on verify steps only (eager, multi-token, synchronous); a plain decode step
 (graphed, overlapped) can cost several times less at the same batch, so a second model,
@@ -77,6 +80,9 @@ LOCAL_FALLOFF = 0.5
 # While the plain model says drafting does not pay, a probe (one speculating step) may cost at most
 # this share of the plain steps' time: see ``probe_interval``.
 PROBE_BUDGET = 0.03
+# After draft_lengths plans no drafts at all from those it was offered, pays_at leaves their requests
+# out for this many decisions: see ``_refuse``.
+REASK_WAIT = math.ceil(1 / PROBE_BUDGET)
 # Until the plain model has MIN_STEPS_FOR_FIT steps, one decision in this many runs a plain step.
 PLAIN_EXPLORE = 4
 # One plan in this many takes a cut at a graph size whose own mean has faded, if the plan chosen
@@ -230,6 +236,8 @@ class _Estimate:
     rejected: float = PRIOR_REJECTED
     first: float | None = None
     clock: int = 0
+    quiet_until: int = 0  # before this decision, pays_at leaves the request out (``_refuse``)
+    backoff: int = 0  # decisions it was last left out for; 0 once a draft of it is verified
 
     @property
     def rate(self) -> float:
@@ -295,6 +303,8 @@ class SpeculationPolicy:
             if estimate is None:
                 gain = PRIOR_RATE
             else:
+                if estimate.quiet_until > clock:
+                    continue
                 if estimate.clock < clock:
                     estimate.relax(clock)
                 gain = estimate.first
@@ -319,6 +329,7 @@ class SpeculationPolicy:
         if num_drafted <= 0:
             return
         a = self._estimate(request_id, create=True)
+        a.backoff = 0
         d = ACCEPTANCE_DECAY**num_drafted
         a.accepted = a.accepted * d + num_accepted
         a.rejected = a.rejected * d + (1.0 if num_accepted < num_drafted else 0.0)
@@ -408,13 +419,31 @@ class SpeculationPolicy:
         self._plans += 1
         plan = self._best_plan(chains, batch_tokens, num_decodes, explore=self._plans % STALE_EXPLORE == 0)
         if plan is None:
-            return {}
+            return self._refuse(chains, REASK_WAIT)
         lengths, expected, tokens = plan
-        if self._since_verify < self._probe_wait(expected, tokens, batch_tokens, num_decodes):
-            return {}
+        wait = self._probe_wait(expected, tokens, batch_tokens, num_decodes)
+        if self._since_verify < wait:
+            return self._refuse(chains, min(wait - self._since_verify, REASK_WAIT))
         # (past a wait, a probe: these drafts are verified so that the verify model stays current)
         self._since_verify = 0
         return lengths
+
+    def _refuse(self, chains: dict, decisions: int) -> dict[str, int]:
+        """No drafts this step, though some were offered: pays_at approved them on evidence relaxed
+        toward the prior, the proposer's confidence did not. pays_at leaves these requests out for
+        a while, as asking again costs a step its overlap under async scheduling (requests it has
+        not asked about still count): 1 decision, doubled at each refusal until a draft of the
+        request is verified, at most ``decisions`` (until the probe is due, or ``REASK_WAIT``). A
+        draft model's confidence changes token by token, so one refusal says little of the next
+        draft; refusal after refusal, as at a steady low acceptance, comes down to one in
+        ``REASK_WAIT`` decisions per request: under the probe's budget even if the overlap were a
+        whole step."""
+        for rid, chain in chains.items():
+            if chain:
+                estimate = self._estimate(rid, create=True)
+                estimate.backoff = min(2 * estimate.backoff or 1, REASK_WAIT)
+                estimate.quiet_until = self._clock + min(estimate.backoff, decisions)
+        return {}
 
     def _best_plan(
         self,

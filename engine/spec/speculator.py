@@ -24,13 +24,18 @@ class Speculator:
         self.num_draft_tokens = 0
         self.num_accepted_tokens = 0
         self.num_accepted_tokens_per_pos = [0] * policy.max_draft_len
+        self._approved = False  # wants_drafts said yes this step: propose does not ask again
 
     @staticmethod
     def _eligible(request: Request) -> bool:
+        return request.num_output_placeholders == 0 and Speculator._in_decode(request)
+
+    @staticmethod
+    def _in_decode(request: Request) -> bool:
+        """Eligible once the tokens of the step in flight are on the host."""
         return (
             request.status is RequestStatus.RUNNING
-            and request.num_output_placeholders == 0
-            and request.num_computed_tokens == request.num_tokens - 1
+            and request.num_computed_tokens == request.num_tokens + request.num_output_placeholders - 1
             and request.sampling_params.logprobs is None
         )
 
@@ -45,21 +50,24 @@ class Speculator:
         return min(tokens, self.max_batched_tokens), decodes
 
     def wants_drafts(self, running: list[Request]) -> bool:
-        """Whether drafting pays at this batch (async scheduling waits for the step in flight only then)."""
-        if not running:
-            return False
+        """Whether drafting pays at this batch (async scheduling waits for the step in flight only
+        then), for the requests that will be candidates once it is read; ``propose`` goes by this
+        verdict instead of asking again (one decision a step, the one that lost the overlap)."""
         tokens, decodes = self._load(running)
-        return decodes > 0 and self.policy.pays_at(tokens, decodes, [r.request_id for r in running])
+        ids = [r.request_id for r in running if self._in_decode(r)]
+        self._approved = bool(ids) and decodes > 0 and self.policy.pays_at(tokens, decodes, ids)
+        return self._approved
 
     def propose(self, running: list[Request]) -> None:
         """Set ``draft_token_ids`` on the running requests that speculate this step."""
+        approved, self._approved = self._approved, False
         for request in running:
             request.draft_token_ids = []
         candidates = [r for r in running if self._eligible(r)]
         if not candidates:
             return
         tokens, decodes = self._load(running)
-        if not self.policy.pays_at(tokens, decodes, [r.request_id for r in candidates]):
+        if not approved and not self.policy.pays_at(tokens, decodes, [r.request_id for r in candidates]):
             return
         drafts = self.proposer.propose(candidates, self.policy.max_draft_len)
         lengths = self.policy.draft_lengths(drafts, tokens, decodes)

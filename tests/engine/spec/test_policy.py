@@ -440,10 +440,10 @@ def _closed_loop(seed, steps, most, graph_sizes, calibrated_share, verify_a, ver
         ids = sorted(requests)
         prefill = rng.choice((0, 0, 0, 0, 7, 100))
         batch_tokens = len(ids) + prefill
-        decisions.append(policy.pays_at(batch_tokens, len(ids), ids))  # wants_drafts
+        decisions.append(policy.pays_at(batch_tokens, len(ids), ids))  # wants_drafts; propose reuses it
         candidates = [rid for rid in ids if rng.random() < 0.9]
         lengths = {}
-        if candidates and policy.pays_at(batch_tokens, len(ids), candidates):
+        if candidates and decisions[-1]:
             drafts = {}
             for rid in candidates:
                 rate, calibrated = requests[rid]
