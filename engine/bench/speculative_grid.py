@@ -11,8 +11,13 @@ near-ties made real verification of recorded greedy tokens leave the recording a
 Outputs are therefore not the greedy ones; each mode reports its measured acceptance (accepted /
 drafted tokens) instead. Prompts are random token ids of 32-128 tokens, already in
 the prefix cache when timed, and every request generates the same number of tokens, so decoding
-dominates. The speculating modes share one step-time model, as the engine's one speculator would
-over a server's lifetime; the scheduler runs after the fixed lengths at each point.
+dominates. The modes share one set of step-time models, as the engine's one speculator would
+over a server's lifetime; the scheduler runs after the fixed lengths at each point. Mode "off"
+keeps a ``PlainStepObserver`` attached (``engine/spec/speculator.py``): it never drafts (no proposer
+runs, steps stay overlapped) but records its plain decode steps into the shared plain-step model, as
+a server's speculator sees every plain step, so the scheduler can compare drafting with plain
+steps of its batch from its first step instead of measuring them first (every PLAIN_EXPLORE-th
+step until MIN_STEPS_FOR_FIT of them, most of a 64-token run at batch 256).
 
 At batch 1 a mode's run of 64 tokens is a dozen verify steps, so how many drafts the forced
 acceptance happens to keep moves its rate by several percent, more than the 5 % the scheduler is
@@ -271,11 +276,14 @@ class GridRunner:
         from engine.spec.forced_acceptance import ForcedAcceptance
         from engine.spec.oracle import OracleProposer
         from engine.spec.policy import SpeculationPolicy
-        from engine.spec.speculator import verify_graph_sizes
+        from engine.spec.speculator import PlainStepObserver, verify_graph_sizes
 
         core = self.llm.engine
+        core.runner.acceptance_override = None
         if mode == "off":
-            core.speculator = core.runner.acceptance_override = None
+            policy = SpeculationPolicy(max(self.args.draft_lengths), "confidence", *models)
+            policy.use_graphs(verify_graph_sizes(core.runner))
+            core.speculator = PlainStepObserver(policy, self.llm.config.max_num_batched_tokens)
             return
         if mode == SCHEDULER:
             policy = SpeculationPolicy(max(self.args.draft_lengths), "confidence", *models)
@@ -298,12 +306,12 @@ class GridRunner:
             tokens, seconds, counts = measure(self.llm, prompts, params or self.params)
             spec = self.llm.engine.speculator
         finally:
-            self._attach("off", acceptance, None)
+            self.llm.engine.speculator = self.llm.engine.runner.acceptance_override = None
         emitted = sum(map(len, tokens))
         result = ModeResult(emitted / seconds, seconds, emitted)
         if graphs is not None:
             result.graphed_verify_steps = graphs.verify_steps_run - graphed_before
-        if spec is not None:
+        if isinstance(spec, CountingSpeculator):
             drafted, drafts = counts["spec_decode_num_draft_tokens"], counts["spec_decode_num_drafts"]
             result.drafted_tokens, result.accepted_tokens = drafted, counts["spec_decode_num_accepted_tokens"]
             result.acceptance_rate = result.accepted_tokens / drafted if drafted else None
@@ -320,7 +328,7 @@ class GridRunner:
         from engine.sampling.params import SamplingParams
 
         short = SamplingParams(max_tokens=WARM_UP_TOKENS, temperature=0.0, ignore_eos=True)
-        self.run("off", prompts, 1.0, short)
+        self.run("off", prompts, 1.0, short, fresh_models())
         if self.llm.engine.device.type != "cuda":
             return  # nothing is compiled per step shape elsewhere
         longest = max(self.args.draft_lengths)

@@ -103,6 +103,25 @@ class Speculator:
         self.policy.forget(request_id)
 
 
+class PlainStepObserver(Speculator):
+    """Speculation off, its plain-step model fed: never drafts (no proposer runs, async steps stay
+    overlapped) but observes every plain decode step into ``policy.plain_step_time``, so that a
+    speculator attached later, sharing the models, can weigh drafting against plain steps at once
+    instead of first spending its own steps measuring them (``engine/bench/speculative_grid.py``)."""
+
+    def __init__(self, policy: SpeculationPolicy, max_batched_tokens: int) -> None:
+        super().__init__(None, policy, max_batched_tokens)
+
+    def wants_drafts(self, running: list[Request]) -> bool:
+        return False
+
+    def propose(self, running: list[Request]) -> None:
+        pass
+
+    def drop(self, request_id: str) -> None:
+        pass
+
+
 def make_speculator(config: EngineConfig, build_proposer) -> Speculator | None:
     """None when speculation is off. ``build_proposer(method)`` builds the proposer (the engine
     knows the model, the device and the checkpoint it needs)."""

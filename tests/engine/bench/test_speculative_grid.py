@@ -112,3 +112,20 @@ def test_pooled_rounds_sum_tokens_seconds_and_counts():
     assert total.mean_draft_len == 15 / 6  # 3 drafts of 2 and 3 of 3
     off = pooled([ModeResult(5.0, 1.0, 5), ModeResult(5.0, 1.0, 5)])
     assert off.acceptance_rate is None and off.mean_draft_len is None and off.drafted_tokens == 0
+
+
+def test_mode_off_drafts_nothing_but_feeds_the_shared_plain_step_model(tiny_llama):
+    from engine import LLM
+    from engine.bench.speculative_grid import GridRunner, random_prompts
+
+    args = argparse.Namespace(draft_lengths=[3], seed=0, oracle_confidence="calibrated", max_tokens=8)
+    llm = LLM(str(tiny_llama), device="cpu", dtype="float32", max_num_seqs=4, max_model_len=192)
+    try:
+        runner = GridRunner(llm, args)
+        result = runner.run("off", random_prompts(4, runner.vocab_size, seed=1), 0.6)
+        assert llm.engine.speculator is None  # removed after the run
+    finally:
+        llm.shutdown()
+    assert result.drafted_tokens == 0 and result.acceptance_rate is None and result.drafting_steps == 0
+    verify, plain, eager = runner.models
+    assert plain.steps > 0 and verify.steps == eager.steps == 0

@@ -5,7 +5,7 @@ import pytest
 
 from engine.spec.oracle import OracleProposer
 from engine.spec.policy import REASK_WAIT, SpeculationPolicy, StepTimeModel
-from engine.spec.speculator import Speculator
+from engine.spec.speculator import PlainStepObserver, Speculator
 from tests.support.spec_loop import AsyncLoop, decoding_requests
 
 STEPS = 300
@@ -50,3 +50,13 @@ def test_one_policy_decision_per_step():
     loop = AsyncLoop(speculator, decoding_requests(4), lambda t: 0.006, lambda t: 0.007 + 0.00001 * t, 0.8)
     counts = loop.run(50)
     assert counts.verify_steps > 0 and policy._clock == counts.steps
+
+
+def test_a_plain_step_observer_never_drafts_and_measures_every_plain_step():
+    policy = SpeculationPolicy(5)
+    observer = PlainStepObserver(policy, 8192)
+    loop = AsyncLoop(observer, decoding_requests(128), lambda t: 0.013, lambda t: 0.03, 0.8)
+    counts = loop.run(20)
+    assert counts.drafting_steps == 0 and counts.plain_steps == 20  # every step overlapped
+    assert policy.plain_step_time.steps == 20 and policy.step_time.steps == 0
+    assert policy.plain_time(128) == pytest.approx(0.013)
