@@ -28,33 +28,38 @@ class Speculator:
 
     @staticmethod
     def _eligible(request: Request) -> bool:
-        return request.num_output_placeholders == 0 and Speculator._in_decode(request)
-
-    @staticmethod
-    def _in_decode(request: Request) -> bool:
-        """Eligible once the tokens of the step in flight are on the host."""
         return (
             request.status is RequestStatus.RUNNING
-            and request.num_computed_tokens == request.num_tokens + request.num_output_placeholders - 1
+            and request.num_output_placeholders == 0
+            and request.num_computed_tokens == request.num_tokens - 1
             and request.sampling_params.logprobs is None
         )
 
-    def _load(self, running: list[Request]) -> tuple[int, int]:
-        """The step's tokens without drafts, and how many of its requests are decodes."""
-        tokens = sum(
-            max(r.num_tokens + r.num_output_placeholders - r.num_computed_tokens, 0) for r in running
-        )
-        decodes = sum(
-            1 for r in running if r.num_computed_tokens >= r.num_tokens + r.num_output_placeholders - 1
-        )
+    def _load(self, running: list[Request], ids: list[str] | None = None) -> tuple[int, int]:
+        """The step's tokens without drafts, and how many of its requests are decodes; ``ids``
+        gets the ids of the decodes that may draft once the step in flight is read."""
+        tokens = decodes = 0
+        for r in running:
+            ahead = r.num_tokens + r.num_output_placeholders - r.num_computed_tokens
+            if ahead > 0:
+                tokens += ahead
+            if ahead <= 1:
+                decodes += 1
+                if (
+                    ids is not None
+                    and ahead == 1
+                    and r.status is RequestStatus.RUNNING
+                    and r.sampling_params.logprobs is None
+                ):
+                    ids.append(r.request_id)
         return min(tokens, self.max_batched_tokens), decodes
 
     def wants_drafts(self, running: list[Request]) -> bool:
         """Whether drafting pays at this batch (async scheduling waits for the step in flight only
         then), for the requests that will be candidates once it is read; ``propose`` goes by this
         verdict instead of asking again (one decision a step, the one that lost the overlap)."""
-        tokens, decodes = self._load(running)
-        ids = [r.request_id for r in running if self._in_decode(r)]
+        ids: list[str] = []
+        tokens, decodes = self._load(running, ids)
         self._approved = bool(ids) and decodes > 0 and self.policy.pays_at(tokens, decodes, ids)
         return self._approved
 
