@@ -27,6 +27,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dtype", default="bfloat16", help="weights' and activations' dtype (default: %(default)s)"
     )
     parser.add_argument(
+        "--hf-dtype",
+        help="with --compare hf: transformers' dtype (default: --dtype); a GGUF file is dequantized "
+        "to it, as transformers always loads one",
+    )
+    parser.add_argument(
         "--workload", action="append", choices=WORKLOADS + ("all",), help="repeatable; default: all"
     )
     parser.add_argument(
@@ -90,6 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             "max_num_batched_tokens",
             "admission_batch",
             "tensor_parallel_size",
+            "gguf_weights",
         ),
         default_overrides=BENCH_ENGINE_DEFAULTS,
     )
@@ -166,9 +172,9 @@ def _build_hf(model_dir: Path, config: dict, args):
 
     if args.random_arch:
         _say("transformers: building the model with random weights")
-        return build_hf_model(config, args.device, args.dtype)
-    _say(f"transformers: loading {model_dir}")
-    return load_hf_model(model_dir, args.device, args.dtype)
+        return build_hf_model(config, args.device, args.hf_dtype or args.dtype)
+    _say(f"transformers: loading {model_dir} as {args.hf_dtype or args.dtype}")
+    return load_hf_model(model_dir, args.device, args.hf_dtype or args.dtype)
 
 
 def _hf_figures(model_dir: Path, config: dict, args, ceilings, active_params: int) -> dict:
@@ -281,6 +287,7 @@ def _build_engine(model_dir: Path, args, counts):
         max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens,
         admission_batch=args.admission_batch,
+        gguf_weights=args.gguf_weights,
         gpu_memory_utilization=args.gpu_memory_utilization,
         tensor_parallel_size=args.tensor_parallel_size,
         async_scheduling={"auto": None, "on": True, "off": False, "ab": True}[args.async_scheduling],
@@ -448,6 +455,8 @@ def run(args: argparse.Namespace) -> int:
         "max_num_seqs": args.max_num_seqs,
         "max_num_batched_tokens": args.max_num_batched_tokens,
         "admission_batch": args.admission_batch,
+        "gguf_weights": args.gguf_weights,
+        "hf_dtype": args.hf_dtype or args.dtype,
         "figures": {},
     }
     with tempfile.TemporaryDirectory() as tmp:
