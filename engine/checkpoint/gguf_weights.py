@@ -14,7 +14,6 @@ from functools import partial
 from pathlib import Path
 
 from engine.checkpoint.errors import CheckpointError
-from engine.checkpoint.gguf_int4 import INT4_TYPES, unpack_int4
 from engine.checkpoint.gguf_metadata import GGUFTensor, gguf_metadata
 
 GLOBAL_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
@@ -59,6 +58,8 @@ def iter_gguf_weights(path: Path, keep_int4: bool = False) -> Iterator[tuple[str
     import torch
     from gguf.constants import GGMLQuantizationType
     from gguf.quants import dequantize
+
+    from engine.checkpoint.gguf_int4 import INT4_TYPES, unpack_int4
 
     metadata = gguf_metadata(path)
     heads = metadata.config["num_attention_heads"]
