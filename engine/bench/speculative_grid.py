@@ -35,6 +35,7 @@ included).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import random
 import sys
@@ -57,7 +58,7 @@ WARM_UP_TOKENS = 8
 SCHEDULER = "scheduler"
 HEADER = (
     f"{'acc':>5}{'batch':>6}{'off':>9}{{fixed}}{'sched':>9}{'best':>6}{'s/best':>9}{'s/off':>9}"
-    f"{'k.p':>7}{'s.p':>7}{'s.len':>7}{'s.nodraft':>10}{'graphed':>12}"
+    f"{'k.p':>7}{'s.p':>7}{'s.len':>7}{'s.nodraft':>10}{'graphed':>12}{'s.host':>8}{'gc':>6}"
 )
 
 
@@ -83,11 +84,15 @@ class ModeResult:
     # rest ran eager: more rows than the largest captured size, prompt chunks, no graphs captured).
     verify_steps: int = 0
     graphed_verify_steps: int = 0
+    # Host time inside the run: the speculator's (deciding, proposing, recording) and the garbage
+    # collector's pauses; either is time the GPU may wait for.
+    speculator_seconds: float = 0.0
+    gc_seconds: float = 0.0
 
 
 _COUNTS = (
     "drafted_tokens", "accepted_tokens", "decided_tokens", "drafting_steps", "steps_without_drafts",
-    "verify_steps", "graphed_verify_steps",
+    "verify_steps", "graphed_verify_steps", "speculator_seconds", "gc_seconds",
 )  # fmt: skip
 
 
@@ -237,20 +242,57 @@ def random_prompts(n: int, vocab_size: int, seed: int) -> list[list[int]]:
     return [[rng.randrange(3, vocab_size) for _ in range(rng.randint(*PROMPT_LENS))] for _ in range(n)]
 
 
+class GcPauses:
+    """Seconds the garbage collector paused the process between ``start`` and ``stop``."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._began = 0.0
+
+    def _callback(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._began
+
+    def __enter__(self) -> GcPauses:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        gc.callbacks.remove(self._callback)
+
+
 class CountingSpeculator(Speculator):
     """Counts the steps it drafts for (some request is in decode), those where no request got a draft, the steps that
-    verified drafts, and the draft positions that were decided (accepted, or the first rejected one of a draft)."""
+    verified drafts, and the draft positions that were decided (accepted, or the first rejected one of a draft);
+    times its own host work."""
 
     steps = steps_without_drafts = decided = verify_steps = 0
+    seconds = 0.0
+
+    def wants_drafts(self, running) -> bool:
+        started = time.perf_counter()
+        try:
+            return super().wants_drafts(running)
+        finally:
+            self.seconds += time.perf_counter() - started
 
     def propose(self, running) -> None:
+        started = time.perf_counter()
         eligible = any(self._eligible(r) for r in running)  # before: drafting changes a request's state
         super().propose(running)
         if eligible:  # a step of prefills only (synchronous scheduling asks at every step) is not one
             self.steps += 1
             self.steps_without_drafts += not any(r.draft_token_ids for r in running)
+        self.seconds += time.perf_counter() - started
 
     def observe(self, out, accepted, seconds) -> None:
+        started = time.perf_counter()
+        self._observe(out, accepted, seconds)
+        self.seconds += time.perf_counter() - started
+
+    def _observe(self, out, accepted, seconds) -> None:
         super().observe(out, accepted, seconds)
         self.verify_steps += out.num_draft_tokens > 0
         for s in out.scheduled:
@@ -303,12 +345,13 @@ class GridRunner:
         graphs = self.llm.engine.runner.graphs
         graphed_before = graphs.verify_steps_run if graphs is not None else 0
         try:
-            tokens, seconds, counts = measure(self.llm, prompts, params or self.params)
+            with GcPauses() as pauses:
+                tokens, seconds, counts = measure(self.llm, prompts, params or self.params)
             spec = self.llm.engine.speculator
         finally:
             self.llm.engine.speculator = self.llm.engine.runner.acceptance_override = None
         emitted = sum(map(len, tokens))
-        result = ModeResult(emitted / seconds, seconds, emitted)
+        result = ModeResult(emitted / seconds, seconds, emitted, gc_seconds=pauses.seconds)
         if graphs is not None:
             result.graphed_verify_steps = graphs.verify_steps_run - graphed_before
         if isinstance(spec, CountingSpeculator):
@@ -319,6 +362,7 @@ class GridRunner:
             result.drafting_steps, result.steps_without_drafts = spec.steps, spec.steps_without_drafts
             result.decided_tokens = spec.decided
             result.verify_steps = spec.verify_steps
+            result.speculator_seconds = spec.seconds
             result.position_acceptance = result.accepted_tokens / spec.decided if spec.decided else None
         return result
 
@@ -461,12 +505,13 @@ def format_point(p: Point) -> str:
     fixed_accept = "-" if p.fixed_acceptance is None else f"{p.fixed_acceptance:.2f}"
     accept = "-" if s.position_acceptance is None else f"{s.position_acceptance:.2f}"
     draft = "-" if s.mean_draft_len is None else f"{s.mean_draft_len:.2f}"
+    gc_share = max(r.gc_seconds / r.seconds for r in p.modes.values())
     graphed = f"{sum(r.graphed_verify_steps for r in p.modes.values())}/{sum(r.verify_steps for r in p.modes.values())}"
     return (
         f"{p.acceptance:>5.2f}{p.batch_size:>6}{p.modes['off'].tokens_per_s:>9.1f}{fixed}"
         f"{s.tokens_per_s:>9.1f}{p.best_fixed:>6}{p.scheduler_vs_best_fixed:>9.3f}{p.scheduler_vs_off:>9.3f}"
         f"{fixed_accept:>7}{accept:>7}{draft:>7}{f'{s.steps_without_drafts}/{s.drafting_steps}':>10}"
-        f"{graphed:>12}"
+        f"{graphed:>12}{s.speculator_seconds / s.seconds:>8.1%}{gc_share:>6.1%}"
     )
 
 
@@ -487,7 +532,9 @@ def format_report(report: GridReport) -> str:
         "each draft's first rejection; expect acc); s.p: the scheduler's; s.len: its verified draft "
         "tokens per draft; s.nodraft: its synchronous steps that drafted nothing / all its drafting "
         "steps; graphed: verify steps replayed from the decode CUDA graphs / all verify steps, over "
-        "every mode of the point (accepted / drafted tokens per mode: acceptance_rate in --json)"
+        "every mode of the point; s.host: the scheduler's speculator host time / its run time; gc: the "
+        "largest share of a mode's run time the garbage collector paused it (accepted / drafted tokens "
+        "per mode: acceptance_rate in --json)"
     )
     for goal in report.goals:
         verdict = {True: "PASS", False: "FAIL", None: "NOT RUN"}[goal.passed]

@@ -234,6 +234,13 @@ def logs_of(cluster) -> str:
     return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted(cluster["logs"].glob("*.log")))
 
 
+def serves(url: str, tls: ssl.SSLContext) -> bool:
+    try:
+        return httpx.get(url, verify=tls, timeout=10).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 def test_two_hosts_tls_login_replica_and_a_rerun_that_changes_nothing(cluster):
     tmp = cluster["tmp"]
     cert = tmp / "cp/etc/chassis/tls/chassis.crt"
@@ -241,13 +248,17 @@ def test_two_hosts_tls_login_replica_and_a_rerun_that_changes_nothing(cluster):
     base = f"https://{CP}:{HTTPS}"
     wait_until(lambda: httpx.get(f"{base}/health", verify=tls, timeout=5).status_code == 200,
                "the control plane through nginx", timeout=90, poll=1)  # fmt: skip
+    # Every web worker up and the login page served, before the browser's own deadlines start:
+    # the units start all at once, and on a busy CI machine /health can answer long before that.
+    wait_until(lambda: all(serves(f"{base}/login/", tls) for _ in range(4)), "the login page through nginx",
+               timeout=180, poll=1)  # fmt: skip
 
     # A browser on the node's address logs in over HTTPS with the admin the playbook made.
     login = subprocess.run(
         ["ip", "netns", "exec", NETNS, sys.executable, "-m", "tests.support.https_login", base, "admin", ADMIN_PASSWORD],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
+        cwd=REPO, capture_output=True, text=True, timeout=400,
     )  # fmt: skip
-    assert login.returncode == 0, login.stderr[-3000:]
+    assert login.returncode == 0, login.stderr[-3000:] + "\n" + logs_of(cluster)
     seen = json.loads(login.stdout.strip().splitlines()[-1])
     assert seen["url"] == f"{base}/"
     assert seen["secure_cookies"]["sessionid"] and seen["secure_cookies"]["csrftoken"]

@@ -11,7 +11,7 @@ from engine.bench.speculative_grid import estimate_s, ordered_points
 FIELDS = {
     "tokens_per_s", "seconds", "acceptance_rate", "position_acceptance", "mean_draft_len",
     "drafted_tokens", "accepted_tokens", "decided_tokens", "drafting_steps", "steps_without_drafts",
-    "verify_steps", "graphed_verify_steps", "output_tokens", "rounds",
+    "verify_steps", "graphed_verify_steps", "output_tokens", "rounds", "speculator_seconds", "gc_seconds",
 }  # fmt: skip
 
 
@@ -39,6 +39,8 @@ def test_the_grid_drafts_every_step_and_accepts_at_the_forced_rate(tmp_path, cap
                 assert result["accepted_tokens"] <= result["decided_tokens"] <= result["drafted_tokens"]
                 assert result["decided_tokens"] > 0
                 assert result["verify_steps"] > 0 and result["graphed_verify_steps"] == 0  # no graphs on CPU
+                assert 0 < result["speculator_seconds"] < result["seconds"]
+            assert 0 <= result["gc_seconds"] < result["seconds"]
         k1 = point["modes"]["k1"]  # one position per draft: accepted / drafted is p itself
         assert k1["decided_tokens"] == k1["drafted_tokens"]
     assert [g["passed"] is None for g in report["goals"]] == [False, True, True]  # no batch >= 128
@@ -129,3 +131,15 @@ def test_mode_off_drafts_nothing_but_feeds_the_shared_plain_step_model(tiny_llam
     assert result.drafted_tokens == 0 and result.acceptance_rate is None and result.drafting_steps == 0
     verify, plain, eager = runner.models
     assert plain.steps > 0 and verify.steps == eager.steps == 0
+
+
+def test_gc_pauses_count_the_collections_inside_the_block_only():
+    import gc
+
+    from engine.bench.speculative_grid import GcPauses
+
+    with GcPauses() as pauses:
+        gc.collect()
+    inside = pauses.seconds
+    gc.collect()
+    assert inside > 0 and pauses.seconds == inside and pauses._callback not in gc.callbacks
