@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 from engine.config_cli import add_engine_arguments
+from engine.core.gc_heap import startup_heap_frozen
 
 WORKLOADS = ("decode-bs1", "prefill", "offline", "batch128", "static-batch", "serve")
 # Sized for throughput workloads on one large GPU, not for a replica's defaults.
@@ -319,17 +320,18 @@ def _run_in_process(workloads, model_dir, config, args, counts, floor_inputs, re
     llm = _build_engine(model_dir, args, counts)
     report["async_scheduling"] = llm.engine.async_scheduling
     modes = [(False, "_sync"), (True, "")] if args.async_scheduling == "ab" else [(None, "")]
-    for name in workloads:
-        for mode, suffix in modes:
-            if mode is not None:
-                llm.engine.async_scheduling = mode  # safe between generate calls: none in flight
-            _say(f"engine: {name}{suffix}")
-            result = _profiled(
-                args.profile_host, _run_workload, name, llm, config, args, counts.active, floor_inputs
-            )
-            key = name.replace("-", "_")
-            report["figures"].update({f"engine_{key}_{k}{suffix}": v for k, v in result.figures.items()})
-            _say(f"engine: {name}{suffix}: " + ", ".join(f"{k}={v:,.2f}" for k, v in result.figures.items()))
+    with startup_heap_frozen():
+        for name in workloads:
+            for mode, suffix in modes:
+                if mode is not None:
+                    llm.engine.async_scheduling = mode  # safe between generate calls: none in flight
+                _say(f"engine: {name}{suffix}")
+                result = _profiled(
+                    args.profile_host, _run_workload, name, llm, config, args, counts.active, floor_inputs
+                )
+                key = name.replace("-", "_")
+                report["figures"].update({f"engine_{key}_{k}{suffix}": v for k, v in result.figures.items()})
+                _say(f"engine: {name}{suffix}: " + ", ".join(f"{k}={v:,.2f}" for k, v in result.figures.items()))
     llm.shutdown()  # the other tensor-parallel ranks, if any
     del llm
     gc.collect()  # frees the device memory before a serve workload starts its own engine

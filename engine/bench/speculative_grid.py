@@ -45,6 +45,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from engine.bench.interleaved import alternate
+from engine.core.gc_heap import startup_heap_frozen
 from engine.spec.speculator import Speculator  # light: no torch (the parser imports this module)
 
 PROMPT_LENS = (32, 128)
@@ -416,7 +417,8 @@ def run_grid(args: argparse.Namespace, say=print) -> GridReport:
     with tempfile.TemporaryDirectory() as tmp:
         llm = build_engine(args, Path(tmp))
         try:
-            report = _run_points(llm, args, started, say)
+            with startup_heap_frozen():
+                report = _run_points(llm, args, started, say)
         finally:
             llm.shutdown()
     report.elapsed_s = time.perf_counter() - started

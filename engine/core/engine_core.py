@@ -252,13 +252,14 @@ class EngineCore:
         failed = self._abort_failed_grammars() if self._grammar_pool is not None else []
         if self.async_scheduling:
             return failed + self._step_overlapped()
+        began = time.perf_counter()
         if self.speculator is not None:
             self.speculator.propose(self.scheduler.running)
         out = self.scheduler.schedule()
         if out.is_empty:
             self._check_progress()
             return failed
-        return failed + self._execute(out)
+        return failed + self._execute(out, began)
 
     def _abort_failed_grammars(self) -> list[RequestOutput]:
         """Requests whose grammar failed to compile end as aborted rather than run unconstrained
@@ -266,22 +267,34 @@ class EngineCore:
         failed = [r for r in self.scheduler.waiting if r.grammar is not None and r.grammar.error is not None]
         return [out for out in map(self.abort, (r.request_id for r in failed)) if out is not None]
 
-    def _execute(self, out: SchedulerOutput) -> list[RequestOutput]:
-        """Run a step to its samples and process them (timed for the speculation policy)."""
+    def _execute(self, out: SchedulerOutput, began: float) -> list[RequestOutput]:
+        """Run a step to its samples and process them. The speculation policy gets its wall-clock
+        cost from ``began`` (the step's drafting and scheduling) to its outputs processed: nothing
+        overlaps a synchronous step's host work."""
         started = time.perf_counter()
         result = self.runner.execute(out)
         self._last_done = time.perf_counter()
         self.busy_seconds.add(out, self._last_done - started)
-        if self.speculator is not None:
-            self.speculator.observe(out, result.accepted, self._last_done - started)
-        return self._process(out, result)
+        if self.speculator is None:
+            return self._process(out, result)
+        self.speculator.observe(out, result.accepted, None)  # before _process drops finished requests
+        outputs = self._process(out, result)
+        self.speculator.observe_time(out, time.perf_counter() - began)
+        return outputs
 
     def _step_speculating(self) -> list[RequestOutput]:
         """Async scheduling with speculation paying off: drafts need every token on the host, so
         the step in flight is read first and the speculating step runs to its samples. A step that
         ends up with no drafts (the proposer's confidence said no) is launched as a plain one, so
         the next step overlaps it."""
-        outputs = self._process_pending() if self._pending is not None else []
+        began = time.perf_counter()
+        if self._pending is not None:
+            outputs = self._process_pending()
+            # From the step in flight's samples: processing them is this step's cost, as nothing
+            # overlaps it now.
+            began = self._last_done
+        else:
+            outputs = []
         self.speculator.propose(self.scheduler.running)
         out = self.scheduler.schedule()
         if out.is_empty:
@@ -290,7 +303,7 @@ class EngineCore:
             launched_at = time.perf_counter()
             self._pending = (out, self.runner.launch(out), launched_at)
             return outputs
-        return outputs + self._execute(out)
+        return outputs + self._execute(out, began)
 
     def _step_overlapped(self) -> list[RequestOutput]:
         """Launch step N+1, then read and process step N while the device runs N+1."""

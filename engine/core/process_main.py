@@ -19,6 +19,7 @@ from multiprocessing.connection import Connection
 
 from engine.config import EngineConfig
 from engine.core.drive_loop import drive
+from engine.core.gc_heap import freeze_startup_heap
 from engine.core.kv_forwarding import ForwardingKVEventLog
 from engine.core.messages import CoreFatal, CoreReady, LoadFailed, picklable
 from engine.core.process_loop import BatchSender, CommandInbox, Outbox
@@ -50,6 +51,7 @@ def run_engine_core(
         traceback.print_exc()
         _send_quietly(outbox, LoadFailed(picklable(exc)))
         os._exit(FATAL_EXIT_CODE)  # ranks half started exit on their own once this process is gone
+    freeze_startup_heap()  # this process holds this engine until it exits
     outbox.send(CoreReady(os.getpid(), core.max_model_len, core.stats(), kv_log.take()))
     try:
         drive(core, CommandInbox(commands), BatchSender(core, outbox, kv_log))
