@@ -54,3 +54,24 @@ def test_rows_the_kernel_cannot_pack_load_dequantized():
     linear = Linear(96, 40, False, torch.float32, torch.device("cpu"))
     linear.load("weight", weight)
     assert isinstance(linear.weight, torch.nn.Parameter) and torch.equal(linear.weight, weight.dequantize())
+
+
+def test_bfloat16_scales_and_zeros_keep_each_groups_mean_weight():
+    """The kernel's weights ``s' * (q - 8) + z'`` with bfloat16 scale and zero: per group, the mean
+    error against the GGUF weights is the zero's rounding at most (the scale's rounding, shared by
+    the group's 32 weights, does not shift its mean)."""
+    from engine.checkpoint.gguf_int4 import GROUP_SIZE
+    from engine.layers.int4_weight import scales_and_zeros
+
+    part = _int4(64, 256, 2)
+    pairs = scales_and_zeros(part.codes, part.scale, part.offset, torch.bfloat16).float()
+    scale, zero = pairs[..., 0].t(), pairs[..., 1].t()  # [rows, groups]
+    codes = part.codes.float().view(*part.scale.shape, GROUP_SIZE)
+    exact = codes * part.scale[..., None] + part.offset[..., None]
+    kernel = scale[..., None] * (codes - 8) + zero[..., None]
+    half_ulp = zero.abs() * 2.0**-8  # bfloat16 keeps 8 significant bits: half an ulp <= 2^-8 |z|
+    assert ((kernel - exact).mean(-1).abs() <= half_ulp + 1e-7).all()
+    # the plain zero (offset + 8 * scale, rounded) leaves the scale's rounding in the mean
+    plain = (part.offset + 8 * part.scale).to(torch.bfloat16).float()
+    naive = scale[..., None] * (codes - 8) + plain[..., None]
+    assert (naive - exact).mean(-1).abs().mean() > (kernel - exact).mean(-1).abs().mean()
