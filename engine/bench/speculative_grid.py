@@ -89,11 +89,14 @@ class ModeResult:
     # collector's pauses; either is time the GPU may wait for.
     speculator_seconds: float = 0.0
     gc_seconds: float = 0.0
+    gc_full_collections: int = 0  # of them, full (generation 2) collections
+    gc_full_seconds: float = 0.0
 
 
 _COUNTS = (
     "drafted_tokens", "accepted_tokens", "decided_tokens", "drafting_steps", "steps_without_drafts",
-    "verify_steps", "graphed_verify_steps", "speculator_seconds", "gc_seconds",
+    "verify_steps", "graphed_verify_steps", "speculator_seconds", "gc_seconds", "gc_full_collections",
+    "gc_full_seconds",
 )  # fmt: skip
 
 
@@ -244,17 +247,24 @@ def random_prompts(n: int, vocab_size: int, seed: int) -> list[list[int]]:
 
 
 class GcPauses:
-    """Seconds the garbage collector paused the process between ``start`` and ``stop``."""
+    """Seconds the garbage collector paused the process inside the block, and its collections per
+    generation (0, 1, 2: a full one walks every object not frozen)."""
 
     def __init__(self) -> None:
         self.seconds = 0.0
+        self.collections = [0, 0, 0]
+        self.full_seconds = 0.0
         self._began = 0.0
 
     def _callback(self, phase: str, info: dict) -> None:
         if phase == "start":
             self._began = time.perf_counter()
-        else:
-            self.seconds += time.perf_counter() - self._began
+            return
+        seconds = time.perf_counter() - self._began
+        self.seconds += seconds
+        self.collections[info["generation"]] += 1
+        if info["generation"] == 2:
+            self.full_seconds += seconds
 
     def __enter__(self) -> GcPauses:
         gc.callbacks.append(self._callback)
@@ -353,6 +363,7 @@ class GridRunner:
             self.llm.engine.speculator = self.llm.engine.runner.acceptance_override = None
         emitted = sum(map(len, tokens))
         result = ModeResult(emitted / seconds, seconds, emitted, gc_seconds=pauses.seconds)
+        result.gc_full_collections, result.gc_full_seconds = pauses.collections[2], pauses.full_seconds
         if graphs is not None:
             result.graphed_verify_steps = graphs.verify_steps_run - graphed_before
         if isinstance(spec, CountingSpeculator):

@@ -12,6 +12,7 @@ FIELDS = {
     "tokens_per_s", "seconds", "acceptance_rate", "position_acceptance", "mean_draft_len",
     "drafted_tokens", "accepted_tokens", "decided_tokens", "drafting_steps", "steps_without_drafts",
     "verify_steps", "graphed_verify_steps", "output_tokens", "rounds", "speculator_seconds", "gc_seconds",
+    "gc_full_collections", "gc_full_seconds",
 }  # fmt: skip
 
 
@@ -140,6 +141,8 @@ def test_gc_pauses_count_the_collections_inside_the_block_only():
 
     with GcPauses() as pauses:
         gc.collect()
+        gc.collect(0)
     inside = pauses.seconds
     gc.collect()
     assert inside > 0 and pauses.seconds == inside and pauses._callback not in gc.callbacks
+    assert pauses.collections == [1, 0, 1] and 0 < pauses.full_seconds < inside
