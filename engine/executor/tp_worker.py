@@ -48,6 +48,7 @@ def worker_main(
 def _serve(rank, world_size, device_type, store_port, runner_kwargs, commands, replies) -> None:
     import torch
 
+    from engine.core.gc_heap import freeze_startup_heap
     from engine.distributed import process_group as pg
     from engine.distributed.group import TPGroup
     from engine.runner.model_runner import ModelRunner
@@ -60,6 +61,7 @@ def _serve(rank, world_size, device_type, store_port, runner_kwargs, commands, r
     pg.init_process_group(store, device, rank, world_size)
     runner = ModelRunner(**dict(runner_kwargs, device=device), tp_group=TPGroup(rank, world_size))
     runner.samples = False
+    freeze_startup_heap()  # this rank holds this runner until it exits (its stalls stall every rank)
     replies.send((_m.READY,))
     while True:
         command = commands.recv()
@@ -72,6 +74,7 @@ def _serve(rank, world_size, device_type, store_port, runner_kwargs, commands, r
             runner.allocate_kv_cache(command[1], command[2])
         elif kind == _m.CAPTURE:
             runner.capture_decode_graphs(command[1], eager=command[2])
+            freeze_startup_heap()
         elif kind == _m.ROUTING:
             runner.routing_statistics_all_ranks()
         elif kind == _m.RESET_ROUTING:
