@@ -29,3 +29,13 @@ def test_the_tiny_demo_is_generated_on_request(tmp_path):
     deployment = Deployment.objects.get()
     assert (deployment.name, deployment.checkpoint.name) == ("tiny-chat", "tiny")
     assert (tmp_path / "tiny" / "config.json").is_file()
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native-bf16", "no-bf16"])
+def test_the_demo_keeps_smollm2_4bit_where_the_cpu_multiplies_bfloat16(monkeypatch, native):
+    import engine.cpu_features
+
+    monkeypatch.setattr(engine.cpu_features, "native_bfloat16", lambda: native)
+    call_command("bootstrap_demo", stdout=StringIO())
+    options = Deployment.objects.get().engine_options
+    assert options == ({"gguf_weights": "int4", "dtype": "bfloat16"} if native else {})
