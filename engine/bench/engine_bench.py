@@ -173,9 +173,9 @@ def _build_hf(model_dir: Path, config: dict, args):
 
     if args.random_arch:
         _say("transformers: building the model with random weights")
-        return build_hf_model(config, args.device, args.hf_dtype or args.dtype)
-    _say(f"transformers: loading {model_dir} as {args.hf_dtype or args.dtype}")
-    return load_hf_model(model_dir, args.device, args.hf_dtype or args.dtype)
+        return build_hf_model(config, args.device, args.hf_dtype)
+    _say(f"transformers: loading {model_dir} as {args.hf_dtype}")
+    return load_hf_model(model_dir, args.device, args.hf_dtype)
 
 
 def _hf_figures(model_dir: Path, config: dict, args, ceilings, active_params: int) -> dict:
@@ -437,6 +437,7 @@ def run(args: argparse.Namespace) -> int:
     from engine.checkpoint.model_config import parse_model_config
     from engine.checkpoint.model_facts import kv_bytes_per_token, parameter_counts
 
+    args.hf_dtype = args.hf_dtype or args.dtype
     args.workload = list(WORKLOADS) if not args.workload or "all" in args.workload else args.workload
     if "serve" in args.workload and (
         args.serve_clients < 1 or args.serve_requests < 1 or args.serve_length_scale <= 0
@@ -458,7 +459,7 @@ def run(args: argparse.Namespace) -> int:
         "max_num_batched_tokens": args.max_num_batched_tokens,
         "admission_batch": args.admission_batch,
         "gguf_weights": args.gguf_weights,
-        "hf_dtype": args.hf_dtype or args.dtype,
+        "hf_dtype": args.hf_dtype,
         "figures": {},
     }
     with tempfile.TemporaryDirectory() as tmp:

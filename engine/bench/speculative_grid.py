@@ -300,16 +300,13 @@ class CountingSpeculator(Speculator):
 
     def observe(self, out, accepted, seconds) -> None:
         started = time.perf_counter()
-        self._observe(out, accepted, seconds)
-        self.seconds += time.perf_counter() - started
-
-    def _observe(self, out, accepted, seconds) -> None:
         super().observe(out, accepted, seconds)
         self.verify_steps += out.num_draft_tokens > 0
         for s in out.scheduled:
             if s.num_draft_tokens:
                 n = len(accepted.get(s.request.request_id, []))
                 self.decided += n + (n < s.num_draft_tokens)
+        self.seconds += time.perf_counter() - started
 
 
 class GridRunner:

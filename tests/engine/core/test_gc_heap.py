@@ -8,7 +8,7 @@ class Node:
     pass
 
 
-def cyclic_node() -> weakref.ref:
+def cyclic_node() -> tuple[weakref.ref, Node]:
     node = Node()
     node.itself = node
     return weakref.ref(node), node
