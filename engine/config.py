@@ -28,6 +28,7 @@ GGUF_WEIGHTS = ("dequantize", "int4")
 KERNEL_MODES = ("auto", "torch", "triton")
 GEMV_MODES = ("auto", "cublas", "triton")
 CPU_WEIGHT_LAYOUTS = ("auto", "row-major")
+SHARED_EXPERTS_MODES = ("auto", "fused", "separate")
 TP_ALL_REDUCE_MODES = ("auto", "nccl", "symmetric")
 # Speculative decoding (engine/spec/): where drafts come from, and how long each one is.
 SPECULATIVE_METHODS = ("off", "ngram", "draft_model", "mtp")
@@ -237,6 +238,13 @@ class EngineConfig:
         "column-major, where MKL's one-row product reads it faster (engine/layers/cpu_weight_layout.py); "
         "row-major: every weight as loaded",
         choices=CPU_WEIGHT_LAYOUTS,
+    )
+    shared_experts: str = setting(
+        "auto",
+        "a mixture of experts' shared experts (DeepSeek): fused: run as extra routed experts at weight 1 "
+        "(one expert kernel per layer instead of two GEMVs and an add; single GPU, no expert parallel); "
+        "separate: their own MLP; auto: fused where the Triton expert kernels run",
+        choices=SHARED_EXPERTS_MODES,
     )
     tp_all_reduce: str | None = setting(
         None,

@@ -21,6 +21,7 @@ class Switches:
     tp_all_reduce: str = "auto"
     batch_invariant: bool = False
     cpu_weight_layout: str = "auto"
+    shared_experts: str = "auto"
 
     @classmethod
     def of(cls, config: EngineConfig) -> Switches:
@@ -31,6 +32,7 @@ class Switches:
             config.tp_all_reduce,
             config.batch_invariant,
             config.cpu_weight_layout,
+            config.shared_experts,
         )
 
     @classmethod
@@ -41,11 +43,12 @@ class Switches:
 
     def apply(self) -> None:
         from engine.distributed import symmetric_all_reduce
-        from engine.layers import batch_invariant, cpu_weight_layout, linear
+        from engine.layers import batch_invariant, cpu_weight_layout, linear, moe
         from kernels import _common, gemv_configs
 
         _common.set_mode(self.kernels)
         cpu_weight_layout.set_cpu_weight_layout(self.cpu_weight_layout)
+        moe.set_shared_experts_mode(self.shared_experts)
         linear.set_gemv_mode(self.gemv)
         gemv_configs.set_table_path(self.gemv_table)
         symmetric_all_reduce.set_mode(self.tp_all_reduce)
@@ -55,7 +58,7 @@ class Switches:
 def current() -> Switches:
     """What this process runs with now (what a tensor-parallel rank must run with too)."""
     from engine.distributed import symmetric_all_reduce
-    from engine.layers import batch_invariant, cpu_weight_layout, linear
+    from engine.layers import batch_invariant, cpu_weight_layout, linear, moe
     from kernels import _common, gemv_configs
 
     return Switches(
@@ -65,6 +68,7 @@ def current() -> Switches:
         symmetric_all_reduce.all_reduce_mode(),
         batch_invariant.batch_invariant(),
         cpu_weight_layout.cpu_weight_layout(),
+        moe.shared_experts_mode(),
     )
 
 

@@ -162,12 +162,14 @@ def _select_kernel(
     RENORMALIZE: tl.constexpr,
     SCALE: tl.constexpr,
     COUNT: tl.constexpr,
+    SHARED: tl.constexpr,
     BLOCK_G: tl.constexpr,
     BLOCK_S: tl.constexpr,
     BLOCK_K: tl.constexpr,
 ):
     """Token ``t``'s top-k experts and weights; experts laid out as a ``[BLOCK_G, BLOCK_S]`` tile
-    (group, index in group), one row when routing is not group-limited."""
+    (group, index in group), one row when routing is not group-limited. ``SHARED`` more slots follow
+    the top-k: experts ``experts .. experts + SHARED - 1`` (shared experts fused as routed ones), weight 1."""
     t = tl.program_id(0).to(tl.int64)
     rows = tl.arange(0, BLOCK_G)[:, None]
     cols = tl.arange(0, BLOCK_S)[None, :]
@@ -220,11 +222,15 @@ def _select_kernel(
         topk_weights = topk_weights / (tl.sum(topk_weights, axis=0) + 1e-20)
     if SCALE:
         topk_weights = topk_weights * scaling
-    slot_mask = slots < TOP_K
-    tl.store(ids_ptr + t * TOP_K + slots, topk_ids, mask=slot_mask)
-    tl.store(weights_ptr + t * TOP_K + slots, topk_weights, mask=slot_mask)
+    routed = slots < TOP_K
+    if SHARED > 0:
+        topk_ids = tl.where(routed, topk_ids, (experts + slots - TOP_K).to(tl.int64))
+        topk_weights = tl.where(routed, topk_weights, 1.0)
+    slot_mask = slots < TOP_K + SHARED
+    tl.store(ids_ptr + t * (TOP_K + SHARED) + slots, topk_ids, mask=slot_mask)
+    tl.store(weights_ptr + t * (TOP_K + SHARED) + slots, topk_weights, mask=slot_mask)
     if COUNT:
-        tl.atomic_add(counts_ptr + topk_ids, tl.full((BLOCK_K,), 1, tl.int64), mask=slot_mask)
+        tl.atomic_add(counts_ptr + topk_ids, tl.full((BLOCK_K,), 1, tl.int64), mask=routed)
 
 
 def _check(x: torch.Tensor, weight: torch.Tensor, moe, correction_bias: torch.Tensor | None) -> None:
@@ -253,6 +259,7 @@ def _launch(
     correction_bias: torch.Tensor | None,
     tiles: RoutingTiles | None,
     counts: torch.Tensor | None,
+    shared_slots: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     tokens, hidden = x.shape
     experts = weight.shape[0]
@@ -276,8 +283,9 @@ def _launch(
         BLOCK_H=tiles.block_h,
         num_warps=tiles.num_warps,
     )
-    topk_weights = torch.empty((tokens, moe.top_k), dtype=torch.float32, device=x.device)
-    topk_ids = torch.empty((tokens, moe.top_k), dtype=torch.int64, device=x.device)
+    slots = moe.top_k + shared_slots
+    topk_weights = torch.empty((tokens, slots), dtype=torch.float32, device=x.device)
+    topk_ids = torch.empty((tokens, slots), dtype=torch.int64, device=x.device)
     grouped = moe.num_groups > 1
     group_size = experts // moe.num_groups
     block_g, block_s = next_power_of_2(moe.num_groups), next_power_of_2(group_size)
@@ -301,9 +309,10 @@ def _launch(
         RENORMALIZE=moe.renormalize,
         SCALE=moe.routed_scaling_factor != 1.0,
         COUNT=counts is not None,
+        SHARED=shared_slots,
         BLOCK_G=block_g,
         BLOCK_S=block_s,
-        BLOCK_K=next_power_of_2(moe.top_k),
+        BLOCK_K=next_power_of_2(slots),
         # 3k whole-tile reductions (k = top_k): warp shuffles in one warp, a barrier each across warps.
         num_warps=1 if block_g * block_s <= 512 else 4,
     )
@@ -317,11 +326,15 @@ def route(
     correction_bias: torch.Tensor | None = None,
     tiles: RoutingTiles | None = None,
     counts: torch.Tensor | None = None,
+    shared_slots: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``x: [T, H]`` (fp32, bf16 or fp16), ``weight: [E, H]`` fp32, ``moe``: the layer's
-    ``engine.checkpoint.moe_config.MoEConfig`` -> ``(topk_weights float32 [T, k], topk_ids int64
-    [T, k])``, as ``select_experts(F.linear(x.float(), weight), moe, correction_bias)``; ``counts``
-    (int64 ``[E]``), when given, gains one per (token, chosen expert)."""
+    ``engine.checkpoint.moe_config.MoEConfig`` -> ``(topk_weights float32 [T, k + s], topk_ids int64
+    [T, k + s])``, as ``select_experts(F.linear(x.float(), weight), moe, correction_bias)`` followed
+    by ``s = shared_slots`` slots of experts E .. E + s - 1 at weight 1; ``counts`` (int64 ``[E]``),
+    when given, gains one per (token, chosen routed expert)."""
+    if shared_slots < 0:
+        raise ValueError(f"shared_slots must be >= 0, got {shared_slots}")
     _check(x, weight, moe, correction_bias)
     if counts is not None and (counts.dtype != torch.int64 or counts.shape != (moe.num_experts,)):
         raise ValueError(
@@ -329,4 +342,4 @@ def route(
         )
     if not use_triton(x, weight):
         raise ValueError("route runs the Triton kernels only: check takes_routing_kernel first")
-    return _launch(x, weight, moe, correction_bias, tiles, counts)
+    return _launch(x, weight, moe, correction_bias, tiles, counts, shared_slots)

@@ -97,6 +97,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             "admission_batch",
             "tensor_parallel_size",
             "gguf_weights",
+            "shared_experts",
         ),
         default_overrides=BENCH_ENGINE_DEFAULTS,
     )
@@ -289,6 +290,7 @@ def _build_engine(model_dir: Path, args, counts):
         max_num_batched_tokens=args.max_num_batched_tokens,
         admission_batch=args.admission_batch,
         gguf_weights=args.gguf_weights,
+        shared_experts=args.shared_experts,
         gpu_memory_utilization=args.gpu_memory_utilization,
         tensor_parallel_size=args.tensor_parallel_size,
         async_scheduling={"auto": None, "on": True, "off": False, "ab": True}[args.async_scheduling],
@@ -419,6 +421,8 @@ def _serve_options(args):
             str(args.admission_batch),
             "--tp",
             str(args.tensor_parallel_size),
+            "--shared-experts",
+            args.shared_experts,
         ],
     )
 
@@ -459,6 +463,7 @@ def run(args: argparse.Namespace) -> int:
         "max_num_batched_tokens": args.max_num_batched_tokens,
         "admission_batch": args.admission_batch,
         "gguf_weights": args.gguf_weights,
+        "shared_experts": args.shared_experts,
         "hf_dtype": args.hf_dtype,
         "figures": {},
     }

@@ -11,6 +11,13 @@ Expert parallel (``engine.distributed.expert_parallel``, when the model is built
 slot of ``w13``/``w2``; the routed pairs travel to their experts' ranks and back, and the shared
 experts, replicated, run while the rows travel.
 
+Shared experts fused (``EngineConfig.shared_experts``, ``fuse_shared_experts`` after loading): a
+SwiGLU MLP of intermediate size s*I is the sum of s MLPs of size I (its gate/up rows and down
+columns cut in s), so the shared experts become experts E .. E + s - 1 of ``w13``/``w2``, which the
+router appends to every token's top-k at weight 1. At one token DeepSeek-V2-Lite's layer then runs
+one expert kernel pair instead of it plus a gate/up GEMV, an activated down GEMV and an add. Single
+GPU only (tensor parallel would all-reduce them anyway; expert parallel runs them while rows travel).
+
 Routing statistics: ``expert_token_counts`` counts the tokens routed to each expert since the model
 was built or last reset (added by the router as it routes, no host sync); ``routing_statistics`` reads them
 for metrics. A CUDA-graph decode step also counts its padding rows.
@@ -22,6 +29,7 @@ import torch
 from torch import nn
 
 from engine.checkpoint.moe_config import MoEConfig
+from engine.config import SHARED_EXPERTS_MODES
 from engine.distributed.expert_parallel import ExpertDispatch, exchange_experts, layout_being_built
 from engine.distributed.expert_placement import ExpertPlacement
 from engine.distributed.group import SINGLE, TPGroup
@@ -29,9 +37,24 @@ from engine.distributed.sharding import even_rows
 from engine.layers.linear import matmul
 from engine.layers.mlp import GatedMLP
 from engine.layers.router import Router
+from kernels._common import use_triton
 from kernels.activation import silu_and_mul
 from kernels.fused_moe import fused_moe
 from kernels.gemv import gemv_silu
+from kernels.mode_switch import ModeSwitch
+
+shared_experts_switch = ModeSwitch("shared_experts", SHARED_EXPERTS_MODES)
+
+
+def set_shared_experts_mode(mode: str) -> str:
+    """How models built from now on run shared experts (``EngineConfig.shared_experts``); returns the
+    previous choice."""
+    return shared_experts_switch.set(mode)
+
+
+def shared_experts_mode() -> str:
+    return shared_experts_switch.mode
+
 
 # The projections of one expert as checkpoints name them -> (our stacked weight, half of w13).
 EXPERT_PROJECTIONS = {"gate_proj": ("w13", 0), "up_proj": ("w13", 1), "down_proj": ("w2", 0)}
@@ -154,11 +177,57 @@ class MoE(nn.Module):
             return gemv_silu(gate_up, down.weight)
         return matmul(silu_and_mul(gate_up), down.weight)
 
+    def shared_slots_possible(self) -> int:
+        """How many expert slots the shared experts would fill if fused; 0 where they cannot be
+        (none, tensor or expert parallel, a size that is not a multiple of the routed experts')."""
+        if self.shared_experts is None or self.ep is not None or not self.tp.is_single:
+            return 0
+        inter, hidden = self.experts.w2.shape[2], self.experts.w2.shape[1]
+        down = self.shared_experts.down_proj.weight
+        shared = down.shape[1]
+        if down.shape[0] != hidden or not down.is_floating_point() or shared % inter:
+            return 0  # e.g. a CPU's 4-bit or column-major weights
+        return shared // inter
+
+    @torch.no_grad()
+    def fuse_shared_experts(self) -> None:
+        """Move the (loaded) shared experts into ``w13``/``w2`` as experts E, E + 1, ... and have the
+        router append them to every token's choice at weight 1."""
+        slots = self.shared_slots_possible()
+        if not slots:
+            raise ValueError("these shared experts cannot run as routed ones (see shared_slots_possible)")
+        w13, w2 = self.experts.w13, self.experts.w2
+        inter, hidden = w2.shape[2], w2.shape[1]
+        gate_up = self.shared_experts.gate_up_proj.weight  # [gate rows; up rows], s*I each
+        down = self.shared_experts.down_proj.weight  # [H, s*I]
+        gate, up = gate_up.view(2, slots, inter, hidden).unbind(0)
+        shared13 = torch.cat([gate, up], dim=1)  # [s, 2I, H]: each slice's gate rows, then its up rows
+        shared2 = down.view(hidden, slots, inter).permute(1, 0, 2)  # [s, H, I]
+        self.experts.w13 = nn.Parameter(torch.cat([w13, shared13.to(w13.dtype)]), requires_grad=False)
+        self.experts.w2 = nn.Parameter(torch.cat([w2, shared2.to(w2.dtype)]), requires_grad=False)
+        self.shared_experts = None
+        self.gate.shared_slots = slots
+
     def apply_placement(self, placement: ExpertPlacement) -> None:
         """Expert parallel: move to ``placement`` (every rank calls it, between steps, with the same plan)."""
         w13, w2 = exchange_experts(self.ep, self.placement, placement, self.experts.w13, self.experts.w2)
         self.experts.replace(placement, self.ep.rank, w13, w2)
         self.placement = placement
+
+
+def fuse_shared_experts(model: nn.Module) -> int:
+    """After loading: fuse every MoE layer's shared experts that ``shared_experts_mode`` asks for
+    (auto: where the Triton expert kernels run) and ``MoE.shared_slots_possible`` allows; returns how
+    many layers were fused."""
+    mode = shared_experts_switch.mode
+    fused = 0
+    for _, module in _moe_layers(model):
+        if mode == "separate" or not module.shared_slots_possible():
+            continue
+        if mode == "fused" or use_triton(module.experts.w13):
+            module.fuse_shared_experts()
+            fused += 1
+    return fused
 
 
 def routing_statistics(model: nn.Module) -> dict[str, list[int]]:

@@ -72,16 +72,26 @@ class Router(nn.Module):
             if moe.score_correction_bias
             else None
         )
+        # Shared experts fused as routed ones (``MoE.fuse_shared_experts``): this many slots follow
+        # the top-k, experts E, E + 1, ... at weight 1.
+        self.shared_slots = 0
 
     def forward(
         self, x: torch.Tensor, counts: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``counts`` (int64 ``[E]``), when given, gains one per (token, chosen expert)."""
+        """``counts`` (int64 ``[E]``), when given, gains one per (token, chosen routed expert)."""
         if takes_routing_kernel(x, self.weight):  # two fused Triton kernels
-            return route(x, self.weight, self.moe, self.e_score_correction_bias, counts=counts)
+            return route(
+                x, self.weight, self.moe, self.e_score_correction_bias, counts=counts, shared_slots=self.shared_slots
+            )
         logits = cpu_invariant.linear(x.float(), self.weight)
         topk_weights, topk_ids = select_experts(logits, self.moe, self.e_score_correction_bias)
         if counts is not None:
             flat = topk_ids.reshape(-1)
             counts.scatter_add_(0, flat, torch.ones_like(flat))
+        if self.shared_slots:
+            tokens, experts = x.shape[0], self.moe.num_experts
+            shared = torch.arange(experts, experts + self.shared_slots, device=x.device)
+            topk_ids = torch.cat([topk_ids, shared.expand(tokens, -1)], dim=1)
+            topk_weights = torch.cat([topk_weights, topk_weights.new_ones(tokens, self.shared_slots)], dim=1)
         return topk_weights, topk_ids

@@ -18,6 +18,7 @@ from engine.distributed.group import SINGLE, TPGroup
 from engine.layers.attention import AttentionMetadata, KVCacheLayer
 from engine.layers.batch_invariant import batch_invariant
 from engine.layers.cpu_weight_layout import arrange_cpu_weights
+from engine.layers.moe import fuse_shared_experts
 from engine.models import registry
 from kernels._common import kernels_mode
 
@@ -65,6 +66,7 @@ def load_model(
     model = registry.model_class(cfg)(cfg, dtype, device, max_position, tp_group)
     if load_format == "dummy":
         fill_random_weights(model, seed)
+        fuse_shared_experts(model)
         arrange_cpu_weights(model)
         return model.eval()
     try:
@@ -76,6 +78,7 @@ def load_model(
         if isinstance(exc, CheckpointError):
             raise
         raise CheckpointError(model_dir, str(exc)) from exc
+    fuse_shared_experts(model)
     arrange_cpu_weights(model)
     return model.eval()
 

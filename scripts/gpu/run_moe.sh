@@ -14,6 +14,12 @@
 # kernels per decode step at batch 1 and 128, context 576; DeepSeek's prefill of 2,048 tokens too; with the
 # fused-MoE tiles of $OUT/fused_moe_table.json when tune-moe wrote it). Issue 16:
 #   bash scripts/gpu/run_moe.sh --budget 540 --only tune-moe --only profile-deepseek-v2-lite --only profile-qwen3-30b-a3b
+# Batch-1 decode only (session 22): tune-moe-small (the small-batch tiles at 1-8 tokens for both shapes and
+# DeepSeek's fused shared experts, over a copy of kernels/fused_moe_table.json, then installed there so the
+# steps after it use them), decode-deepseek-v2-lite (decode bs 1 and prefill 2,048, shared experts fused: the
+# CUDA default), decode-deepseek-v2-lite-separate (the same with --shared-experts separate), decode-qwen3-30b-a3b:
+#   bash scripts/gpu/run_moe.sh --budget 560 --only kernels --only tune-moe-small --only decode-deepseek-v2-lite \
+#     --only decode-deepseek-v2-lite-separate --only decode-qwen3-30b-a3b --only profile-deepseek-v2-lite
 # Every step runs under `timeout`: its own cap, and never past the whole call's budget (default 560 s,
 # for a 600 s device call), so a slow step costs only itself; a skipped or cut step says so.
 # --tiny benches the CPU twins (tiny-deepseek-v2, tiny-qwen3-moe) under the same step names;
@@ -24,7 +30,8 @@ OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONPATH="$PWD:$PWD/platform:${PYTHONPATH:-}" PYTHONUNBUFFERED=1
 PY="${PYTHON:-python3}"
 ALL_STEPS=(kernels engine-vs-hf deepseek-v2-lite qwen3-30b-a3b deepseek-v2-lite-offline)
-ON_REQUEST_STEPS=(deepseek-v2-lite-offline-gathered tune-moe profile-deepseek-v2-lite profile-qwen3-30b-a3b)
+ON_REQUEST_STEPS=(deepseek-v2-lite-offline-gathered tune-moe profile-deepseek-v2-lite profile-qwen3-30b-a3b
+  tune-moe-small decode-deepseek-v2-lite decode-deepseek-v2-lite-separate decode-qwen3-30b-a3b)
 ONLY=() BUDGET=560 DEVICE=cuda TINY=0 OFFLINE_REQUESTS=2000 ADMISSION_BATCH=8 CAP_SCALE=1 EXTRA=()
 while (($#)); do
   case "$1" in
@@ -105,6 +112,24 @@ run_step deepseek-v2-lite-offline 300 "$PY" -m engine.bench.engine_bench --rando
 run_step deepseek-v2-lite-offline-gathered 300 "$PY" -m engine.bench.engine_bench --random-arch "$DSV2" --device "$DEVICE" \
   --workload offline --offline-requests "$OFFLINE_REQUESTS" --admission-batch "$ADMISSION_BATCH" \
   --json "$OUT/deepseek-v2-lite-offline-gathered.json" "${EXTRA[@]}"
+
+if wanted tune-moe-small; then
+  cp kernels/fused_moe_table.json "$OUT/fused_moe_table.json"
+  SMALL_ARGS=(--buckets 1 2 4 8 --model deepseek-v2-lite --model deepseek-v2-lite-fused-shared --model qwen3-30b-a3b)
+  ((TINY)) && SMALL_ARGS=(--tiny --buckets 1 2 --calls 2 --replays 1)
+  run_step tune-moe-small 200 "$PY" scripts/gpu/tune_moe.py --device "$DEVICE" --budget $((150 * CAP_SCALE)) \
+    "${SMALL_ARGS[@]}" --write-table "$OUT/fused_moe_table.json"
+  # Installed only from a GPU (a CPU run's table is keyed by another device name and would replace the H200's).
+  [[ $DEVICE == cuda ]] && cp "$OUT/fused_moe_table.json" kernels/fused_moe_table.json
+fi
+DECODE_ARGS=(--device "$DEVICE" --workload decode-bs1)
+run_step decode-deepseek-v2-lite 120 "$PY" -m engine.bench.engine_bench --random-arch "$DSV2" "${DECODE_ARGS[@]}" \
+  --workload prefill --prefill-lengths 2048 --json "$OUT/decode-deepseek-v2-lite.json" "${EXTRA[@]}"
+run_step decode-deepseek-v2-lite-separate 120 "$PY" -m engine.bench.engine_bench --random-arch "$DSV2" \
+  "${DECODE_ARGS[@]}" --workload prefill --prefill-lengths 2048 --shared-experts separate \
+  --json "$OUT/decode-deepseek-v2-lite-separate.json" "${EXTRA[@]}"
+run_step decode-qwen3-30b-a3b 120 "$PY" -m engine.bench.engine_bench --random-arch "$QWEN" "${DECODE_ARGS[@]}" \
+  --json "$OUT/decode-qwen3-30b-a3b.json" "${EXTRA[@]}"
 
 TUNE_ARGS=() PROFILE_ARGS=(--decode-steps 8 --moe-table "$OUT/fused_moe_table.json")  # the table, if tune-moe ran
 ((TINY)) && TUNE_ARGS=(--tiny --buckets 1 16 --calls 2 --replays 1) PROFILE_ARGS+=(--decode-steps 2 --layers 1)

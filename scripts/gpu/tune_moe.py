@@ -42,11 +42,13 @@ from kernels.fused_moe_configs import (  # noqa: E402
     uses_small_batch,
 )
 
-MODELS = {  # name: experts, hidden, intermediate, top_k
-    "deepseek-v2-lite": (64, 2048, 1408, 6),
-    "qwen3-30b-a3b": (128, 2048, 768, 8),
+MODELS = {  # name: experts, hidden, intermediate, top_k (slots per token), shared experts among them
+    "deepseek-v2-lite": (64, 2048, 1408, 6, 0),
+    "qwen3-30b-a3b": (128, 2048, 768, 8, 0),
+    # EngineConfig.shared_experts fused (the default on CUDA): 64 routed + 2 shared experts, 6 + 2 slots
+    "deepseek-v2-lite-fused-shared": (66, 2048, 1408, 8, 2),
 }
-TINY_MODELS = {"tiny-a": (8, 64, 96, 2), "tiny-b": (16, 64, 64, 4)}
+TINY_MODELS = {"tiny-a": (8, 64, 96, 2, 0), "tiny-b": (16, 64, 64, 4, 1)}
 # The issue's anchors first (bs1 decode, batch 128, prefill 2048, bs32), so a run cut by its budget has them.
 BUCKETS = (1, 128, 2048, 32, 2, 4, 8, 16, 64, 256, 512)
 DTYPE = torch.bfloat16
@@ -85,11 +87,17 @@ def schedule_candidates(tokens: int, tiny: bool) -> list[tuple[int, int]]:
     return [(w, s) for w in (4, 8) for s in stages]
 
 
-def random_routings(calls: int, tokens: int, experts: int, top_k: int, device) -> list[tuple]:
+def random_routings(calls: int, tokens: int, experts: int, top_k: int, device, shared: int = 0) -> list[tuple]:
+    """Top-k distinct random experts per token; with ``shared``, the last ``shared`` experts take the
+    last slots of every token (at weight 1), as the router appends fused shared experts."""
     routings = []
+    routed = experts - shared
     for _ in range(calls):
-        ids = torch.rand(tokens, experts, device=device).topk(top_k, dim=1).indices.to(torch.int32)
+        ids = torch.rand(tokens, routed, device=device).topk(top_k - shared, dim=1).indices
+        fixed = torch.arange(routed, experts, device=device).expand(tokens, shared)
+        ids = torch.cat([ids, fixed], dim=1).to(torch.int32)
         weights = torch.softmax(torch.randn(tokens, top_k, device=device), dim=1)
+        weights[:, top_k - shared :] = 1.0
         routings.append((weights, ids))
     return routings
 
@@ -121,13 +129,13 @@ class Bucket:
     """One (model, token count): inputs, routings, the reference output, and the timings so far."""
 
     def __init__(self, model, shape, tokens, weights, args, device):
-        experts, hidden, inter, top_k = shape
+        experts, hidden, inter, top_k, shared = shape
         self.model, self.shape, self.tokens, self.device = model, shape, tokens, device
         self.w13, self.w2 = weights
         self.calls = max(2, min(args.calls, -(-args.calls * 64 // tokens)))  # fewer calls at large M
         self.replays = args.replays
         self.x = torch.randn(tokens, hidden, device=device, dtype=DTYPE)
-        self.routings = random_routings(self.calls, tokens, experts, top_k, device)
+        self.routings = random_routings(self.calls, tokens, experts, top_k, device, shared)
         self.reference = fused_moe_reference(self.x, self.w13, self.w2, *self.routings[0])
         distinct = statistics.mean(len(torch.unique(ids)) for _, ids in self.routings)
         self.weight_bytes = distinct * 3 * hidden * inter * 2
@@ -172,7 +180,7 @@ def _label(c: AnyMoeConfig) -> str:
 
 def search(bucket: Bucket, deadline: float, tiny: bool) -> None:
     """Default first, then the tile sweep, then warps x stages at the best tiles, until ``deadline``."""
-    experts, _, _, top_k = bucket.shape
+    experts, _, _, top_k, _ = bucket.shape
     bucket.run(bucket.default)
     for config in small_batch_candidates(tiny) if bucket.small else []:
         if time.monotonic() > deadline:
@@ -239,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
           f"copy {copy_gbs:.0f} GB/s; budget {args.budget:.0f} s")  # fmt: skip
     weights = {}
     for name in names:
-        experts, hidden, inter, _ = models[name]
+        experts, hidden, inter, _, _ = models[name]
         weights[name] = (
             (torch.randn(experts, 2 * inter, hidden, device=device) / hidden**0.5).to(DTYPE),
             (torch.randn(experts, hidden, inter, device=device) / inter**0.5).to(DTYPE),
@@ -279,7 +287,7 @@ def save_table(path: Path, buckets: list[Bucket], device: torch.device) -> None:
     for bucket in buckets:
         best = bucket.best_served()
         if best is not None:
-            experts, hidden, inter, _ = bucket.shape
+            experts, hidden, inter, _, _ = bucket.shape
             table.entries[(bucket.tokens, experts, hidden, inter)] = best[0]
     table.save(path, {"triton": triton.__version__, "torch": torch.__version__})
 

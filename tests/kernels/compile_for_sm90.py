@@ -89,14 +89,16 @@ def compile_moe_and_mla() -> None:
             compile_variant(f"fused_moe {name} {config} even_k={even_k} {dtype}", kernel, constexprs, pointers,
                             num_warps=config.num_warps, default_pointer=dtype, num_stages=config.num_stages)  # fmt: skip
     small = fused_moe_configs.default_gemv_config()
-    for name, kernel, block_n, block_k, even_k, ids, dtype in (
-        ("gate_up", fused_moe._gate_up_gemv_kernel, small.up_block_n, small.block_k, True, "*i64", "*bf16"),
-        ("down", fused_moe._down_gemv_kernel, small.down_block_n, small.block_k, False, "*i64", "*bf16"),
-        ("gate_up", fused_moe._gate_up_gemv_kernel, 16, 16, False, "*i32", "*fp32"),
-        ("down", fused_moe._down_gemv_kernel, 16, 16, True, "*i32", "*fp32"),
-    ):
+    # The down kernel unrolls over the model's top_k and intermediate size: Qwen3-30B-A3B's, and a ragged tiny one.
+    for name, kernel, block_n, block_k, even_k, ids, dtype, shape in (
+        ("gate_up", fused_moe._gate_up_gemv_kernel, small.up_block_n, small.block_k, True, "*i64", "*bf16", {}),
+        ("down", fused_moe._down_gemv_kernel, small.down_block_n, small.block_k, False, "*i64", "*bf16",
+         {"TOP_K": 8, "INTER": 768}),
+        ("gate_up", fused_moe._gate_up_gemv_kernel, 16, 16, False, "*i32", "*fp32", {}),
+        ("down", fused_moe._down_gemv_kernel, 16, 16, True, "*i32", "*fp32", {"TOP_K": 3, "INTER": 48}),
+    ):  # fmt: skip
         compile_variant(f"fused_moe small-batch {name} n{block_n} k{block_k} even_k={even_k} {ids} {dtype}", kernel,
-                        {"BLOCK_N": block_n, "BLOCK_K": block_k, "EVEN_K": even_k},
+                        {"BLOCK_N": block_n, "BLOCK_K": block_k, "EVEN_K": even_k, **shape},
                         {"ids_ptr": ids, "weights_ptr": "*fp32"}, num_warps=small.num_warps, default_pointer=dtype,
                         num_stages=small.num_stages)  # fmt: skip
     for single, rank, rope, dtype in (
@@ -125,16 +127,17 @@ def compile_moe_routing() -> None:
         compile_variant(f"moe_routing logits t{block_t} e{block_e} h{block_h} {dtype}", moe_routing._logits_kernel,
                         {"BLOCK_T": block_t, "BLOCK_E": block_e, "BLOCK_H": block_h},
                         {**ROUTING_POINTERS, "x_ptr": dtype})  # fmt: skip
-    for sigmoid, group_score, topk_groups, top_k, renormalize, block_g, block_s in (
-        (False, 0, 1, 8, True, 1, 128),
-        (False, 1, 3, 6, False, 8, 8),
-        (True, 2, 4, 8, True, 8, 32),
+    for sigmoid, group_score, topk_groups, top_k, renormalize, block_g, block_s, shared in (
+        (False, 0, 1, 8, True, 1, 128, 0),
+        (False, 1, 3, 6, False, 8, 8, 2),  # DeepSeek-V2's two shared experts fused as slots 7 and 8
+        (True, 2, 4, 8, True, 8, 32, 0),
     ):
         compile_variant(f"moe_routing select sigmoid={sigmoid} group_score={group_score} g{block_g} s{block_s} "
-                        f"k{top_k}", moe_routing._select_kernel,
+                        f"k{top_k} shared{shared}", moe_routing._select_kernel,
                         {"SIGMOID": sigmoid, "HAS_BIAS": sigmoid, "GROUP_SCORE": group_score,
                          "TOPK_GROUPS": topk_groups, "TOP_K": top_k, "RENORMALIZE": renormalize,
-                         "SCALE": not renormalize or sigmoid, "COUNT": True, "BLOCK_G": block_g, "BLOCK_S": block_s,
+                         "SCALE": not renormalize or sigmoid, "COUNT": True, "SHARED": shared, "BLOCK_G": block_g,
+                         "BLOCK_S": block_s,
                          "BLOCK_K": 8},
                         ROUTING_POINTERS, num_warps=1)  # fmt: skip
 

@@ -212,3 +212,27 @@ def test_router_keeps_the_torch_path_in_batch_invariant_mode(monkeypatch):
     ref = select_experts(F.linear(x, router.weight), router.moe, router.e_score_correction_bias)
     torch.testing.assert_close((weights, ids), ref, rtol=0, atol=0)
     assert counts.tolist() == torch.bincount(ids.reshape(-1), minlength=16).tolist()
+
+
+@pytest.mark.parametrize("tokens", [1, 17])
+def test_shared_slots_follow_the_top_k_at_weight_one(device, force_triton, tokens):
+    """DeepSeek-V2-like grouped routing with 2 shared experts fused: the first k slots are the
+    routing without them, then experts 64 and 65 at weight 1; only the routed slots are counted."""
+    moe = _moe(64, 6, num_groups=8, topk_groups=3, group_score="max")
+    x, weight, _ = _operands(tokens, 64, device, torch.bfloat16)
+    plain_weights, plain_ids = route(x, weight, moe)
+    counts = torch.zeros(64, dtype=torch.int64, device=device)
+    weights, ids = route(x, weight, moe, counts=counts, shared_slots=2)
+    assert ids.shape == weights.shape == (tokens, 8)
+    torch.testing.assert_close(ids[:, :6], plain_ids, rtol=0, atol=0)
+    torch.testing.assert_close(weights[:, :6], plain_weights, rtol=0, atol=0)
+    assert ids[:, 6:].tolist() == [[64, 65]] * tokens
+    assert weights[:, 6:].tolist() == [[1.0, 1.0]] * tokens
+    assert counts.tolist() == torch.bincount(plain_ids.reshape(-1).cpu(), minlength=64).tolist()
+
+
+def test_negative_shared_slots_are_refused(monkeypatch):
+    monkeypatch.setattr(_common._switch, "mode", "triton")
+    x, weight, _ = _operands(1, 8, torch.device("cpu"))
+    with pytest.raises(ValueError, match="shared_slots must be >= 0"):
+        route(x, weight, _moe(8, 2), shared_slots=-1)

@@ -143,3 +143,53 @@ def test_decode_sized_shared_experts_fold_the_activation_into_the_gemv(reference
         expected = reference(x[None])[0]
     torch.testing.assert_close(_ours(reference)(x), expected, rtol=1e-4, atol=1e-4)
     assert rows == [3]
+
+
+def test_shared_experts_fused_as_routed_ones_match_deepseek_v3(reference):
+    """Fused, the 2 shared experts are experts 16 and 17 of w13/w2, every token routed to them at
+    weight 1 (torch path: the router appends them); the output is the reference's, the routed
+    experts' counts unchanged."""
+    moe = _ours(reference)
+    assert moe.shared_slots_possible() == SHARED
+    moe.fuse_shared_experts()
+    assert moe.shared_experts is None
+    assert moe.experts.w13.shape == (EXPERTS + SHARED, 2 * INTER, HIDDEN)
+    assert moe.experts.w2.shape == (EXPERTS + SHARED, HIDDEN, INTER)
+    x = _tokens()
+    with torch.no_grad():
+        expected = reference(x[None])[0]
+    torch.testing.assert_close(moe(x), expected, rtol=1e-5, atol=1e-5)
+    weights, ids = moe.gate(x)
+    assert ids[:, TOP_K:].tolist() == [[EXPERTS, EXPERTS + 1]] * len(x)
+    assert weights[:, TOP_K:].tolist() == [[1.0, 1.0]] * len(x)
+    assert moe.expert_token_counts.sum().item() == len(x) * TOP_K  # the shared slots are not counted
+
+
+@pytest.mark.parametrize("tokens", [1, 3, 17], ids=lambda t: f"{t}tok")
+def test_fused_shared_experts_on_the_triton_kernels_match_the_separate_ones(reference, monkeypatch, tokens):
+    """Triton's interpreter on CPU: the routing kernel appends the shared slots, and the expert
+    kernels (small-batch GEMVs at 1 and 3 tokens, grouped GEMMs at 17) run them with the routed ones."""
+    if torch.cuda.is_available():
+        pytest.skip("Triton on CPU tensors needs the interpreter, which is off where CUDA exists")
+    monkeypatch.setattr(_common._switch, "mode", "triton")
+    monkeypatch.setattr(linear.gemv_switch, "mode", "triton")
+    x = _tokens(tokens)
+    separate = _ours(reference)(x)
+    fused = _ours(reference)
+    fused.fuse_shared_experts()
+    torch.testing.assert_close(fused(x), separate, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "mode, triton, fused", [("auto", False, 0), ("auto", True, 1), ("fused", False, 1), ("separate", True, 0)]
+)
+def test_fuse_shared_experts_follows_the_mode(reference, monkeypatch, mode, triton, fused):
+    """auto fuses where the Triton expert kernels run (CUDA); tensor parallel never fuses."""
+    monkeypatch.setattr(_common._switch, "mode", "triton" if triton else "torch")
+    monkeypatch.setattr(moe_module.shared_experts_switch, "mode", mode)
+    model = torch.nn.ModuleDict({"layer": _ours(reference)})
+    assert moe_module.fuse_shared_experts(model) == fused
+    assert (model["layer"].shared_experts is None) == bool(fused)
+    monkeypatch.setattr(dist, "all_reduce", lambda tensor: None)
+    split = torch.nn.ModuleDict({"layer": _ours(reference, TPGroup(rank=0, world_size=2))})
+    assert moe_module.fuse_shared_experts(split) == 0

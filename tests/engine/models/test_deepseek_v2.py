@@ -66,3 +66,12 @@ def test_deepseek_v2_with_q_lora_matches_transformers(tiny_models, tmp_path):
     path = with_q_lora(tiny_models["deepseek_v2"], tmp_path / "q-lora", q_lora_rank=20)
     llm = assert_matches_transformers(path)
     assert llm.engine.runner.model.layers[0].self_attn.q_b_proj is not None
+
+
+def test_deepseek_v2_with_shared_experts_fused_matches_transformers(tiny_models):
+    """shared_experts fused (auto fuses on CUDA only): the shared experts run as routed experts at
+    weight 1 (engine/layers/moe.py), still token for token and logit for logit."""
+    llm = assert_matches_transformers(tiny_models["deepseek_v2"], shared_experts="fused")
+    moe = llm.engine.runner.model.layers[1].mlp
+    assert moe.shared_experts is None and moe.gate.shared_slots == tiny.SHARED_EXPERTS
+    assert moe.experts.w13.shape[0] == tiny.EXPERTS + tiny.SHARED_EXPERTS
