@@ -18,7 +18,7 @@ from engine.layers.rotary import RotaryEmbedding
 from kernels._common import use_triton
 from kernels.invariant_attention import invariant_attention
 from kernels.paged_attention import paged_attention, paged_attention_decode
-from kernels.rope_kv_write import rope_and_write_kv
+from kernels.rope_kv_write import QKNorm, rope_and_write_kv
 
 # Short prompts avoid cuDNN's attention: it builds an execution plan per new sequence length, and
 # prompts come in every length (on the H200 the first 1,024-token prefills of a process spent ~12 ms
@@ -107,9 +107,10 @@ class PagedAttention(nn.Module):
         k: torch.Tensor,
         v: torch.Tensor,
         meta: AttentionMetadata,
+        qk_norm: QKNorm | None = None,
     ) -> torch.Tensor:
         """q: [T, Hq, D], k/v: [T, Hk, D] before rotary (views into the fused projection output are
-        fine) -> [T, Hq, D]."""
+        fine) -> [T, Hq, D]; ``qk_norm``: per-head RMSNorms of q and k, done in the rotary's pass."""
         if self.k_cache is None:
             raise RuntimeError("KV cache is not bound to this attention layer")
         if self.sliding_window is not None and meta.window is not None:
@@ -128,6 +129,7 @@ class PagedAttention(nn.Module):
             meta.slot_mapping,
             is_neox=self.rotary.is_neox,
             return_kv=fresh,  # only the SDPA path reads this step's k/v outside the cache
+            qk_norm=qk_norm,
         )
         if fresh:
             return self._fresh_prefill(q, k, v, meta.fresh_prefill_lens)

@@ -26,7 +26,7 @@ from torch import nn
 from engine.checkpoint.model_config import ModelConfig
 from engine.distributed.group import SINGLE, TPGroup
 from engine.distributed.sharding import kv_head_rows, kv_heads_per_rank, q_head_rows
-from engine.layers.attention import AttentionMetadata, KVCacheLayer, PagedAttention
+from engine.layers.attention import AttentionMetadata, KVCacheLayer, PagedAttention, QKNorm
 from engine.layers.embedding import Embedding, LMHead
 from engine.layers.linear import Linear
 from engine.layers.mla import MLAAttention, mla_rotary
@@ -92,9 +92,10 @@ class DecoderAttention(nn.Module):
         q = q.reshape(t, self.num_heads, self.head_dim)
         k = k.reshape(t, self.num_kv_heads, self.head_dim)
         v = v.reshape(t, self.num_kv_heads, self.head_dim)
-        if self.q_norm is not None:
-            q, k = self.q_norm(q), self.k_norm(k)
-        out = self.attn(positions, q, k, v, meta)  # rotary + cache write + attention
+        qk_norm = None
+        if self.q_norm is not None:  # normed in the rotary's pass
+            qk_norm = QKNorm(self.q_norm.weight, self.k_norm.weight, self.q_norm.eps, self.q_norm.round_normed)
+        out = self.attn(positions, q, k, v, meta, qk_norm)  # (norms +) rotary + cache write + attention
         return self.o_proj(out.reshape(t, q_size))
 
 

@@ -34,7 +34,7 @@ from kernels import (
 )
 from kernels._common import next_power_of_2
 
-FLOAT_PARAMS = {"eps", "scale_log2e", "softcap_log2e", "scaling"}
+FLOAT_PARAMS = {"eps", "norm_eps", "scale_log2e", "softcap_log2e", "scaling"}
 
 
 def signature(kernel, pointer_types, constexprs, default_pointer="*bf16"):
@@ -187,11 +187,17 @@ def main() -> int:
                         {"positions_ptr": "*i64", "cos_sin_ptr": "*fp32"})  # fmt: skip
     compile_variant("write_kv_cache", kv_cache_write._write_kv_cache_kernel, {"BLOCK_H": 8, "BLOCK_D": 128},
                     {"slot_mapping_ptr": "*i64"})  # fmt: skip
-    for neox, return_kv, block_h in ((True, False, 1), (True, True, 4), (False, False, 1)):
-        compile_variant(f"rope_kv_write neox={neox} return_kv={return_kv} block_h={block_h}",
+    # qk_norm: Qwen3's per-head norms (bf16 weights, rounded) and Gemma 3's (fp32 weights, rounded once)
+    for neox, return_kv, block_h, qk_norm, round_normed in ((True, False, 1, False, True), (True, True, 4, False, True),
+                                                            (False, False, 1, False, True), (True, False, 1, True, True),
+                                                            (True, True, 4, True, False)):  # fmt: skip
+        norm_pointer = "*bf16" if round_normed else "*fp32"
+        compile_variant(f"rope_kv_write neox={neox} return_kv={return_kv} block_h={block_h} qk_norm={qk_norm}",
                         rope_kv_write._rope_kv_write_kernel,
-                        {"IS_NEOX": neox, "RETURN_KV": return_kv, "BLOCK_H": block_h, "BLOCK_HALF": 64},
-                        {"positions_ptr": "*i64", "cos_sin_ptr": "*fp32", "slot_mapping_ptr": "*i64"},
+                        {"IS_NEOX": neox, "RETURN_KV": return_kv, "QK_NORM": qk_norm, "ROUND_NORMED": round_normed,
+                         "BLOCK_H": block_h, "BLOCK_HALF": 64},
+                        {"positions_ptr": "*i64", "cos_sin_ptr": "*fp32", "slot_mapping_ptr": "*i64",
+                         "q_norm_ptr": norm_pointer, "k_norm_ptr": norm_pointer},
                         num_warps=block_h)  # fmt: skip
     # the last: Gemma-2's soft-capped scores on its local (windowed) layers
     for window, dtype, softcap in ((False, "*bf16", False), (True, "*fp16", False), (False, "*fp32", False),

@@ -126,3 +126,54 @@ def test_bad_inputs_are_rejected():
         rope_and_write_kv(positions, q, k, v, cos_sin, k_cache[:, :, :1], v_cache[:, :, :1], slots)
     with pytest.raises(ValueError, match="cos_sin_cache"):
         rope_and_write_kv(positions, q, k, v, build_cos_sin_cache(32, 16, 10000.0), k_cache, v_cache, slots)
+
+
+@pytest.mark.parametrize("round_normed", [True, False], ids=["qwen3-rounding", "gemma-rounding"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("tokens", [1, 3, 130], ids=lambda t: f"{t}tok")  # 130: several heads per program
+def test_qk_norm_in_the_same_pass_matches_the_separate_norms(device, force_triton, dtype, tokens, round_normed):
+    """Qwen3's per-head RMSNorms of q and k folded into the pass: the separate norm kernels, then the
+    rotary and write, up to the order of the sum of squares (fp32)."""
+    from kernels.rms_norm import rms_norm
+    from kernels.rope_kv_write import QKNorm
+
+    q_heads, kv_heads, head_dim = 4, 2, 32
+    q, k, v = fused_qkv_views(device, dtype, tokens, q_heads, kv_heads, head_dim)
+    positions = torch.randint(0, 100, (tokens,), device=device)
+    cos_sin = build_cos_sin_cache(head_dim, 100, 10000.0, None, device)
+    weight_dtype = dtype if round_normed else torch.float32  # Gemma's norm keeps 1 + w in fp32
+    norm = QKNorm(
+        (1 + 0.2 * torch.randn(head_dim, device=device)).to(weight_dtype),
+        (1 + 0.2 * torch.randn(head_dim, device=device)).to(weight_dtype),
+        1e-6,
+        round_normed,
+    )
+    slots = torch.arange(tokens, device=device) % 64
+    k_cache, v_cache = random_caches(device, dtype, kv_heads, head_dim)
+    expected_k_cache, expected_v_cache = k_cache.clone(), v_cache.clone()
+    q_normed = rms_norm(q.reshape(-1, head_dim), norm.q_weight, norm.eps, round_normed).view(q.shape)
+    k_normed = rms_norm(k.reshape(-1, head_dim), norm.k_weight, norm.eps, round_normed).view(k.shape)
+    q_old, k_old = todays_path(positions, q_normed, k_normed, v, cos_sin, expected_k_cache, expected_v_cache,
+                               slots, True)  # fmt: skip
+    q_new, k_new, _ = rope_and_write_kv(positions, q, k, v, cos_sin, k_cache, v_cache, slots, return_kv=True,
+                                        qk_norm=norm)  # fmt: skip
+    assert_close(q_new, q_old, dtype)
+    assert_close(k_new, k_old, dtype)
+    assert_close(k_cache, expected_k_cache, dtype)
+    assert torch.equal(v_cache, expected_v_cache)
+    ref_q, ref_k, _ = rope_and_write_kv_torch(positions, q, k, v, cos_sin, k_cache.clone(), v_cache.clone(),
+                                              slots, return_kv=True, qk_norm=norm)  # fmt: skip
+    assert_close(ref_q, q_old, dtype)
+    assert_close(ref_k, k_old, dtype)
+
+
+def test_a_qk_norm_weight_of_the_wrong_size_is_refused():
+    from kernels.rope_kv_write import QKNorm
+
+    q, k, v = fused_qkv_views(torch.device("cpu"), torch.float32, 1, 4, 2, 32)
+    k_cache, v_cache = random_caches(torch.device("cpu"), torch.float32, 2, 32)
+    cos_sin = build_cos_sin_cache(32, 100, 10000.0, None, torch.device("cpu"))
+    norm = QKNorm(torch.ones(31), torch.ones(32), 1e-6)
+    with pytest.raises(ValueError, match=r"the q norm's weight must be contiguous \[32\]"):
+        rope_and_write_kv(torch.zeros(1, dtype=torch.long), q, k, v, cos_sin, k_cache, v_cache,
+                          torch.zeros(1, dtype=torch.long), qk_norm=norm)  # fmt: skip
