@@ -336,6 +336,8 @@ def _side_by_side(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor | None:
         or k.stride(2) != 1
         or q.stride(1) != q.shape[2]
         or k.data_ptr() != q.data_ptr() + heads * q.shape[2] * q.element_size()
+        # two tensors the allocator happened to place back to back are not one buffer
+        or k.untyped_storage().data_ptr() != q.untyped_storage().data_ptr()
     ):
         return None
     return q.as_strided((q.shape[0], heads + k.shape[1], q.shape[2]), q.stride())

@@ -116,3 +116,21 @@ def test_bad_inputs_are_rejected():
         build_cos_sin_cache(64, 16, 10000.0, {"rope_type": "yarn", "factor": 2.0})
     with pytest.raises(ValueError, match="missing"):
         build_cos_sin_cache(64, 16, 10000.0, {"rope_type": "llama3", "factor": 8.0})
+
+
+def test_q_and_k_back_to_back_in_memory_but_separate_tensors_are_rotated_apart():
+    """Two tensors the allocator placed back to back (here: two numpy views' separate storages) are
+    not one fused projection's output: rotating them side by side would read past q's storage."""
+    import numpy as np
+
+    heads, head_dim = 4, 32
+    buffer = np.random.default_rng(0).standard_normal(2 * heads * head_dim).astype(np.float32)
+    q = torch.from_numpy(buffer[: heads * head_dim]).view(1, heads, head_dim)
+    k = torch.from_numpy(buffer[heads * head_dim :]).view(1, heads, head_dim)
+    assert k.data_ptr() == q.data_ptr() + q.numel() * q.element_size()
+    positions = torch.tensor([5])
+    cos_sin = build_cos_sin_cache(head_dim, 16, 10000.0, None, torch.device("cpu"))
+    q_rot, k_rot = rotary_embedding_torch(positions, q, k, cos_sin)
+    q_alone, _ = rotary_embedding_torch(positions, q.clone(), q.clone(), cos_sin)
+    k_alone, _ = rotary_embedding_torch(positions, k.clone(), k.clone(), cos_sin)
+    assert torch.equal(q_rot, q_alone) and torch.equal(k_rot, k_alone)
