@@ -133,12 +133,17 @@ def _logits_kernel(
 
 
 @triton.jit
-def _argmax(values, candidates, ids, NONE: tl.constexpr):
+def _argmax_and_max(values, candidates, ids, NONE: tl.constexpr):
     """The lowest id among ``candidates`` holding their largest value (NONE if no value compares
-    equal to the maximum: NaN)."""
+    equal to the maximum: NaN), and that value."""
     best = tl.max(tl.max(tl.where(candidates, values, float("-inf")), axis=1), axis=0)
     hits = tl.where(candidates & (values == best), ids, NONE)
-    return tl.min(tl.min(hits, axis=1), axis=0)
+    return tl.min(tl.min(hits, axis=1), axis=0), best
+
+
+@triton.jit
+def _argmax(values, candidates, ids, NONE: tl.constexpr):
+    return _argmax_and_max(values, candidates, ids, NONE)[0]
 
 
 @triton.jit
@@ -210,12 +215,15 @@ def _select_kernel(
     for k in range(TOP_K):
         # Experts outside the kept groups (choice -inf) stay candidates, as in torch.topk, for a
         # top_k larger than the kept groups hold; padding never is.
-        chosen = _argmax(choice, valid & ~taken, ids, BLOCK_G * BLOCK_S)
+        chosen, best = _argmax_and_max(choice, valid & ~taken, ids, BLOCK_G * BLOCK_S)
         chosen = tl.minimum(chosen, experts - 1)  # NaN logits: any id, but never out of range
         # A padding column's id is the next group's first: only valid positions count.
         hit = valid & (ids == chosen)
         taken = taken | hit
-        weight = tl.sum(tl.sum(tl.where(hit, scores, 0.0), axis=1), axis=0)
+        if HAS_BIAS or GROUP_SCORE != 0:  # the choice is not the score (bias; -inf outside kept groups)
+            weight = tl.sum(tl.sum(tl.where(hit, scores, 0.0), axis=1), axis=0)
+        else:  # the choice's maximum is the chosen score: one reduction less per slot
+            weight = best
         topk_ids = tl.where(slots == k, chosen, topk_ids)
         topk_weights = tl.where(slots == k, weight, topk_weights)
     if RENORMALIZE:

@@ -85,10 +85,11 @@ def test_triton_bf16_matches_reference(force_triton, tokens):
 
 @pytest.mark.parametrize("tokens", [1, 2, 5])
 @pytest.mark.parametrize("top_k", [2, 6])
-def test_small_batch_matches_reference(device, force_triton, tokens, top_k):
+@pytest.mark.parametrize("down_block_n", [16, 2])
+def test_small_batch_matches_reference(device, force_triton, tokens, top_k, down_block_n):
     """Eight experts; hidden 40 and intermediate 24 fill neither the column tiles nor the K steps."""
     args = make_moe(tokens, device, experts=8, top_k=top_k)
-    config = MoeGemvConfig(up_block_n=16, down_block_n=16, block_k=16)
+    config = MoeGemvConfig(up_block_n=16, down_block_n=down_block_n, block_k=16)
     assert_close(fused_moe(*args, config=config), fused_moe_reference(*args), torch.float32)
 
 
