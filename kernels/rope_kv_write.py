@@ -60,8 +60,19 @@ def _normed_pairs(
 
 
 @triton.jit
-def _rotate_loaded(x1f, x2f, cos, sin):
-    return x1f * cos[None, :] - x2f * sin[None, :], x2f * cos[None, :] + x1f * sin[None, :]
+def _rotated_heads(
+    src_ptr, heads, head_stride, offs_1, offs_2, mask, cos, sin, norm_ptr, eps, head_dim,
+    QK_NORM: tl.constexpr, ROUND_NORMED: tl.constexpr,
+):  # fmt: skip
+    """The heads' pair halves, RMS-normed first with ``QK_NORM``, rotated, rounded to the source dtype."""
+    if QK_NORM:
+        x1f, x2f = _normed_pairs(src_ptr, heads, head_stride, offs_1, offs_2, mask, norm_ptr, eps, head_dim,
+                                 ROUND_NORMED)  # fmt: skip
+        out_1 = x1f * cos[None, :] - x2f * sin[None, :]
+        out_2 = x2f * cos[None, :] + x1f * sin[None, :]
+    else:
+        out_1, out_2 = rotate_pairs(src_ptr, heads, head_stride, offs_1, offs_2, mask, cos, sin)
+    return out_1.to(src_ptr.dtype.element_ty), out_2.to(src_ptr.dtype.element_ty)
 
 
 @triton.jit
@@ -109,30 +120,16 @@ def _rope_kv_write_kernel(
     if block < num_q_blocks:
         heads = block * BLOCK_H + tl.arange(0, BLOCK_H)
         mask = (heads < num_q_heads)[:, None] & pair_mask[None, :]
-        if QK_NORM:
-            q_1, q_2 = _normed_pairs(q_ptr + token * q_token_stride, heads, q_head_stride, offs_1, offs_2, mask,
-                                     q_norm_ptr, norm_eps, head_dim, ROUND_NORMED)  # fmt: skip
-            q_1, q_2 = _rotate_loaded(q_1, q_2, cos, sin)
-        else:
-            q_1, q_2 = rotate_pairs(
-                q_ptr + token * q_token_stride, heads, q_head_stride, offs_1, offs_2, mask, cos, sin
-            )
-        q_1, q_2 = q_1.to(q_ptr.dtype.element_ty), q_2.to(q_ptr.dtype.element_ty)
+        q_1, q_2 = _rotated_heads(q_ptr + token * q_token_stride, heads, q_head_stride, offs_1, offs_2, mask, cos,
+                                  sin, q_norm_ptr, norm_eps, head_dim, QK_NORM, ROUND_NORMED)  # fmt: skip
         q_row = q_out_ptr + token * num_q_heads * head_dim + heads[:, None] * head_dim
         tl.store(q_row + offs_1[None, :], q_1, mask=mask)
         tl.store(q_row + offs_2[None, :], q_2, mask=mask)
     else:
         heads = (block - num_q_blocks) * BLOCK_H + tl.arange(0, BLOCK_H)
         mask = (heads < num_kv_heads)[:, None] & pair_mask[None, :]
-        if QK_NORM:
-            k_1, k_2 = _normed_pairs(k_ptr + token * k_token_stride, heads, k_head_stride, offs_1, offs_2, mask,
-                                     k_norm_ptr, norm_eps, head_dim, ROUND_NORMED)  # fmt: skip
-            k_1, k_2 = _rotate_loaded(k_1, k_2, cos, sin)
-        else:
-            k_1, k_2 = rotate_pairs(
-                k_ptr + token * k_token_stride, heads, k_head_stride, offs_1, offs_2, mask, cos, sin
-            )
-        k_1, k_2 = k_1.to(k_ptr.dtype.element_ty), k_2.to(k_ptr.dtype.element_ty)
+        k_1, k_2 = _rotated_heads(k_ptr + token * k_token_stride, heads, k_head_stride, offs_1, offs_2, mask, cos,
+                                  sin, k_norm_ptr, norm_eps, head_dim, QK_NORM, ROUND_NORMED)  # fmt: skip
         v_row = v_ptr + token * v_token_stride + heads[:, None] * v_head_stride
         v_1 = tl.load(v_row + offs_1[None, :], mask=mask, other=0.0)
         v_2 = tl.load(v_row + offs_2[None, :], mask=mask, other=0.0)
