@@ -227,6 +227,11 @@ def fuse_shared_experts(model: nn.Module) -> int:
         if mode == "fused" or use_triton(module.experts.w13):
             module.fuse_shared_experts()
             fused += 1
+            device = module.experts.w13.device
+    if fused and device.type == "cuda":
+        # Each layer's old stacks are freed segments a size too small for the next layer's new ones:
+        # cached, they would count as used when the KV pool is sized from the free memory.
+        torch.cuda.empty_cache()
     return fused
 
 
