@@ -18,6 +18,7 @@ import queue
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from engine.core.gc_heap import collect_if_overdue, collect_when_idle
 from engine.core.messages import AbortRequest, AddRequest, Stop
 
 if TYPE_CHECKING:  # the front ends import this module too; only the driver's process loads the engine
@@ -38,6 +39,10 @@ class CommandQueue:
     def __init__(self, waits: bool = True) -> None:
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._waits = waits
+
+    @property
+    def waits(self) -> bool:
+        return self._waits
 
     def put(self, command: Command) -> None:
         self._queue.put(command)
@@ -63,6 +68,8 @@ def run_turn(core: EngineCore, commands: CommandQueue, sink: TurnSink) -> bool:
     outputs: list[RequestOutput] = []
     refusals: list[Refusal] = []
     block = not core.has_unfinished()
+    if block and commands.waits:
+        collect_when_idle()  # deferred full collections (engine/core/gc_heap.py), before the wait
     while (command := commands.get(block)) is not None:
         block = False
         if isinstance(command, AddRequest):
@@ -79,6 +86,7 @@ def run_turn(core: EngineCore, commands: CommandQueue, sink: TurnSink) -> bool:
         return False
     if core.has_unfinished():
         outputs += core.step()
+        collect_if_overdue()
     sink(outputs, refusals)
     return True
 

@@ -48,7 +48,7 @@ def worker_main(
 def _serve(rank, world_size, device_type, store_port, runner_kwargs, commands, replies) -> None:
     import torch
 
-    from engine.core.gc_heap import freeze_startup_heap
+    from engine.core.gc_heap import collect_if_overdue, collect_when_idle, freeze_startup_heap
     from engine.distributed import process_group as pg
     from engine.distributed.group import TPGroup
     from engine.runner.model_runner import ModelRunner
@@ -64,12 +64,15 @@ def _serve(rank, world_size, device_type, store_port, runner_kwargs, commands, r
     freeze_startup_heap()  # this rank holds this runner until it exits (its stalls stall every rank)
     replies.send((_m.READY,))
     while True:
+        if not commands.poll():
+            collect_when_idle()  # full collections are deferred (engine/core/gc_heap.py)
         command = commands.recv()
         kind = command[0]
         if kind == _m.STEP:
             for rid in command[1]:
                 runner.drop_request(rid)
             runner.launch(_m.unpack_step(command[2]), share_samples=command[3])  # samples nothing: no wait
+            collect_if_overdue()
         elif kind == _m.ALLOCATE:
             runner.allocate_kv_cache(command[1], command[2])
         elif kind == _m.CAPTURE:
