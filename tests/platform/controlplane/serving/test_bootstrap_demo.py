@@ -31,11 +31,8 @@ def test_the_tiny_demo_is_generated_on_request(tmp_path):
     assert (tmp_path / "tiny" / "config.json").is_file()
 
 
-@pytest.mark.parametrize("native", [True, False], ids=["native-bf16", "no-bf16"])
-def test_the_demo_keeps_smollm2_4bit_where_the_cpu_multiplies_bfloat16(monkeypatch, native):
-    import engine.cpu_features
-
-    monkeypatch.setattr(engine.cpu_features, "native_bfloat16", lambda: native)
+def test_the_demo_runs_smollm2_on_the_engine_defaults():
+    """Float32, weights dequantized: the 4-bit bfloat16 model's answer to the README's question is a
+    near-tie that differs between CPU types (bootstrap_demo's docstring)."""
     call_command("bootstrap_demo", stdout=StringIO())
-    options = Deployment.objects.get().engine_options
-    assert options == ({"gguf_weights": "int4", "dtype": "bfloat16"} if native else {})
+    assert Deployment.objects.get().engine_options == {}

