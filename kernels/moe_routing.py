@@ -142,11 +142,6 @@ def _argmax_and_max(values, candidates, ids, NONE: tl.constexpr):
 
 
 @triton.jit
-def _argmax(values, candidates, ids, NONE: tl.constexpr):
-    return _argmax_and_max(values, candidates, ids, NONE)[0]
-
-
-@triton.jit
 def _select_kernel(
     partial_ptr,
     bias_ptr,
@@ -205,7 +200,7 @@ def _select_kernel(
             group_scores = first[:, None]
         kept = rows < 0
         for _ in range(TOPK_GROUPS):
-            best = _argmax(group_scores, (rows < num_groups) & ~kept, rows, BLOCK_G)
+            best, _ = _argmax_and_max(group_scores, (rows < num_groups) & ~kept, rows, BLOCK_G)
             kept = kept | (rows == best)
         choice = tl.where(kept, choice, float("-inf"))
     slots = tl.arange(0, BLOCK_K)

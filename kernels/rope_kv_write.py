@@ -41,7 +41,7 @@ _ONE_HEAD_PER_PROGRAM_TOKENS = 128
 
 @triton.jit
 def _normed_pairs(
-    src_ptr, heads, head_stride, offs_1, offs_2, mask, norm_ptr, eps, head_dim, ROUND_NORMED: tl.constexpr
+    src_ptr, heads, head_stride, offs_1, offs_2, mask, pair_mask, norm_ptr, eps, head_dim, ROUND_NORMED: tl.constexpr
 ):
     """Each head's two pair halves after its RMSNorm, rounded to the source dtype as the norm kernel
     stores them, back in fp32 for the rotation."""
@@ -53,7 +53,6 @@ def _normed_pairs(
     n1, n2 = x1f * scale, x2f * scale
     if ROUND_NORMED:
         n1, n2 = n1.to(x1.dtype).to(tl.float32), n2.to(x1.dtype).to(tl.float32)
-    pair_mask = tl.max(mask.to(tl.int32), axis=0) > 0
     w1 = tl.load(norm_ptr + offs_1, mask=pair_mask, other=0.0).to(tl.float32)
     w2 = tl.load(norm_ptr + offs_2, mask=pair_mask, other=0.0).to(tl.float32)
     return (n1 * w1[None, :]).to(x1.dtype).to(tl.float32), (n2 * w2[None, :]).to(x1.dtype).to(tl.float32)
@@ -61,13 +60,13 @@ def _normed_pairs(
 
 @triton.jit
 def _rotated_heads(
-    src_ptr, heads, head_stride, offs_1, offs_2, mask, cos, sin, norm_ptr, eps, head_dim,
+    src_ptr, heads, head_stride, offs_1, offs_2, mask, pair_mask, cos, sin, norm_ptr, eps, head_dim,
     QK_NORM: tl.constexpr, ROUND_NORMED: tl.constexpr,
 ):  # fmt: skip
     """The heads' pair halves, RMS-normed first with ``QK_NORM``, rotated, rounded to the source dtype."""
     if QK_NORM:
-        x1f, x2f = _normed_pairs(src_ptr, heads, head_stride, offs_1, offs_2, mask, norm_ptr, eps, head_dim,
-                                 ROUND_NORMED)  # fmt: skip
+        x1f, x2f = _normed_pairs(src_ptr, heads, head_stride, offs_1, offs_2, mask, pair_mask, norm_ptr, eps,
+                                 head_dim, ROUND_NORMED)  # fmt: skip
         out_1 = x1f * cos[None, :] - x2f * sin[None, :]
         out_2 = x2f * cos[None, :] + x1f * sin[None, :]
     else:
@@ -120,16 +119,16 @@ def _rope_kv_write_kernel(
     if block < num_q_blocks:
         heads = block * BLOCK_H + tl.arange(0, BLOCK_H)
         mask = (heads < num_q_heads)[:, None] & pair_mask[None, :]
-        q_1, q_2 = _rotated_heads(q_ptr + token * q_token_stride, heads, q_head_stride, offs_1, offs_2, mask, cos,
-                                  sin, q_norm_ptr, norm_eps, head_dim, QK_NORM, ROUND_NORMED)  # fmt: skip
+        q_1, q_2 = _rotated_heads(q_ptr + token * q_token_stride, heads, q_head_stride, offs_1, offs_2, mask,
+                                  pair_mask, cos, sin, q_norm_ptr, norm_eps, head_dim, QK_NORM, ROUND_NORMED)  # fmt: skip
         q_row = q_out_ptr + token * num_q_heads * head_dim + heads[:, None] * head_dim
         tl.store(q_row + offs_1[None, :], q_1, mask=mask)
         tl.store(q_row + offs_2[None, :], q_2, mask=mask)
     else:
         heads = (block - num_q_blocks) * BLOCK_H + tl.arange(0, BLOCK_H)
         mask = (heads < num_kv_heads)[:, None] & pair_mask[None, :]
-        k_1, k_2 = _rotated_heads(k_ptr + token * k_token_stride, heads, k_head_stride, offs_1, offs_2, mask, cos,
-                                  sin, k_norm_ptr, norm_eps, head_dim, QK_NORM, ROUND_NORMED)  # fmt: skip
+        k_1, k_2 = _rotated_heads(k_ptr + token * k_token_stride, heads, k_head_stride, offs_1, offs_2, mask,
+                                  pair_mask, cos, sin, k_norm_ptr, norm_eps, head_dim, QK_NORM, ROUND_NORMED)  # fmt: skip
         v_row = v_ptr + token * v_token_stride + heads[:, None] * v_head_stride
         v_1 = tl.load(v_row + offs_1[None, :], mask=mask, other=0.0)
         v_2 = tl.load(v_row + offs_2[None, :], mask=mask, other=0.0)

@@ -70,6 +70,12 @@ class DecoderAttention(nn.Module):
         offset = cfg.norm_weight_offset
         self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps, dtype, device, offset) if cfg.qk_norm else None
         self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps, dtype, device, offset) if cfg.qk_norm else None
+        # Normed in the rotary's pass (the weights are loaded into these same tensors later).
+        self.qk_norm = (
+            QKNorm(self.q_norm.weight, self.k_norm.weight, self.q_norm.eps, self.q_norm.round_normed)
+            if cfg.qk_norm
+            else None
+        )
         self.attn = PagedAttention(
             self.num_heads,
             self.num_kv_heads,
@@ -92,10 +98,7 @@ class DecoderAttention(nn.Module):
         q = q.reshape(t, self.num_heads, self.head_dim)
         k = k.reshape(t, self.num_kv_heads, self.head_dim)
         v = v.reshape(t, self.num_kv_heads, self.head_dim)
-        qk_norm = None
-        if self.q_norm is not None:  # normed in the rotary's pass
-            qk_norm = QKNorm(self.q_norm.weight, self.k_norm.weight, self.q_norm.eps, self.q_norm.round_normed)
-        out = self.attn(positions, q, k, v, meta, qk_norm)  # (norms +) rotary + cache write + attention
+        out = self.attn(positions, q, k, v, meta, self.qk_norm)  # (norms +) rotary + cache write + attention
         return self.o_proj(out.reshape(t, q_size))
 
 

@@ -66,9 +66,7 @@ def load_model(
     model = registry.model_class(cfg)(cfg, dtype, device, max_position, tp_group)
     if load_format == "dummy":
         fill_random_weights(model, seed)
-        fuse_shared_experts(model)
-        arrange_cpu_weights(model)
-        return model.eval()
+        return _ready(model)
     try:
         weights = iter_weights(model_dir, keep_int4=_keeps_int4(gguf_weights, device))
         if cfg.fp8_block_size is not None:
@@ -78,6 +76,11 @@ def load_model(
         if isinstance(exc, CheckpointError):
             raise
         raise CheckpointError(model_dir, str(exc)) from exc
+    return _ready(model)
+
+
+def _ready(model: nn.Module) -> CausalLMModel:
+    """The loaded weights in the layouts they run in: shared experts fused, CPU weights arranged."""
     fuse_shared_experts(model)
     arrange_cpu_weights(model)
     return model.eval()
