@@ -29,6 +29,7 @@ KERNEL_MODES = ("auto", "torch", "triton")
 GEMV_MODES = ("auto", "cublas", "triton")
 CPU_WEIGHT_LAYOUTS = ("auto", "row-major")
 SHARED_EXPERTS_MODES = ("auto", "fused", "separate")
+LAUNCH_OVERLAP_MODES = ("auto", "off")
 TP_ALL_REDUCE_MODES = ("auto", "nccl", "symmetric")
 # Speculative decoding (engine/spec/): where drafts come from, and how long each one is.
 SPECULATIVE_METHODS = ("off", "ngram", "draft_model", "mtp")
@@ -245,6 +246,13 @@ class EngineConfig:
         "(one expert kernel per layer instead of two GEMVs and an add; single GPU, no expert parallel); "
         "separate: their own MLP; auto: fused where the Triton expert kernels run",
         choices=SHARED_EXPERTS_MODES,
+    )
+    launch_overlap: str = setting(
+        "auto",
+        "Triton kernels on Hopper and later GPUs: auto: launched with programmatic dependent launch, so "
+        "each may start while the one before it finishes and waits on the GPU for its inputs (hides "
+        "most of the gap between a decode step's small kernels); off: every launch waits for the last",
+        choices=LAUNCH_OVERLAP_MODES,
     )
     tp_all_reduce: str | None = setting(
         None,

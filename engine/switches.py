@@ -22,6 +22,7 @@ class Switches:
     batch_invariant: bool = False
     cpu_weight_layout: str = "auto"
     shared_experts: str = "auto"
+    launch_overlap: str = "auto"
 
     @classmethod
     def of(cls, config: EngineConfig) -> Switches:
@@ -33,6 +34,7 @@ class Switches:
             config.batch_invariant,
             config.cpu_weight_layout,
             config.shared_experts,
+            config.launch_overlap,
         )
 
     @classmethod
@@ -47,6 +49,7 @@ class Switches:
         from kernels import _common, gemv_configs
 
         _common.set_mode(self.kernels)
+        _common.set_launch_overlap_mode(self.launch_overlap)
         cpu_weight_layout.set_cpu_weight_layout(self.cpu_weight_layout)
         moe.set_shared_experts_mode(self.shared_experts)
         linear.set_gemv_mode(self.gemv)
@@ -69,6 +72,7 @@ def current() -> Switches:
         batch_invariant.batch_invariant(),
         cpu_weight_layout.cpu_weight_layout(),
         moe.shared_experts_mode(),
+        _common.launch_overlap_mode(),
     )
 
 

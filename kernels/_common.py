@@ -33,9 +33,13 @@ __all__ = [
     "HAS_TRITON",
     "cdiv",
     "interpreting",
+    "await_inputs",
     "kernels_mode",
+    "launch_overlap",
+    "launch_overlap_mode",
     "next_power_of_2",
     "num_compute_units",
+    "set_launch_overlap_mode",
     "set_mode",
     "tanh",
     "tl",
@@ -73,6 +77,51 @@ def use_triton(*tensors: torch.Tensor) -> bool:
             raise RuntimeError("kernels mode triton, but triton is not installed")
         return True
     return HAS_TRITON and all(t.is_cuda for t in tensors)
+
+
+# Programmatic dependent launch (Hopper and later): a kernel launched with it may start while the
+# kernel before it in the stream still runs, and waits in ``await_inputs`` until that one has
+# finished and its writes are visible. In a CUDA graph of a decode step this hides most of the
+# launch gap between consecutive small kernels.
+LAUNCH_OVERLAP_MODES = ("auto", "off")
+_overlap_switch = ModeSwitch("launch_overlap", LAUNCH_OVERLAP_MODES)
+
+
+def set_launch_overlap_mode(mode: str) -> str:
+    """``auto``: programmatic dependent launch wherever the GPU has it; ``off``: never. Set from
+    ``EngineConfig.launch_overlap`` (``engine/switches.py``); returns the previous mode."""
+    return _overlap_switch.set(mode)
+
+
+def launch_overlap_mode() -> str:
+    return _overlap_switch.mode
+
+
+@functools.lru_cache(maxsize=16)
+def _compute_capability(device_index: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(device_index)
+
+
+def launch_overlap(device: torch.device) -> dict:
+    """Launch keywords of a kernel that opens with ``await_inputs(USE_PDL)``: the constexpr and the
+    launch attribute always come together (a kernel launched early must wait for its inputs)."""
+    if _overlap_switch.mode == "off" or device.type != "cuda" or interpreting():
+        return {"USE_PDL": False}
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if _compute_capability(index)[0] < 9:
+        return {"USE_PDL": False}
+    return {"USE_PDL": True, "launch_pdl": True}
+
+
+@triton.jit
+def await_inputs(USE_PDL: tl.constexpr):
+    """A kernel's first statement: with programmatic dependent launch, wait until the previous
+    kernel in the stream has finished (its writes visible; its reads done, so this kernel may
+    overwrite them), then let the next kernel launch early and wait in its turn. Every program
+    waits, so a kernel finishes only after the one before it: the order stays transitive."""
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
 
 
 def interpreting() -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels._common import cdiv, next_power_of_2, num_compute_units, tl, triton
+from kernels._common import await_inputs, cdiv, launch_overlap, next_power_of_2, num_compute_units, tl, triton
 
 
 def choose_splits(
@@ -120,7 +120,9 @@ def decode_reduce_kernel(
     num_splits,
     BLOCK_S: tl.constexpr,
     BLOCK_D: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    await_inputs(USE_PDL)
     # One program per (sequence, query head).
     row = tl.program_id(0).to(tl.int64)
     merge_splits(
@@ -147,5 +149,5 @@ def reduce_splits(
     batch, num_heads, head_dim = out.shape
     decode_reduce_kernel[(batch * num_heads,)](
         partial_max, partial_sum, partial_acc, out, head_dim, num_splits,
-        BLOCK_S=next_power_of_2(num_splits), BLOCK_D=block_d, num_warps=4,
+        BLOCK_S=next_power_of_2(num_splits), BLOCK_D=block_d, num_warps=4, **launch_overlap(partial_max.device),
     )  # fmt: skip

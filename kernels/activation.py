@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from kernels._common import cdiv, tanh, tl, triton, use_triton
+from kernels._common import await_inputs, cdiv, launch_overlap, tanh, tl, triton, use_triton
 
 __all__ = ["gelu_tanh_and_mul", "gelu_tanh_and_mul_torch", "silu_and_mul", "silu_and_mul_torch"]
 
@@ -16,8 +16,16 @@ _BLOCK = 1024
 
 @triton.jit
 def _act_and_mul_kernel(
-    x_ptr, x_row_stride, out_ptr, out_row_stride, inter, GELU_TANH: tl.constexpr, BLOCK: tl.constexpr
+    x_ptr,
+    x_row_stride,
+    out_ptr,
+    out_row_stride,
+    inter,
+    GELU_TANH: tl.constexpr,
+    BLOCK: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    await_inputs(USE_PDL)
     row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     mask = cols < inter
@@ -42,7 +50,15 @@ def _launch(x: torch.Tensor, gelu_tanh: bool) -> torch.Tensor:
     if tokens == 0 or inter == 0:
         return out
     _act_and_mul_kernel[(tokens, cdiv(inter, _BLOCK))](
-        x, x.stride(0), out, out.stride(0), inter, GELU_TANH=gelu_tanh, BLOCK=_BLOCK, num_warps=4
+        x,
+        x.stride(0),
+        out,
+        out.stride(0),
+        inter,
+        GELU_TANH=gelu_tanh,
+        BLOCK=_BLOCK,
+        num_warps=4,
+        **launch_overlap(x.device),
     )
     return out
 

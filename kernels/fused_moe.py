@@ -36,7 +36,16 @@ import torch
 import torch.nn.functional as F
 
 from kernels import cpu_invariant
-from kernels._common import cdiv, check_last_dim_contiguous, next_power_of_2, tl, triton, use_triton
+from kernels._common import (
+    await_inputs,
+    cdiv,
+    check_last_dim_contiguous,
+    launch_overlap,
+    next_power_of_2,
+    tl,
+    triton,
+    use_triton,
+)
 from kernels._paged import dot_in_fp32
 from kernels.fused_moe_configs import AnyMoeConfig, MoeConfig, MoeGemvConfig, choose_config
 from kernels.gemv import _accumulate, _load_weight, _zero_acc
@@ -124,7 +133,9 @@ def _gate_up_kernel(
     BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr,
     DOT_IN_FP32: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    await_inputs(USE_PDL)
     # One program: BLOCK_M pairs of one expert x BLOCK_N intermediate columns, gate and up
     # interleaved in one 2 * BLOCK_N-wide weight tile so both share one GEMM loop.
     expert, pairs, row_mask = _tile_rows(sorted_pair_ids_ptr, expert_ids_ptr, num_pairs, BLOCK_M)
@@ -162,7 +173,9 @@ def _down_kernel(
     BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr,
     DOT_IN_FP32: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    await_inputs(USE_PDL)
     # One program: BLOCK_M pairs of one expert x BLOCK_N hidden columns, scaled by the pair's weight.
     expert, pairs, row_mask = _tile_rows(sorted_pair_ids_ptr, expert_ids_ptr, num_pairs, BLOCK_M)
     if expert < 0:
@@ -195,7 +208,9 @@ def _gate_up_gemv_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    await_inputs(USE_PDL)
     # One program: pair p = t * k + j, BLOCK_N intermediate columns, gate and up rows in one K loop.
     pair = tl.program_id(0)
     expert = tl.load(ids_ptr + pair).to(tl.int64)
@@ -232,7 +247,9 @@ def _down_gemv_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    await_inputs(USE_PDL)
     # One program: token t, BLOCK_N hidden columns, every slot of t added in slot order. Both loops
     # are unrolled (top_k and the intermediate size are the model's constants): a rolled slot loop
     # waited for each slot's weights before asking for the next slot's, a chain of ~2k memory
@@ -307,11 +324,11 @@ def _launch_grouped(
     }
     _gate_up_kernel[(num_tiles, cdiv(inter, config.block_n))](
         x, x.stride(0), w13, w13.stride(0), w13.stride(1), act, aligned.sorted_pair_ids, aligned.expert_ids,
-        num_pairs, top_k, hidden, inter, EVEN_K=hidden % config.block_k == 0, **tiles,
+        num_pairs, top_k, hidden, inter, EVEN_K=hidden % config.block_k == 0, **tiles, **launch_overlap(x.device),
     )  # fmt: skip
     _down_kernel[(num_tiles, cdiv(hidden, config.block_n))](
         act, w2, w2.stride(0), w2.stride(1), topk_weights.contiguous(), pair_out, aligned.sorted_pair_ids,
-        aligned.expert_ids, num_pairs, hidden, inter, EVEN_K=inter % config.block_k == 0, **tiles,
+        aligned.expert_ids, num_pairs, hidden, inter, EVEN_K=inter % config.block_k == 0, **tiles, **launch_overlap(act.device),
     )  # fmt: skip
     return _combine(pair_out, tokens, top_k, x.dtype)
 
@@ -335,11 +352,11 @@ def _launch_small_batch(
     options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
     _gate_up_gemv_kernel[(tokens * top_k, cdiv(inter, config.up_block_n))](
         x, x.stride(0), w13, w13.stride(0), w13.stride(1), ids, act, top_k, hidden, inter,
-        BLOCK_N=config.up_block_n, BLOCK_K=up_k, EVEN_K=hidden % up_k == 0, **options,
+        BLOCK_N=config.up_block_n, BLOCK_K=up_k, EVEN_K=hidden % up_k == 0, **options, **launch_overlap(x.device),
     )  # fmt: skip
     _down_gemv_kernel[(tokens, cdiv(hidden, config.down_block_n))](
         act, w2, w2.stride(0), w2.stride(1), ids, topk_weights.contiguous(), out, hidden, TOP_K=top_k, INTER=inter,
-        BLOCK_N=config.down_block_n, BLOCK_K=down_k, EVEN_K=inter % down_k == 0, **options,
+        BLOCK_N=config.down_block_n, BLOCK_K=down_k, EVEN_K=inter % down_k == 0, **options, **launch_overlap(act.device),
     )  # fmt: skip
     return out
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from kernels._arrival_counters import arrival_counters
-from kernels._common import cdiv, interpreting, tl, triton, use_triton
+from kernels._common import await_inputs, cdiv, interpreting, launch_overlap, tl, triton, use_triton
 from kernels.activation import silu_and_mul_torch
 from kernels.gemv_configs import GemvConfig, choose_config
 
@@ -165,8 +165,10 @@ def _gemv_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
     """Program ``(n, s)``: output columns ``n*BLOCK_N ...`` over K part ``s``, for every input row."""
+    await_inputs(USE_PDL)
     pid_n, pid_s, offs_n, offs_m, n_mask, m_mask, w_rows = _slab(
         w_ptr, w_row_stride, rows, n_out, USE_DOT, BLOCK_M, BLOCK_N
     )
@@ -197,8 +199,10 @@ def _split_reduce_kernel(
     SPLITS: tl.constexpr,
     HAS_BIAS: tl.constexpr,
     BLOCK: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
     """``out[m, n] = sum over s = 0, 1, ... of partial[s, m, n] (+ bias)``, always in that order."""
+    await_inputs(USE_PDL)
     row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     _sum_splits(partial_ptr, bias_ptr, out_ptr, out_row_stride, row, cols, cols < n_out, rows, n_out, SPLITS,
@@ -281,6 +285,7 @@ def reduce_splits(
         HAS_BIAS=bias is not None,
         BLOCK=_REDUCE_BLOCK,
         num_warps=4,
+        **launch_overlap(partial.device),
     )
 
 
@@ -322,6 +327,7 @@ def _launch(
         SPLIT=splits > 1,
         FUSED_REDUCE=fused,
         **tile_options(config, x.dtype, k),
+        **launch_overlap(x.device),
     )
     if splits > 1 and not fused:
         reduce_splits(partial, bias, weight, out, splits)

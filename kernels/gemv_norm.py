@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels._common import cdiv, tl, triton, use_triton
+from kernels._common import await_inputs, cdiv, launch_overlap, tl, triton, use_triton
 from kernels.gemv import (
     _accumulate,
     _load_weight,
@@ -76,9 +76,11 @@ def _gemv_norm_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
     """Program ``(n, s)``: the normed rows' product with N slab ``n`` over K part ``s``; program
     ``(0, 0)`` also stores ``h``."""
+    await_inputs(USE_PDL)
     pid_n, pid_s, offs_n, offs_m, n_mask, m_mask, w_rows = _slab(
         w_ptr, w_row_stride, rows, n_out, USE_DOT, BLOCK_M, BLOCK_N
     )
@@ -197,6 +199,7 @@ def _launch(
         HAS_BIAS=bias is not None,
         SPLIT=splits > 1,
         **tile_options(config, x.dtype, k),
+        **launch_overlap(x.device),
     )
     if splits > 1:
         reduce_splits(partial, bias, weight, out, splits)

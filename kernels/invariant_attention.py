@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels._common import cdiv, next_power_of_2, tl, triton, use_triton
+from kernels._common import await_inputs, cdiv, launch_overlap, next_power_of_2, tl, triton, use_triton
 from kernels._decode_splits import split_partials, store_split
 from kernels._paged import (
     LOG2E,
@@ -115,7 +115,9 @@ def _segment_kernel(
     USE_WINDOW: tl.constexpr,
     DOT_IN_FP32: tl.constexpr,
     USE_SOFTCAP: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    await_inputs(USE_PDL)
     # One program: one sequence's single query, one KV group (its heads are the first GROUP rows of
     # the one-pass kernel's tile shape), one segment of keys: slot j is the j-th segment from the
     # first one the query can see.
@@ -166,7 +168,9 @@ def _fold_kernel(
     BLOCK_D: tl.constexpr,
     SEGMENT: tl.constexpr,
     USE_WINDOW: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    await_inputs(USE_PDL)
     # One program: one sequence, one KV group; its segments folded in ascending order.
     seq = tl.program_id(0).to(tl.int64)
     kv_head = tl.program_id(1)
@@ -236,12 +240,12 @@ def _launch_split_decode(
         head_dim, sliding_window or 0, num_slots,
         GROUP=group, BLOCK_SIZE=block_size, BLOCK_M=block_m, BLOCK_N=BLOCK_N, BLOCK_D=block_d,
         SEGMENT=SEGMENT, USE_WINDOW=sliding_window is not None, DOT_IN_FP32=dot_in_fp32(q.dtype),
-        USE_SOFTCAP=softcap is not None, num_warps=num_warps,
+        USE_SOFTCAP=softcap is not None, num_warps=num_warps, **launch_overlap(q.device),
     )  # fmt: skip
     _fold_kernel[(batch, num_kv_heads)](
         seq_lens, partial_max, partial_sum, partial_acc, out, num_kv_heads, head_dim, sliding_window or 0,
         num_slots, GROUP=group, BLOCK_M=block_m, BLOCK_N=BLOCK_N, BLOCK_D=block_d, SEGMENT=SEGMENT,
-        USE_WINDOW=sliding_window is not None, num_warps=num_warps,
+        USE_WINDOW=sliding_window is not None, num_warps=num_warps, **launch_overlap(seq_lens.device),
     )  # fmt: skip
     return out
 

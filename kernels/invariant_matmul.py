@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels._common import cdiv, interpreting, tl, triton, use_triton
+from kernels._common import await_inputs, cdiv, interpreting, launch_overlap, tl, triton, use_triton
 from kernels.invariant_matmul_configs import MatmulConfig, config_for
 
 __all__ = ["MatmulConfig", "invariant_matmul", "invariant_matmul_torch"]
@@ -41,7 +41,9 @@ def _invariant_matmul_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    await_inputs(USE_PDL)
     # Grouped program order: GROUP_M row tiles share each column slab while it is in L2.
     pid = tl.program_id(0)
     tiles_m = tl.cdiv(rows, BLOCK_M)
@@ -122,6 +124,7 @@ def _launch(
         GROUP_M=GROUP_M,
         num_warps=config.num_warps,
         num_stages=config.num_stages,
+        **launch_overlap(x.device),
     )
     return out
 

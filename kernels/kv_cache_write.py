@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels._common import next_power_of_2, tl, triton, use_triton
+from kernels._common import await_inputs, launch_overlap, next_power_of_2, tl, triton, use_triton
 from kernels.step_memo import StepMemo
 
 __all__ = ["write_kv_cache", "write_kv_cache_torch"]
@@ -30,7 +30,9 @@ def _write_kv_cache_kernel(
     head_dim,
     BLOCK_H: tl.constexpr,
     BLOCK_D: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    await_inputs(USE_PDL)
     token = tl.program_id(0).to(tl.int64)
     slot = tl.load(slot_mapping_ptr + token).to(tl.int64)
     if slot >= 0:
@@ -99,6 +101,7 @@ def _launch(
         BLOCK_H=next_power_of_2(num_heads),
         BLOCK_D=next_power_of_2(head_dim),
         num_warps=4,
+        **launch_overlap(key.device),
     )
 
 

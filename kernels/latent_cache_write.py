@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels._common import next_power_of_2, tl, triton, use_triton
+from kernels._common import await_inputs, launch_overlap, next_power_of_2, tl, triton, use_triton
 
 __all__ = ["write_latent", "write_latent_torch"]
 
@@ -26,7 +26,9 @@ def _write_latent_kernel(
     rope_dim,
     BLOCK_R: tl.constexpr,
     BLOCK_P: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    await_inputs(USE_PDL)
     token = tl.program_id(0).to(tl.int64)
     slot = tl.load(slot_mapping_ptr + token).to(tl.int64)
     if slot >= 0:
@@ -62,7 +64,7 @@ def _launch(
         return
     _write_latent_kernel[(tokens,)](
         c, c.stride(0), k_rope, k_rope.stride(0), latent_cache, slot_mapping, rank, k_rope.shape[1],
-        BLOCK_R=next_power_of_2(rank), BLOCK_P=next_power_of_2(k_rope.shape[1]), num_warps=4,
+        BLOCK_R=next_power_of_2(rank), BLOCK_P=next_power_of_2(k_rope.shape[1]), num_warps=4, **launch_overlap(c.device),
     )  # fmt: skip
 
 

@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import torch
 
-from kernels._common import cdiv, next_power_of_2, tl, triton, use_triton
+from kernels._common import await_inputs, cdiv, launch_overlap, next_power_of_2, tl, triton, use_triton
 from kernels._decode_splits import choose_splits, reduce_splits, split_partials, store_split
 from kernels._paged import LOG2E, dot, dot_in_fp32, gather_pages, head_tile, softmax_step, tile_slots
 from kernels.latent_cache_write import write_latent
@@ -122,7 +122,9 @@ def _mla_split_kernel(
     BLOCK_P: tl.constexpr,
     DOT_IN_FP32: tl.constexpr,
     SINGLE_SPLIT: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    await_inputs(USE_PDL)
     seq = tl.program_id(0).to(tl.int64)
     heads = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     split = tl.program_id(2)
@@ -221,7 +223,7 @@ def _launch(
         BLOCK_SIZE=block_size, BLOCK_H=_HEADS_PER_PROGRAM, BLOCK_N=tiles.block_n, BLOCK_R=block_r,
         BLOCK_P=max(next_power_of_2(rope_dim), 16), DOT_IN_FP32=dot_in_fp32(q_latent.dtype),
         SINGLE_SPLIT=num_splits == 1, num_warps=tiles.num_warps,
-        **({} if tiles.num_stages is None else {"num_stages": tiles.num_stages}),
+        **({} if tiles.num_stages is None else {"num_stages": tiles.num_stages}), **launch_overlap(q_latent.device),
     )  # fmt: skip
     if num_splits > 1:
         reduce_splits(partials, out, num_splits, block_r)

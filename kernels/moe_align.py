@@ -22,7 +22,16 @@ from dataclasses import dataclass
 
 import torch
 
-from kernels._common import cdiv, next_power_of_2, num_compute_units, tl, triton, use_triton
+from kernels._common import (
+    await_inputs,
+    cdiv,
+    launch_overlap,
+    next_power_of_2,
+    num_compute_units,
+    tl,
+    triton,
+    use_triton,
+)
 
 __all__ = ["AlignedPairs", "max_padded_pairs", "moe_align_block_size"]
 
@@ -55,7 +64,9 @@ def _align_kernel(
     CHUNK: tl.constexpr,
     E_PAD: tl.constexpr,
     BLOCK: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    await_inputs(USE_PDL)
     pid = tl.program_id(0)
     chunk_start = tl.minimum(pid * CHUNK, num_pairs)
     chunk_end = tl.minimum(chunk_start + CHUNK, num_pairs)
@@ -126,7 +137,7 @@ def _launch(topk_ids: torch.Tensor, num_experts: int, block_m: int) -> AlignedPa
     programs = max(1, cdiv(num_pairs, _CHUNK), spread)
     _align_kernel[(programs,)](
         flat, sorted_pair_ids, expert_ids, total, num_pairs, num_experts, block_m, capacity,
-        CHUNK=_CHUNK, E_PAD=e_pad, BLOCK=block, num_warps=4,
+        CHUNK=_CHUNK, E_PAD=e_pad, BLOCK=block, num_warps=4, **launch_overlap(flat.device),
     )  # fmt: skip
     return AlignedPairs(sorted_pair_ids, expert_ids, total)
 

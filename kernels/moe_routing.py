@@ -32,8 +32,10 @@ from typing import NamedTuple
 import torch
 
 from kernels._common import (
+    await_inputs,
     cdiv,
     check_last_dim_contiguous,
+    launch_overlap,
     next_power_of_2,
     num_compute_units,
     tl,
@@ -99,8 +101,10 @@ def _logits_kernel(
     BLOCK_T: tl.constexpr,
     BLOCK_E: tl.constexpr,
     BLOCK_H: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
     """``partial[s, t, e] = sum over h in split s of x[t, h] * weight[e, h]`` in fp32."""
+    await_inputs(USE_PDL)
     offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     offs_e = tl.program_id(1) * BLOCK_E + tl.arange(0, BLOCK_E)
     split = tl.program_id(2)
@@ -166,10 +170,12 @@ def _select_kernel(
     BLOCK_G: tl.constexpr,
     BLOCK_S: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
     """Token ``t``'s top-k experts and weights; experts laid out as a ``[BLOCK_G, BLOCK_S]`` tile
     (group, index in group), one row when routing is not group-limited. ``SHARED`` more slots follow
     the top-k: experts ``experts .. experts + SHARED - 1`` (shared experts fused as routed ones), weight 1."""
+    await_inputs(USE_PDL)
     t = tl.program_id(0).to(tl.int64)
     rows = tl.arange(0, BLOCK_G)[:, None]
     cols = tl.arange(0, BLOCK_S)[None, :]
@@ -285,6 +291,7 @@ def _launch(
         BLOCK_E=tiles.block_e,
         BLOCK_H=tiles.block_h,
         num_warps=tiles.num_warps,
+        **launch_overlap(x.device),
     )
     slots = moe.top_k + shared_slots
     topk_weights = torch.empty((tokens, slots), dtype=torch.float32, device=x.device)
@@ -318,6 +325,7 @@ def _launch(
         BLOCK_K=next_power_of_2(slots),
         # 3k whole-tile reductions (k = top_k): warp shuffles in one warp, a barrier each across warps.
         num_warps=1 if block_g * block_s <= 512 else 4,
+        **launch_overlap(partial.device),
     )
     return topk_weights, topk_ids
 

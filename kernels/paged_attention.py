@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels._common import next_power_of_2, tl, triton, use_triton
+from kernels._common import await_inputs, launch_overlap, next_power_of_2, tl, triton, use_triton
 from kernels._paged import (
     LOG2E,
     attend,
@@ -84,7 +84,9 @@ def _paged_attention_kernel(
     USE_WINDOW: tl.constexpr,
     DOT_IN_FP32: tl.constexpr,
     USE_SOFTCAP: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    await_inputs(USE_PDL)
     # Rows of the tile are (query token, head of this KV group) pairs, so K/V are read once per group.
     program = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -203,6 +205,7 @@ def _launch(
         DOT_IN_FP32=dot_in_fp32(q.dtype),
         USE_SOFTCAP=softcap is not None,
         num_warps=num_warps,
+        **launch_overlap(q.device),
     )
     return out
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from kernels._arrival_counters import arrival_counters
-from kernels._common import next_power_of_2, tl, triton, use_triton
+from kernels._common import await_inputs, launch_overlap, next_power_of_2, tl, triton, use_triton
 from kernels._decode_splits import choose_splits, merge_splits, reduce_splits, split_partials, store_split
 from kernels._paged import (
     LOG2E,
@@ -76,7 +76,9 @@ def _decode_split_kernel(
     SINGLE_SPLIT: tl.constexpr,
     FUSED_REDUCE: tl.constexpr,
     BLOCK_S: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    await_inputs(USE_PDL)
     # One program: one sequence, one KV group (all GROUP query heads as tile rows), one split.
     seq = tl.program_id(0).to(tl.int64)
     kv_head = tl.program_id(1)
@@ -195,6 +197,7 @@ def _launch(
         FUSED_REDUCE=fused,
         BLOCK_S=next_power_of_2(num_splits) if fused else 1,  # no variant per split count unfused
         num_warps=4,
+        **launch_overlap(q.device),
     )
     if num_splits > 1 and not fused:
         reduce_splits(partials, out, num_splits, block_d)

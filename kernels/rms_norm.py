@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels._common import next_power_of_2, tl, triton, use_triton
+from kernels._common import await_inputs, launch_overlap, next_power_of_2, tl, triton, use_triton
 
 __all__ = ["fused_add_rms_norm", "fused_add_rms_norm_torch", "rms_norm", "rms_norm_torch"]
 
@@ -31,7 +31,9 @@ def _rms_norm_kernel(
     HAS_RESIDUAL: tl.constexpr,
     ROUND_NORMED: tl.constexpr,
     BLOCK: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    await_inputs(USE_PDL)
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
@@ -95,6 +97,7 @@ def _launch(
         ROUND_NORMED=round_normed,
         BLOCK=block,
         num_warps=num_warps,
+        **launch_overlap(x.device),
     )
     return out, residual_out
 

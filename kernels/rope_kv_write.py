@@ -18,7 +18,16 @@ from typing import NamedTuple
 
 import torch
 
-from kernels._common import cdiv, check_last_dim_contiguous, next_power_of_2, tl, triton, use_triton
+from kernels._common import (
+    await_inputs,
+    cdiv,
+    check_last_dim_contiguous,
+    launch_overlap,
+    next_power_of_2,
+    tl,
+    triton,
+    use_triton,
+)
 from kernels.kv_cache_write import check_caches_contiguous, write_kv_cache_torch
 from kernels.rms_norm import rms_norm_torch
 from kernels.rotary import rotary_embedding_torch, rotate_pairs, token_rotation
@@ -34,6 +43,7 @@ class QKNorm(NamedTuple):
     eps: float
     round_normed: bool = True
 
+
 # Below this many tokens every program rotates one head: a decode step then spreads over
 # T * (Hq + Hk) programs instead of T, which is what keeps this launch short inside a graph.
 _ONE_HEAD_PER_PROGRAM_TOKENS = 128
@@ -41,7 +51,17 @@ _ONE_HEAD_PER_PROGRAM_TOKENS = 128
 
 @triton.jit
 def _normed_pairs(
-    src_ptr, heads, head_stride, offs_1, offs_2, mask, pair_mask, norm_ptr, eps, head_dim, ROUND_NORMED: tl.constexpr
+    src_ptr,
+    heads,
+    head_stride,
+    offs_1,
+    offs_2,
+    mask,
+    pair_mask,
+    norm_ptr,
+    eps,
+    head_dim,
+    ROUND_NORMED: tl.constexpr,
 ):
     """Each head's two pair halves after its RMSNorm, rounded to the source dtype as the norm kernel
     stores them, back in fp32 for the rotation."""
@@ -107,9 +127,11 @@ def _rope_kv_write_kernel(
     ROUND_NORMED: tl.constexpr,
     BLOCK_H: tl.constexpr,
     BLOCK_HALF: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
     """Program ``(t, b)``: head block ``b`` of token ``t``; blocks ``< num_q_blocks`` hold query
     heads, the rest KV heads (whose k is rotated and whose v is copied)."""
+    await_inputs(USE_PDL)
     token = tl.program_id(0).to(tl.int64)
     block = tl.program_id(1)
     cos, sin, offs_1, offs_2, pair_mask = token_rotation(
@@ -172,7 +194,9 @@ def _check(positions, q, k, v, cos_sin_cache, k_cache, v_cache, slot_mapping, qk
     if qk_norm is not None:
         for name, weight in (("q", qk_norm.q_weight), ("k", qk_norm.k_weight)):
             if weight.shape != (head_dim,) or weight.stride(0) != 1:
-                raise ValueError(f"the {name} norm's weight must be contiguous [{head_dim}], got {tuple(weight.shape)}")
+                raise ValueError(
+                    f"the {name} norm's weight must be contiguous [{head_dim}], got {tuple(weight.shape)}"
+                )
 
 
 def _launch(positions, q, k, v, cos_sin_cache, k_cache, v_cache, slot_mapping, is_neox, return_kv, qk_norm):
@@ -223,6 +247,7 @@ def _launch(positions, q, k, v, cos_sin_cache, k_cache, v_cache, slot_mapping, i
         BLOCK_H=block_h,
         BLOCK_HALF=block_half,
         num_warps=max(1, min(4, block_h * block_half // 64)),
+        **launch_overlap(positions.device),
     )
     return q_out, k_out, v_out
 

@@ -12,7 +12,15 @@ from dataclasses import dataclass
 
 import torch
 
-from kernels._common import check_last_dim_contiguous, next_power_of_2, tl, triton, use_triton
+from kernels._common import (
+    await_inputs,
+    check_last_dim_contiguous,
+    launch_overlap,
+    next_power_of_2,
+    tl,
+    triton,
+    use_triton,
+)
 from kernels.step_memo import StepMemo
 
 __all__ = [
@@ -218,7 +226,9 @@ def _rotary_kernel(
     BLOCK_HQ: tl.constexpr,
     BLOCK_HK: tl.constexpr,
     BLOCK_HALF: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    await_inputs(USE_PDL)
     token = tl.program_id(0).to(tl.int64)
     cos, sin, offs_1, offs_2, pair_mask = token_rotation(
         positions_ptr, token, cos_sin_ptr, cos_sin_row_stride, half_dim, IS_NEOX, BLOCK_HALF
@@ -283,6 +293,7 @@ def _launch(
         BLOCK_HK=next_power_of_2(num_k_heads),
         BLOCK_HALF=next_power_of_2(head_dim // 2),
         num_warps=4,
+        **launch_overlap(positions.device),
     )
     return q_out, k_out
 

@@ -98,6 +98,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             "tensor_parallel_size",
             "gguf_weights",
             "shared_experts",
+            "launch_overlap",
         ),
         default_overrides=BENCH_ENGINE_DEFAULTS,
     )
@@ -291,6 +292,7 @@ def _build_engine(model_dir: Path, args, counts):
         admission_batch=args.admission_batch,
         gguf_weights=args.gguf_weights,
         shared_experts=args.shared_experts,
+        launch_overlap=args.launch_overlap,
         gpu_memory_utilization=args.gpu_memory_utilization,
         tensor_parallel_size=args.tensor_parallel_size,
         async_scheduling={"auto": None, "on": True, "off": False, "ab": True}[args.async_scheduling],
@@ -423,6 +425,8 @@ def _serve_options(args):
             str(args.tensor_parallel_size),
             "--shared-experts",
             args.shared_experts,
+            "--launch-overlap",
+            args.launch_overlap,
         ],
     )
 
@@ -464,6 +468,7 @@ def run(args: argparse.Namespace) -> int:
         "admission_batch": args.admission_batch,
         "gguf_weights": args.gguf_weights,
         "shared_experts": args.shared_experts,
+        "launch_overlap": args.launch_overlap,
         "hf_dtype": args.hf_dtype,
         "figures": {},
     }

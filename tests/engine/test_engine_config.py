@@ -51,6 +51,7 @@ def test_switch_choices_are_the_ones_the_kernels_and_collectives_accept():
     assert set(choices["kernels"]) == set(_common.MODES)
     assert set(choices["gemv"]) == set(linear.GEMV_MODES)
     assert set(choices["tp_all_reduce"]) == set(symmetric_all_reduce.MODES)
+    assert set(choices["launch_overlap"]) == set(_common.LAUNCH_OVERLAP_MODES)
 
 
 def test_bad_switch_and_flag_values(tmp_path):

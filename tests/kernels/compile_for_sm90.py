@@ -52,6 +52,9 @@ def signature(kernel, pointer_types, constexprs, default_pointer="*bf16"):
 def compile_variant(
     label, kernel, constexprs, pointer_types=None, num_warps=4, default_pointer="*bf16", num_stages=3
 ):
+    if "USE_PDL" in inspect.signature(kernel.fn).parameters:
+        # As a Hopper launch runs them: waiting for the kernel before, then releasing the next one.
+        constexprs = {"USE_PDL": True, **constexprs}
     sig = signature(kernel, pointer_types or {}, constexprs, default_pointer)
     options = {"num_warps": num_warps, "num_stages": num_stages}
     compiled = triton.compile(
