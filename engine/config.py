@@ -284,8 +284,10 @@ class EngineConfig:
             _require_positive("num_gpu_blocks", self.num_gpu_blocks)
         self._check_kv_tiers()
         self._check_price()
-        if not isinstance(self.swa_replay_margin, int) or isinstance(self.swa_replay_margin, bool) or (
-            self.swa_replay_margin < 0
+        if (
+            not isinstance(self.swa_replay_margin, int)
+            or isinstance(self.swa_replay_margin, bool)
+            or (self.swa_replay_margin < 0)
         ):
             raise ValueError(f"swa_replay_margin must be 0 or more, got {self.swa_replay_margin!r}")
         if not 0.0 < self.gpu_memory_utilization <= 1.0:

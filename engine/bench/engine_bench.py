@@ -335,7 +335,10 @@ def _run_in_process(workloads, model_dir, config, args, counts, floor_inputs, re
                 )
                 key = name.replace("-", "_")
                 report["figures"].update({f"engine_{key}_{k}{suffix}": v for k, v in result.figures.items()})
-                _say(f"engine: {name}{suffix}: " + ", ".join(f"{k}={v:,.2f}" for k, v in result.figures.items()))
+                _say(
+                    f"engine: {name}{suffix}: "
+                    + ", ".join(f"{k}={v:,.2f}" for k, v in result.figures.items())
+                )
     llm.shutdown()  # the other tensor-parallel ranks, if any
     del llm
     gc.collect()  # frees the device memory before a serve workload starts its own engine

@@ -254,6 +254,7 @@ ARCHITECTURES["tiny-qwen3-swa"] = {
     "torch_dtype": "float32",
 }
 
+
 def hf_config(name: str) -> dict:
     try:
         return dict(ARCHITECTURES[name])

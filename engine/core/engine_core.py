@@ -131,7 +131,10 @@ class EngineCore:
                 num_window_blocks=pools.num_window_blocks,
             )
         self.scheduler = Scheduler(
-            self.kv, config.max_num_batched_tokens, config.max_num_seqs, admission_batch=config.admission_batch
+            self.kv,
+            config.max_num_batched_tokens,
+            config.max_num_seqs,
+            admission_batch=config.admission_batch,
         )
         self.async_scheduling = config.resolved_async_scheduling(self.device.type)
         self.speculator = make_speculator(config, self._build_proposer)

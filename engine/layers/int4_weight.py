@@ -26,7 +26,9 @@ def packable(rows: int, cols: int, device: torch.device) -> bool:
     return device.type == "cpu" and rows % ROW_MULTIPLE == 0 and cols % GROUP_SIZE == 0
 
 
-def scales_and_zeros(codes: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+def scales_and_zeros(
+    codes: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor, dtype: torch.dtype
+) -> torch.Tensor:
     """The kernel's [groups, rows, 2] scales and zeros in ``dtype``. Rounded to bfloat16, a scale's
     error multiplies ``q - 8`` for all 32 weights of its group at once: an error that does not
     average out over a dot product the way independent roundings of dense weights do. So the zero

@@ -32,6 +32,8 @@ from engine.layers.batch_invariant import batch_invariant
 from engine.layers.rotary import RotaryEmbedding
 from kernels import cpu_invariant
 from kernels._common import cdiv, use_triton
+from kernels.head_gemv import MAX_ROWS as HEAD_GEMV_ROWS
+from kernels.head_gemv import head_gemv, head_gemv_torch
 from kernels.latent_cache_write import write_latent
 from kernels.mla_decode import gather_latents, mla_decode
 from kernels.varlen_attention import causal_varlen, varlen_available
@@ -116,11 +118,14 @@ class LatentAttention(nn.Module):
         """One query per request: ``q_nope: [D, H, N]``, ``q_rope: [D, H, P]`` -> ``[D, H, V]``."""
         w = kv_b_weight.view(self.num_heads, self.qk_nope_head_dim + self.v_head_dim, self.kv_lora_rank)
         w_uk, w_uv = w[:, : self.qk_nope_head_dim], w[:, self.qk_nope_head_dim :]
-        q_latent = torch.einsum("thn,hnr->thr", q_nope, w_uk)
+        # A few rows: per-head GEMVs (Triton, launched behind the kernel before them); more rows, or
+        # batch-invariant mode (one product for every batch size): torch's batched GEMM.
+        lift = head_gemv if q_nope.shape[0] <= HEAD_GEMV_ROWS and not batch_invariant() else head_gemv_torch
+        q_latent = lift(q_nope, w_uk)
         latent_out = mla_decode(
             q_latent, q_rope.contiguous(), self.latent_cache, block_tables, seq_lens, self.scale
         )
-        return torch.einsum("thr,hvr->thv", latent_out, w_uv)
+        return lift(latent_out, w_uv.transpose(1, 2))
 
     def _row_invariant(
         self, q_nope: torch.Tensor, q_rope: torch.Tensor, kv_b_weight: torch.Tensor, meta: AttentionMetadata

@@ -128,7 +128,11 @@ class Linear(nn.Module):
         weight (``GroupInt4``) is kept 4-bit once every slice has come 4-bit and the whole weight
         fits the int4 kernel (``engine/layers/int4_weight.py``); else it is dequantized."""
         if isinstance(tensor, GroupInt4):
-            if kind == "weight" and self._int4_parts is not None and packable(*self.weight.shape, self.weight.device):
+            if (
+                kind == "weight"
+                and self._int4_parts is not None
+                and packable(*self.weight.shape, self.weight.device)
+            ):
                 self._check_slot(shard, tensor.shape)
                 self._int4_parts[shard] = tensor
                 if len(self._int4_parts) == len(self.output_sizes):

@@ -82,7 +82,12 @@ class Router(nn.Module):
         """``counts`` (int64 ``[E]``), when given, gains one per (token, chosen routed expert)."""
         if takes_routing_kernel(x, self.weight):  # two fused Triton kernels
             return route(
-                x, self.weight, self.moe, self.e_score_correction_bias, counts=counts, shared_slots=self.shared_slots
+                x,
+                self.weight,
+                self.moe,
+                self.e_score_correction_bias,
+                counts=counts,
+                shared_slots=self.shared_slots,
             )
         logits = cpu_invariant.linear(x.float(), self.weight)
         topk_weights, topk_ids = select_experts(logits, self.moe, self.e_score_correction_bias)

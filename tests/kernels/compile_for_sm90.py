@@ -19,6 +19,7 @@ from kernels import (
     fused_moe_configs,
     gemv,
     gemv_norm,
+    head_gemv,
     invariant_matmul,
     invariant_matmul_configs,
     kv_cache_write,
@@ -82,6 +83,10 @@ def compile_moe_and_mla() -> None:
     small-batch GEMVs at the default tiles (and ragged fp32 ones), and MLA decode and the latent-cache write at DeepSeek's shape."""
     compile_variant("write_latent", latent_cache_write._write_latent_kernel, {"BLOCK_R": 512, "BLOCK_P": 64},
                     {"slot_mapping_ptr": "*i64"})  # fmt: skip
+    # The absorbed decode's two lifts at DeepSeek's shape: q_nope (128) -> latent (512), latent -> v (128).
+    for block_i, block_j in ((128, 64), (128, 32)):
+        compile_variant(f"head_gemv block_i={block_i} block_j={block_j}", head_gemv._head_gemv_kernel,
+                        {"BLOCK_T": 16, "BLOCK_I": block_i, "BLOCK_J": block_j, "DOT_IN_FP32": False})  # fmt: skip
     tiles = [(fused_moe_configs.default_config(tokens, 8, 128), True, "*bf16") for tokens in (1, 512, 4096)]
     tiles.append((fused_moe_configs.MoeConfig(16, 16, 16), False, "*fp32"))
     for config, even_k, dtype in tiles:
@@ -163,7 +168,9 @@ def compile_batch_invariant() -> None:
         (64, True, False, "*bf16"),
         (32, True, False, "*fp32"),
     ):
-        config = invariant_matmul.MatmulConfig(invariant_matmul_configs.BLOCK_M, block_n, invariant_matmul_configs.BLOCK_K)
+        config = invariant_matmul.MatmulConfig(
+            invariant_matmul_configs.BLOCK_M, block_n, invariant_matmul_configs.BLOCK_K
+        )
         compile_variant(f"invariant_matmul n{block_n} bias={bias} even_k={even_k} {dtype}",
                         invariant_matmul._invariant_matmul_kernel,
                         {"HAS_BIAS": bias, "DOT_IN_FP32": dtype == "*fp32", "EVEN_K": even_k, "BLOCK_M": config.block_m,

@@ -51,6 +51,7 @@ KERNEL_MODULES = [
     "kernels.moe_routing",
     "kernels.mla_decode",
     "kernels.latent_cache_write",
+    "kernels.head_gemv",
     "kernels.invariant_matmul",
     "kernels.invariant_attention",
 ]

@@ -16,9 +16,11 @@ def _launch(queries, k_cache, v_cache, tables, spans, window, softcap=None, deco
     """One launch over several sequences: ``spans`` is ``[(table row, first position, stop)]``; each
     sequence feeds its queries ``queries[table row][first:stop]``. Returns the per-sequence outputs."""
     q = torch.cat([queries[row][first:stop] for row, first, stop in spans])
-    seq_lens = torch.tensor([stop for _, _, stop in spans], dtype=torch.int32)
+    seq_lens = torch.tensor([stop for _, _, stop in spans], dtype=torch.int32, device=q.device)
     lens = [stop - first for _, first, stop in spans]
-    query_start_loc = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
+    query_start_loc = torch.tensor(
+        [0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device=q.device
+    )
     block_tables = tables[[row for row, _, _ in spans]]
     out = invariant_attention(
         q, k_cache, v_cache, block_tables, seq_lens, query_start_loc, SCALE, window, softcap, decode_only
@@ -68,7 +70,7 @@ def test_a_query_has_the_same_bits_in_every_launch(
         out, expected, starts = _launch(
             queries, k_cache, v_cache, tables, spans, window, softcap, decode_only
         )
-        assert_close(out, expected.to(dtype), dtype)
+        assert_close(out.cpu(), expected.to(dtype), dtype)
         index = next(i for i, (row, *_) in enumerate(spans) if row == 0)
         results[name] = out[starts[index] + TARGET - spans[index][1]]
     assert split_launches and min(split_launches) >= 2  # segment slots: the split decode ran

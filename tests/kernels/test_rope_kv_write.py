@@ -131,7 +131,9 @@ def test_bad_inputs_are_rejected():
 @pytest.mark.parametrize("round_normed", [True, False], ids=["qwen3-rounding", "gemma-rounding"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("tokens", [1, 3, 130], ids=lambda t: f"{t}tok")  # 130: several heads per program
-def test_qk_norm_in_the_same_pass_matches_the_separate_norms(device, force_triton, dtype, tokens, round_normed):
+def test_qk_norm_in_the_same_pass_matches_the_separate_norms(
+    device, force_triton, dtype, tokens, round_normed
+):
     """Qwen3's per-head RMSNorms of q and k folded into the pass: the separate norm kernels, then the
     rotary and write, up to the order of the sum of squares (fp32)."""
     from kernels.rms_norm import rms_norm
