@@ -45,7 +45,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from engine.bench.interleaved import alternate
-from engine.core.gc_heap import startup_heap_frozen
+from engine.core.gc_heap import collect_when_idle, startup_heap_frozen
 from engine.spec.speculator import Speculator  # light: no torch (the parser imports this module)
 
 PROMPT_LENS = (32, 128)
@@ -352,6 +352,9 @@ class GridRunner:
         self._attach(mode, acceptance, models or self.models, self.args.seed + round_)
         graphs = self.llm.engine.runner.graphs
         graphed_before = graphs.verify_steps_run if graphs is not None else 0
+        # Each run starts from idle, where a serving engine's drive loop runs the deferred full
+        # collection before it waits for work: here too, not 30 s later inside some mode's run.
+        collect_when_idle()
         try:
             with GcPauses() as pauses:
                 tokens, seconds, counts = measure(self.llm, prompts, params or self.params)

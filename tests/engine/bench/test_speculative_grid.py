@@ -146,3 +146,21 @@ def test_gc_pauses_count_the_collections_inside_the_block_only():
     gc.collect()
     assert inside > 0 and pauses.seconds == inside and pauses._callback not in gc.callbacks
     assert pauses.collections == [1, 0, 1] and 0 < pauses.full_seconds < inside
+
+
+def test_every_timed_run_starts_after_the_deferred_full_collection(tmp_path, monkeypatch):
+    """As a serving drive loop collects before it waits for work, the grid collects before each
+    run, so the 30 s overdue collection never lands inside a mode's timed run."""
+    from engine.bench import speculative, speculative_grid
+
+    events = []
+    collect, measure = speculative_grid.collect_when_idle, speculative.measure
+    monkeypatch.setattr(speculative_grid, "collect_when_idle", lambda: events.append("collect") or collect())
+    monkeypatch.setattr(speculative, "measure", lambda *a, **k: events.append("measure") or measure(*a, **k))
+    argv = ["bench", "speculative", "--grid", "--random-arch", "tiny-llama", "--device", "cpu"]
+    argv += ["--acceptance", "0.6", "--batch-sizes", "1", "--draft-lengths", "1"]
+    argv += ["--max-tokens", "4", "--json", str(tmp_path / "grid.json")]
+    main(argv)
+    timed = [i for i, event in enumerate(events) if event == "measure"]
+    assert len(timed) >= 3  # off, k1, scheduler (and any untimed warm-up run)
+    assert all(events[i - 1] == "collect" for i in timed)
