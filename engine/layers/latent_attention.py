@@ -29,12 +29,13 @@ from torch import nn
 
 from engine.layers.attention import AttentionMetadata
 from engine.layers.batch_invariant import batch_invariant
+from engine.layers.norm import RMSNorm
 from engine.layers.rotary import RotaryEmbedding
 from kernels import cpu_invariant
 from kernels._common import cdiv, use_triton
 from kernels.head_gemv import MAX_ROWS as HEAD_GEMV_ROWS
 from kernels.head_gemv import head_gemv, head_gemv_torch
-from kernels.latent_cache_write import write_latent
+from kernels.latent_rope_write import latent_rope_write
 from kernels.mla_decode import gather_latents, mla_decode
 from kernels.varlen_attention import causal_varlen, varlen_available
 
@@ -77,19 +78,21 @@ class LatentAttention(nn.Module):
         positions: torch.Tensor,
         q_nope: torch.Tensor,
         q_rope: torch.Tensor,
-        c: torch.Tensor,
-        k_rope: torch.Tensor,
+        latent: torch.Tensor,
+        latent_norm: RMSNorm,
         kv_b_weight: torch.Tensor,
         meta: AttentionMetadata,
     ) -> torch.Tensor:
-        """``q_nope: [T, H, N]``, ``q_rope: [T, H, P]`` (before rotary), ``c: [T, R]`` (normalized),
-        ``k_rope: [T, P]`` (before rotary), ``kv_b_weight: [H * (N + V), R]`` (this rank's heads)
-        -> per-head attention output ``[T, H, V]``."""
+        """``q_nope: [T, H, N]``, ``q_rope: [T, H, P]`` (before rotary), ``latent: [T, R + P]`` (each
+        token's ``c`` before ``latent_norm``, then its ``k_rope`` before rotary), ``kv_b_weight:
+        [H * (N + V), R]`` (this rank's heads) -> per-head attention output ``[T, H, V]``."""
         if self.latent_cache is None:
             raise RuntimeError("KV cache is not bound to this attention layer")
-        q_rope, k_rope = self.rotary(positions, q_rope, k_rope.unsqueeze(1))
-        k_rope = k_rope.squeeze(1)
-        write_latent(self.latent_cache, meta.slot_mapping, c, k_rope)
+        # The norm, both rotations and the cache write in one pass (kernels/latent_rope_write.py).
+        q_rope, c, k_rope = latent_rope_write(
+            positions, q_rope, latent, latent_norm.weight, latent_norm.eps, self.rotary.cos_sin_cache,
+            self.rotary.is_neox, self.latent_cache, meta.slot_mapping,
+        )  # fmt: skip
         if batch_invariant() and not use_triton(q_nope, self.latent_cache):
             return self._row_invariant(q_nope, q_rope, kv_b_weight, meta)
         if meta.decode_only:

@@ -110,7 +110,5 @@ class MLAAttention(nn.Module):
             q = self.q_b_proj(self.q_a_layernorm(q))
         q = q.reshape(t, self.num_heads, mla.qk_head_dim)
         q_nope, q_rope = q.split([mla.qk_nope_head_dim, mla.qk_rope_head_dim], dim=-1)
-        c, k_rope = latent.split([mla.kv_lora_rank, mla.qk_rope_head_dim], dim=-1)
-        c = self.kv_a_layernorm(c)  # a strided view of qkv: the norm reads rows by stride
-        out = self.attn(positions, q_nope, q_rope, c, k_rope.contiguous(), self.kv_b_proj.weight, meta)
+        out = self.attn(positions, q_nope, q_rope, latent, self.kv_a_layernorm, self.kv_b_proj.weight, meta)
         return self.o_proj(out.reshape(t, self.num_heads * mla.v_head_dim))

@@ -24,6 +24,7 @@ from kernels import (
     invariant_matmul_configs,
     kv_cache_write,
     latent_cache_write,
+    latent_rope_write,
     mla_decode,
     moe_align,
     moe_routing,
@@ -83,6 +84,10 @@ def compile_moe_and_mla() -> None:
     small-batch GEMVs at the default tiles (and ragged fp32 ones), and MLA decode and the latent-cache write at DeepSeek's shape."""
     compile_variant("write_latent", latent_cache_write._write_latent_kernel, {"BLOCK_R": 512, "BLOCK_P": 64},
                     {"slot_mapping_ptr": "*i64"})  # fmt: skip
+    for neox in (True, False):  # MLA's norm + rotary + latent write at DeepSeek's shape (latent 512, rope 64)
+        compile_variant(f"latent_rope_write neox={neox}", latent_rope_write._latent_rope_write_kernel,
+                        {"IS_NEOX": neox, "BLOCK_R": 512, "BLOCK_HALF": 32},
+                        {"positions_ptr": "*i64", "cos_sin_ptr": "*fp32", "slot_mapping_ptr": "*i64"})  # fmt: skip
     # The absorbed decode's two lifts at DeepSeek's shape: q_nope (128) -> latent (512), latent -> v (128).
     for block_i, block_j in ((128, 64), (128, 32)):
         compile_variant(f"head_gemv block_i={block_i} block_j={block_j}", head_gemv._head_gemv_kernel,

@@ -52,6 +52,7 @@ KERNEL_MODULES = [
     "kernels.mla_decode",
     "kernels.latent_cache_write",
     "kernels.head_gemv",
+    "kernels.latent_rope_write",
     "kernels.invariant_matmul",
     "kernels.invariant_attention",
 ]
