@@ -102,10 +102,22 @@ def _compute_capability(device_index: int) -> tuple[int, int]:
     return torch.cuda.get_device_capability(device_index)
 
 
-def launch_overlap(device: torch.device) -> dict:
-    """Launch keywords of a kernel that opens with ``await_inputs(USE_PDL)``: the constexpr and the
-    launch attribute always come together (a kernel launched early must wait for its inputs)."""
-    if _overlap_switch.mode == "off" or device.type != "cuda" or interpreting():
+# Above this many rows (tokens, or sequences of a decode batch) a launch waits for the last as before:
+# overlap pays where launch gaps are a large share of a step (batch-1 decode: 5-10 % on an H200),
+# and session 23's full runs found MoE prefill and batch-128 steps slower with it.
+LAUNCH_OVERLAP_MAX_ROWS = 16
+
+
+def launch_overlap(device: torch.device, rows: int) -> dict:
+    """Launch keywords of a kernel that opens with ``await_inputs(USE_PDL)``, for a launch over ``rows``
+    rows: the constexpr and the launch attribute always come together (a kernel launched early must
+    wait for its inputs)."""
+    if (
+        _overlap_switch.mode == "off"
+        or rows > LAUNCH_OVERLAP_MAX_ROWS
+        or device.type != "cuda"
+        or interpreting()
+    ):
         return {"USE_PDL": False}
     index = device.index if device.index is not None else torch.cuda.current_device()
     if _compute_capability(index)[0] < 9:

@@ -149,5 +149,5 @@ def reduce_splits(
     batch, num_heads, head_dim = out.shape
     decode_reduce_kernel[(batch * num_heads,)](
         partial_max, partial_sum, partial_acc, out, head_dim, num_splits,
-        BLOCK_S=next_power_of_2(num_splits), BLOCK_D=block_d, num_warps=4, **launch_overlap(partial_max.device),
+        BLOCK_S=next_power_of_2(num_splits), BLOCK_D=block_d, num_warps=4, **launch_overlap(out.device, batch),
     )  # fmt: skip

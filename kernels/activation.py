@@ -58,7 +58,7 @@ def _launch(x: torch.Tensor, gelu_tanh: bool) -> torch.Tensor:
         GELU_TANH=gelu_tanh,
         BLOCK=_BLOCK,
         num_warps=4,
-        **launch_overlap(x.device),
+        **launch_overlap(x.device, tokens),
     )
     return out
 

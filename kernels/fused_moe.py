@@ -324,11 +324,11 @@ def _launch_grouped(
     }
     _gate_up_kernel[(num_tiles, cdiv(inter, config.block_n))](
         x, x.stride(0), w13, w13.stride(0), w13.stride(1), act, aligned.sorted_pair_ids, aligned.expert_ids,
-        num_pairs, top_k, hidden, inter, EVEN_K=hidden % config.block_k == 0, **tiles, **launch_overlap(x.device),
+        num_pairs, top_k, hidden, inter, EVEN_K=hidden % config.block_k == 0, **tiles, **launch_overlap(x.device, tokens),
     )  # fmt: skip
     _down_kernel[(num_tiles, cdiv(hidden, config.block_n))](
         act, w2, w2.stride(0), w2.stride(1), topk_weights.contiguous(), pair_out, aligned.sorted_pair_ids,
-        aligned.expert_ids, num_pairs, hidden, inter, EVEN_K=inter % config.block_k == 0, **tiles, **launch_overlap(act.device),
+        aligned.expert_ids, num_pairs, hidden, inter, EVEN_K=inter % config.block_k == 0, **tiles, **launch_overlap(act.device, tokens),
     )  # fmt: skip
     return _combine(pair_out, tokens, top_k, x.dtype)
 
@@ -352,11 +352,11 @@ def _launch_small_batch(
     options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
     _gate_up_gemv_kernel[(tokens * top_k, cdiv(inter, config.up_block_n))](
         x, x.stride(0), w13, w13.stride(0), w13.stride(1), ids, act, top_k, hidden, inter,
-        BLOCK_N=config.up_block_n, BLOCK_K=up_k, EVEN_K=hidden % up_k == 0, **options, **launch_overlap(x.device),
+        BLOCK_N=config.up_block_n, BLOCK_K=up_k, EVEN_K=hidden % up_k == 0, **options, **launch_overlap(x.device, tokens),
     )  # fmt: skip
     _down_gemv_kernel[(tokens, cdiv(hidden, config.down_block_n))](
         act, w2, w2.stride(0), w2.stride(1), ids, topk_weights.contiguous(), out, hidden, TOP_K=top_k, INTER=inter,
-        BLOCK_N=config.down_block_n, BLOCK_K=down_k, EVEN_K=inter % down_k == 0, **options, **launch_overlap(act.device),
+        BLOCK_N=config.down_block_n, BLOCK_K=down_k, EVEN_K=inter % down_k == 0, **options, **launch_overlap(act.device, tokens),
     )  # fmt: skip
     return out
 

@@ -285,7 +285,7 @@ def reduce_splits(
         HAS_BIAS=bias is not None,
         BLOCK=_REDUCE_BLOCK,
         num_warps=4,
-        **launch_overlap(partial.device),
+        **launch_overlap(partial.device, rows),
     )
 
 
@@ -327,7 +327,7 @@ def _launch(
         SPLIT=splits > 1,
         FUSED_REDUCE=fused,
         **tile_options(config, x.dtype, k),
-        **launch_overlap(x.device),
+        **launch_overlap(x.device, rows),
     )
     if splits > 1 and not fused:
         reduce_splits(partial, bias, weight, out, splits)

@@ -199,7 +199,7 @@ def _launch(
         HAS_BIAS=bias is not None,
         SPLIT=splits > 1,
         **tile_options(config, x.dtype, k),
-        **launch_overlap(x.device),
+        **launch_overlap(x.device, rows),
     )
     if splits > 1:
         reduce_splits(partial, bias, weight, out, splits)

@@ -89,7 +89,7 @@ def _launch(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     _head_gemv_kernel[(heads, cdiv(out_dim, block_j))](
         x, x.stride(0), x.stride(1), w, w.stride(0), w.stride(1), w.stride(2), out, out.stride(0),
         out.stride(1), rows, in_dim, out_dim, BLOCK_T=MAX_ROWS, BLOCK_I=block_i, BLOCK_J=max(block_j, 16),
-        DOT_IN_FP32=dot_in_fp32(x.dtype), num_warps=4, **launch_overlap(x.device),
+        DOT_IN_FP32=dot_in_fp32(x.dtype), num_warps=4, **launch_overlap(x.device, rows),
     )  # fmt: skip
     return out
 

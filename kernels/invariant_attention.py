@@ -240,12 +240,12 @@ def _launch_split_decode(
         head_dim, sliding_window or 0, num_slots,
         GROUP=group, BLOCK_SIZE=block_size, BLOCK_M=block_m, BLOCK_N=BLOCK_N, BLOCK_D=block_d,
         SEGMENT=SEGMENT, USE_WINDOW=sliding_window is not None, DOT_IN_FP32=dot_in_fp32(q.dtype),
-        USE_SOFTCAP=softcap is not None, num_warps=num_warps, **launch_overlap(q.device),
+        USE_SOFTCAP=softcap is not None, num_warps=num_warps, **launch_overlap(q.device, q.shape[0]),
     )  # fmt: skip
     _fold_kernel[(batch, num_kv_heads)](
         seq_lens, partial_max, partial_sum, partial_acc, out, num_kv_heads, head_dim, sliding_window or 0,
         num_slots, GROUP=group, BLOCK_M=block_m, BLOCK_N=BLOCK_N, BLOCK_D=block_d, SEGMENT=SEGMENT,
-        USE_WINDOW=sliding_window is not None, num_warps=num_warps, **launch_overlap(seq_lens.device),
+        USE_WINDOW=sliding_window is not None, num_warps=num_warps, **launch_overlap(seq_lens.device, q.shape[0]),
     )  # fmt: skip
     return out
 

@@ -124,7 +124,7 @@ def _launch(
         GROUP_M=GROUP_M,
         num_warps=config.num_warps,
         num_stages=config.num_stages,
-        **launch_overlap(x.device),
+        **launch_overlap(x.device, x.shape[0]),
     )
     return out
 

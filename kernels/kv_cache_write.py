@@ -101,7 +101,7 @@ def _launch(
         BLOCK_H=next_power_of_2(num_heads),
         BLOCK_D=next_power_of_2(head_dim),
         num_warps=4,
-        **launch_overlap(key.device),
+        **launch_overlap(key.device, key.shape[0]),
     )
 
 

@@ -64,7 +64,7 @@ def _launch(
         return
     _write_latent_kernel[(tokens,)](
         c, c.stride(0), k_rope, k_rope.stride(0), latent_cache, slot_mapping, rank, k_rope.shape[1],
-        BLOCK_R=next_power_of_2(rank), BLOCK_P=next_power_of_2(k_rope.shape[1]), num_warps=4, **launch_overlap(c.device),
+        BLOCK_R=next_power_of_2(rank), BLOCK_P=next_power_of_2(k_rope.shape[1]), num_warps=4, **launch_overlap(c.device, tokens),
     )  # fmt: skip
 
 

@@ -155,7 +155,7 @@ def _launch(positions, q_rope, latent, norm_weight, eps, cos_sin_cache, is_neox,
             positions, cos_sin_cache, cos_sin_cache.stride(0), q_rope, q_rope.stride(0), q_rope.stride(1),
             latent, latent.stride(0), norm_weight, eps, q_out, latent_out, latent_cache, slot_mapping,
             num_heads, rank, rope_dim // 2, IS_NEOX=is_neox, BLOCK_R=next_power_of_2(rank),
-            BLOCK_HALF=next_power_of_2(rope_dim // 2), num_warps=4, **launch_overlap(latent.device),
+            BLOCK_HALF=next_power_of_2(rope_dim // 2), num_warps=4, **launch_overlap(latent.device, tokens),
         )  # fmt: skip
     c, k_rope = latent_out.split([rank, rope_dim], dim=-1)
     return q_out, c, k_rope

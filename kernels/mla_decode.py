@@ -223,7 +223,7 @@ def _launch(
         BLOCK_SIZE=block_size, BLOCK_H=_HEADS_PER_PROGRAM, BLOCK_N=tiles.block_n, BLOCK_R=block_r,
         BLOCK_P=max(next_power_of_2(rope_dim), 16), DOT_IN_FP32=dot_in_fp32(q_latent.dtype),
         SINGLE_SPLIT=num_splits == 1, num_warps=tiles.num_warps,
-        **({} if tiles.num_stages is None else {"num_stages": tiles.num_stages}), **launch_overlap(q_latent.device),
+        **({} if tiles.num_stages is None else {"num_stages": tiles.num_stages}), **launch_overlap(q_latent.device, batch),
     )  # fmt: skip
     if num_splits > 1:
         reduce_splits(partials, out, num_splits, block_r)

@@ -137,7 +137,7 @@ def _launch(topk_ids: torch.Tensor, num_experts: int, block_m: int) -> AlignedPa
     programs = max(1, cdiv(num_pairs, _CHUNK), spread)
     _align_kernel[(programs,)](
         flat, sorted_pair_ids, expert_ids, total, num_pairs, num_experts, block_m, capacity,
-        CHUNK=_CHUNK, E_PAD=e_pad, BLOCK=block, num_warps=4, **launch_overlap(flat.device),
+        CHUNK=_CHUNK, E_PAD=e_pad, BLOCK=block, num_warps=4, **launch_overlap(device, topk_ids.shape[0]),
     )  # fmt: skip
     return AlignedPairs(sorted_pair_ids, expert_ids, total)
 

@@ -291,7 +291,7 @@ def _launch(
         BLOCK_E=tiles.block_e,
         BLOCK_H=tiles.block_h,
         num_warps=tiles.num_warps,
-        **launch_overlap(x.device),
+        **launch_overlap(x.device, tokens),
     )
     slots = moe.top_k + shared_slots
     topk_weights = torch.empty((tokens, slots), dtype=torch.float32, device=x.device)
@@ -325,7 +325,7 @@ def _launch(
         BLOCK_K=next_power_of_2(slots),
         # 3k whole-tile reductions (k = top_k): warp shuffles in one warp, a barrier each across warps.
         num_warps=1 if block_g * block_s <= 512 else 4,
-        **launch_overlap(partial.device),
+        **launch_overlap(partial.device, tokens),
     )
     return topk_weights, topk_ids
 

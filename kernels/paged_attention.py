@@ -205,7 +205,7 @@ def _launch(
         DOT_IN_FP32=dot_in_fp32(q.dtype),
         USE_SOFTCAP=softcap is not None,
         num_warps=num_warps,
-        **launch_overlap(q.device),
+        **launch_overlap(q.device, num_tokens),
     )
     return out
 

@@ -197,7 +197,7 @@ def _launch(
         FUSED_REDUCE=fused,
         BLOCK_S=next_power_of_2(num_splits) if fused else 1,  # no variant per split count unfused
         num_warps=4,
-        **launch_overlap(q.device),
+        **launch_overlap(q.device, batch),
     )
     if num_splits > 1 and not fused:
         reduce_splits(partials, out, num_splits, block_d)

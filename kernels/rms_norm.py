@@ -97,7 +97,7 @@ def _launch(
         ROUND_NORMED=round_normed,
         BLOCK=block,
         num_warps=num_warps,
-        **launch_overlap(x.device),
+        **launch_overlap(x.device, n_rows),
     )
     return out, residual_out
 

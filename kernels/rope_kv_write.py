@@ -247,7 +247,7 @@ def _launch(positions, q, k, v, cos_sin_cache, k_cache, v_cache, slot_mapping, i
         BLOCK_H=block_h,
         BLOCK_HALF=block_half,
         num_warps=max(1, min(4, block_h * block_half // 64)),
-        **launch_overlap(positions.device),
+        **launch_overlap(positions.device, tokens),
     )
     return q_out, k_out, v_out
 

@@ -293,7 +293,7 @@ def _launch(
         BLOCK_HK=next_power_of_2(num_k_heads),
         BLOCK_HALF=next_power_of_2(head_dim // 2),
         num_warps=4,
-        **launch_overlap(positions.device),
+        **launch_overlap(positions.device, tokens),
     )
     return q_out, k_out
 

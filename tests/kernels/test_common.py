@@ -57,9 +57,9 @@ def test_ops_import_and_run_without_triton():
 def test_launch_overlap_needs_a_hopper_gpu_and_can_be_switched_off(monkeypatch):
     """Programmatic dependent launch only where the GPU has it (never on CPU tensors, never under
     the interpreter); the constexpr that makes a kernel wait comes with every launch attribute."""
-    assert _common.launch_overlap(torch.device("cpu")) == {"USE_PDL": False}
+    assert _common.launch_overlap(torch.device("cpu"), 1) == {"USE_PDL": False}
     assert _common.set_launch_overlap_mode("off") == "auto"
-    assert _common.launch_overlap(torch.device("cpu")) == {"USE_PDL": False}
+    assert _common.launch_overlap(torch.device("cpu"), 1) == {"USE_PDL": False}
     with pytest.raises(ValueError, match="launch_overlap mode 'on' is not one of auto, off"):
         _common.set_launch_overlap_mode("on")
     _common.set_launch_overlap_mode("auto")
@@ -68,8 +68,11 @@ def test_launch_overlap_needs_a_hopper_gpu_and_can_be_switched_off(monkeypatch):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_launch_overlap_on_a_cuda_gpu():
     major = torch.cuda.get_device_capability()[0]
-    options = _common.launch_overlap(torch.device("cuda"))
+    cuda = torch.device("cuda")
+    options = _common.launch_overlap(cuda, 1)
     if _common.interpreting() or major < 9:
         assert options == {"USE_PDL": False}
     else:
         assert options == {"USE_PDL": True, "launch_pdl": True}
+    # A prefill or a large decode batch launches as before.
+    assert _common.launch_overlap(cuda, _common.LAUNCH_OVERLAP_MAX_ROWS + 1) == {"USE_PDL": False}
