@@ -7,6 +7,9 @@ per (batch, context) case, every candidate's microseconds and the latent bytes i
 best first, and writes them as JSON.
 
     python3 scripts/gpu/tune_mla_decode.py --json /tmp/mla_tiles.json
+    # as a decode graph of the engine calls it: tables as wide as the longest sequence allowed
+    # (DeepSeek-V2-Lite's 163,840 positions), which sets the split count, at the bench's context
+    python3 scripts/gpu/tune_mla_decode.py --case 1:1280 --case 1:4096 --table-tokens 163840
 """
 
 from __future__ import annotations
@@ -30,7 +33,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, help="write every timing here")
     parser.add_argument("--top", type=int, default=6, help="candidates printed per case")
+    parser.add_argument(
+        "--case",
+        action="append",
+        metavar="BATCH:CONTEXT",
+        help="a (batch, context) case, repeatable (default: " + " ".join(f"{b}:{c}" for b, c in CASES) + ")",
+    )
+    parser.add_argument(
+        "--table-tokens",
+        type=int,
+        help="block tables this many tokens wide, padded with block 0 as a CUDA graph's are (default: "
+        "exactly the context); the split count follows the width",
+    )
     args = parser.parse_args(argv)
+    try:
+        cases = [tuple(int(v) for v in case.split(":")) for case in args.case] if args.case else list(CASES)
+    except ValueError:
+        parser.error("--case takes BATCH:CONTEXT, e.g. 1:1280")
     import torch
 
     from engine.graph_timing import time_in_graph
@@ -45,11 +64,15 @@ def main(argv: list[str] | None = None) -> int:
     ]
     device = torch.device("cuda")
     results = []
-    for batch, context in CASES:
+    for batch, context in cases:
         torch.manual_seed(batch * 7919 + context)
         pages = -(-context // BLOCK_SIZE)
         cache = torch.randn(batch * pages + 8, BLOCK_SIZE, RANK + ROPE, device=device).bfloat16()
         block_tables = torch.randperm(batch * pages, device=device).view(batch, pages).int()
+        width = -(-args.table_tokens // BLOCK_SIZE) if args.table_tokens else pages
+        if width > pages:
+            pad = torch.zeros(batch, width - pages, dtype=torch.int32, device=device)
+            block_tables = torch.cat([block_tables, pad], dim=1)
         seq_lens = torch.full((batch,), context, dtype=torch.int32, device=device)
         q_latent = torch.randn(batch, HEADS, RANK, device=device).bfloat16()
         q_rope = torch.randn(batch, HEADS, ROPE, device=device).bfloat16()
