@@ -85,10 +85,12 @@ def merge_splits(
     num_splits,
     BLOCK_S: tl.constexpr,
     BLOCK_D: tl.constexpr,
+    live_splits,
 ):
-    """Merge the splits' partial softmax states of one (sequence, query head) ``row`` into ``out``."""
+    """Merge the first ``live_splits`` of the ``num_splits`` partial softmax states of one (sequence,
+    query head) ``row`` into ``out`` (the splits past them stored nothing)."""
     splits = tl.arange(0, BLOCK_S)
-    split_mask = splits < num_splits
+    split_mask = splits < live_splits
     dims = tl.arange(0, BLOCK_D)
     dim_mask = dims < head_dim
     # .cg: other programs wrote these; read them from L2, never from a stale L1 line.
@@ -110,21 +112,47 @@ def merge_splits(
     tl.store(out_ptr + row * head_dim + dims, out.to(out_ptr.dtype.element_ty), mask=dim_mask)
 
 
+@triton.jit
+def live_split_count(seq_len, num_splits, BLOCK_N: tl.constexpr, MIN_KEYS: tl.constexpr):
+    """With ``MIN_KEYS`` > 0 (``keys_per_split``'s floor): the splits that hold keys of a sequence of
+    ``seq_len`` (at least one: split 0 stores even an empty sequence's state)."""
+    return tl.maximum(tl.cdiv(seq_len, keys_per_split(seq_len, num_splits, BLOCK_N, MIN_KEYS)), 1)
+
+
+@triton.jit
+def keys_per_split(seq_len, num_splits, BLOCK_N: tl.constexpr, MIN_KEYS: tl.constexpr):
+    """A sequence's keys shared evenly by the splits, in whole tiles; with ``MIN_KEYS`` > 0 at least
+    that many, so that a short context leaves the splits past its last key empty (the split count
+    follows the block tables' width, in a CUDA graph the longest sequence allowed)."""
+    keys = tl.cdiv(tl.cdiv(seq_len, num_splits), BLOCK_N) * BLOCK_N
+    if MIN_KEYS > 0:
+        keys = tl.maximum(keys, MIN_KEYS)
+    return keys
+
+
 @triton.jit(do_not_specialize=["num_splits"])
 def decode_reduce_kernel(
     partial_max_ptr,
     partial_sum_ptr,
     partial_acc_ptr,
     out_ptr,
+    seq_lens_ptr,
+    num_heads,
     head_dim,
     num_splits,
     BLOCK_S: tl.constexpr,
     BLOCK_D: tl.constexpr,
+    LIVE_BLOCK_N: tl.constexpr,
+    LIVE_MIN_KEYS: tl.constexpr,
     USE_PDL: tl.constexpr,
 ):
     await_inputs(USE_PDL)
     # One program per (sequence, query head).
     row = tl.program_id(0).to(tl.int64)
+    live = num_splits
+    if LIVE_MIN_KEYS > 0:  # the split kernel stored only the splits that hold keys
+        seq_len = tl.load(seq_lens_ptr + row // num_heads)
+        live = live_split_count(seq_len, num_splits, LIVE_BLOCK_N, LIVE_MIN_KEYS)
     merge_splits(
         partial_max_ptr,
         partial_sum_ptr,
@@ -135,6 +163,7 @@ def decode_reduce_kernel(
         num_splits,
         BLOCK_S,
         BLOCK_D,
+        live,
     )
 
 
@@ -143,11 +172,16 @@ def reduce_splits(
     out: torch.Tensor,
     num_splits: int,
     block_d: int,
+    live: tuple[torch.Tensor, int, int] | None = None,
 ) -> None:
-    """Merge ``split_partials``' buffers into ``out: [batch, heads, head_dim]`` in a second kernel."""
+    """Merge ``split_partials``' buffers into ``out: [batch, heads, head_dim]`` in a second kernel.
+    ``live``: ``(seq_lens, block_n, min_keys)`` of a split kernel that stored only the splits holding
+    keys (``keys_per_split`` with that floor); the reduce then reads only those."""
     partial_max, partial_sum, partial_acc = partials
     batch, num_heads, head_dim = out.shape
+    seq_lens, block_n, min_keys = live if live is not None else (out, 1, 0)
     decode_reduce_kernel[(batch * num_heads,)](
-        partial_max, partial_sum, partial_acc, out, head_dim, num_splits,
-        BLOCK_S=next_power_of_2(num_splits), BLOCK_D=block_d, num_warps=4, **launch_overlap(out.device, batch),
+        partial_max, partial_sum, partial_acc, out, seq_lens, num_heads, head_dim, num_splits,
+        BLOCK_S=next_power_of_2(num_splits), BLOCK_D=block_d, LIVE_BLOCK_N=block_n, LIVE_MIN_KEYS=min_keys,
+        num_warps=4, **launch_overlap(out.device, batch),
     )  # fmt: skip

@@ -20,7 +20,14 @@ from typing import NamedTuple
 import torch
 
 from kernels._common import await_inputs, cdiv, launch_overlap, next_power_of_2, tl, triton, use_triton
-from kernels._decode_splits import choose_splits, reduce_splits, split_partials, store_split
+from kernels._decode_splits import (
+    choose_splits,
+    keys_per_split,
+    live_split_count,
+    reduce_splits,
+    split_partials,
+    store_split,
+)
 from kernels._paged import LOG2E, dot, dot_in_fp32, gather_pages, head_tile, softmax_step, tile_slots
 from kernels.latent_cache_write import write_latent
 
@@ -68,12 +75,17 @@ def check_mla_inputs(
 
 class MlaDecodeTiles(NamedTuple):
     """Tokens per inner-loop tile, warps and software-pipeline stages of the split kernel (stages
-    None: Triton's default), and the fewest keys a split is given."""
+    None: Triton's default), and the fewest keys a split is given (of the block tables' capacity,
+    which sets the split count on the host). ``split_floor`` > 0: also the fewest of the sequence's
+    own keys a split takes, on the device (rounded up to whole tiles), so that a short context in a
+    CUDA graph's wide tables leaves the splits past its last key empty: they store nothing and the
+    reduce reads only the others. 0: every split shares the sequence's keys and stores a state."""
 
     block_n: int = 32
     num_warps: int = 8
     num_stages: int | None = None
     min_keys_per_split: int = 64
+    split_floor: int = 0
 
 
 DEFAULT_TILES = MlaDecodeTiles()
@@ -122,6 +134,7 @@ def _mla_split_kernel(
     BLOCK_P: tl.constexpr,
     DOT_IN_FP32: tl.constexpr,
     SINGLE_SPLIT: tl.constexpr,
+    SPLIT_FLOOR: tl.constexpr,
     USE_PDL: tl.constexpr,
 ):
     await_inputs(USE_PDL)
@@ -130,9 +143,12 @@ def _mla_split_kernel(
     split = tl.program_id(2)
     seq_len = tl.load(seq_lens_ptr + seq)
     # Splits share this sequence's own tokens evenly, in whole tiles; trailing splits may be empty.
-    keys_per_split = tl.cdiv(tl.cdiv(seq_len, num_splits), BLOCK_N) * BLOCK_N
-    split_start = split * keys_per_split
-    split_end = tl.minimum(split_start + keys_per_split, seq_len)
+    split_keys = keys_per_split(seq_len, num_splits, BLOCK_N, SPLIT_FLOOR)
+    split_start = split * split_keys
+    split_end = tl.minimum(split_start + split_keys, seq_len)
+    if SPLIT_FLOOR > 0:
+        if split >= live_split_count(seq_len, num_splits, BLOCK_N, SPLIT_FLOOR):
+            return  # no keys here: the reduce reads only the splits before this one
 
     head_mask = heads < num_heads
     dims = tl.arange(0, BLOCK_R)
@@ -215,6 +231,7 @@ def _launch(
             batch, head_groups, capacity, q_latent.device, tiles.min_keys_per_split
         )
     partial_max, partial_sum, partial_acc = partials = split_partials(out, num_splits)
+    split_floor = cdiv(tiles.split_floor, tiles.block_n) * tiles.block_n if num_splits > 1 else 0
     block_r = head_tile(rank)
     _mla_split_kernel[(batch, head_groups, num_splits)](
         q_latent, q_latent.stride(0), q_latent.stride(1), q_rope, q_rope.stride(0), q_rope.stride(1),
@@ -222,11 +239,12 @@ def _launch(
         partial_acc, scale * LOG2E, num_heads, rank, rope_dim, num_splits,
         BLOCK_SIZE=block_size, BLOCK_H=_HEADS_PER_PROGRAM, BLOCK_N=tiles.block_n, BLOCK_R=block_r,
         BLOCK_P=max(next_power_of_2(rope_dim), 16), DOT_IN_FP32=dot_in_fp32(q_latent.dtype),
-        SINGLE_SPLIT=num_splits == 1, num_warps=tiles.num_warps,
+        SINGLE_SPLIT=num_splits == 1, SPLIT_FLOOR=split_floor, num_warps=tiles.num_warps,
         **({} if tiles.num_stages is None else {"num_stages": tiles.num_stages}), **launch_overlap(q_latent.device, batch),
     )  # fmt: skip
     if num_splits > 1:
-        reduce_splits(partials, out, num_splits, block_r)
+        live = (seq_lens, tiles.block_n, split_floor) if split_floor else None
+        reduce_splits(partials, out, num_splits, block_r, live)
     return out
 
 

@@ -124,7 +124,7 @@ def _decode_split_kernel(
             for g in range(GROUP):
                 merge_splits(
                     partial_max_ptr, partial_sum_ptr, partial_acc_ptr, out_ptr, first_row + g,
-                    head_dim, num_splits, BLOCK_S, BLOCK_D,
+                    head_dim, num_splits, BLOCK_S, BLOCK_D, num_splits,
                 )  # fmt: skip
             tl.store(counter, 0)  # every split has arrived: ready for the next launch
 

@@ -62,6 +62,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         if MlaDecodeTiles(block_n, warps, stages, min_keys) != DEFAULT_TILES
     ]
+    # A split floor (the sequence's own keys per split, on the device): matters where the tables are
+    # wider than the context (--table-tokens), as in the engine's decode graphs.
+    candidates += [
+        MlaDecodeTiles(block_n, warps, None, 64, floor)
+        for block_n, warps, floor in itertools.product((16, 32, 64), (4, 8), (64, 128, 256))
+    ]
     device = torch.device("cuda")
     results = []
     for batch, context in cases:

@@ -114,14 +114,15 @@ def compile_moe_and_mla() -> None:
                         {"BLOCK_N": block_n, "BLOCK_K": block_k, "EVEN_K": even_k, **shape},
                         {"ids_ptr": ids, "weights_ptr": "*fp32"}, num_warps=small.num_warps, default_pointer=dtype,
                         num_stages=small.num_stages)  # fmt: skip
-    for single, rank, rope, dtype in (
-        (True, 512, 64, "*bf16"),
-        (False, 512, 64, "*bf16"),
-        (False, 64, 16, "*fp32"),
+    for single, rank, rope, dtype, floor in (
+        (True, 512, 64, "*bf16", 0),
+        (False, 512, 64, "*bf16", 0),
+        (False, 512, 64, "*bf16", 64),  # a split floor: empty splits return early
+        (False, 64, 16, "*fp32", 0),
     ):
-        compile_variant(f"mla_decode single={single} r{rank} p{rope} {dtype}", mla_decode._mla_split_kernel,
+        compile_variant(f"mla_decode single={single} r{rank} p{rope} {dtype} floor={floor}", mla_decode._mla_split_kernel,
                         {"BLOCK_SIZE": 64, "BLOCK_H": 16, "BLOCK_N": 32, "BLOCK_R": rank, "BLOCK_P": rope,
-                         "DOT_IN_FP32": dtype == "*fp32", "SINGLE_SPLIT": single},
+                         "DOT_IN_FP32": dtype == "*fp32", "SINGLE_SPLIT": single, "SPLIT_FLOOR": floor},
                         DECODE_POINTERS, num_warps=8, default_pointer=dtype)  # fmt: skip
 
 
@@ -231,8 +232,10 @@ def main() -> int:
                              "USE_WINDOW": window, "DOT_IN_FP32": fp32, "USE_SOFTCAP": softcap,
                              "SINGLE_SPLIT": single, "FUSED_REDUCE": fused, "BLOCK_S": 32 if fused else 1},
                             DECODE_POINTERS, default_pointer=dtype)  # fmt: skip
-    compile_variant("decode reduce", _decode_splits.decode_reduce_kernel, {"BLOCK_S": 8, "BLOCK_D": 128},
-                    DECODE_POINTERS)  # fmt: skip
+    for block_n, min_keys in ((1, 0), (32, 64)):  # every split, or only those holding keys
+        compile_variant(f"decode reduce live_min_keys={min_keys}", _decode_splits.decode_reduce_kernel,
+                        {"BLOCK_S": 8, "BLOCK_D": 128, "LIVE_BLOCK_N": block_n, "LIVE_MIN_KEYS": min_keys},
+                        DECODE_POINTERS)  # fmt: skip
     gemv_pointers = {"partial_ptr": "*fp32", "counter_ptr": "*i32"}
     for use_dot, block_m, block_n, block_k, stages, gated, split, fused, dtype in (
         (True, 16, 16, 256, 4, False, False, False, "*bf16"),  # mma.sync tile

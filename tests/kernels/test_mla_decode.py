@@ -77,6 +77,31 @@ def test_more_splits_than_tiles_leaves_empty_splits_harmless(device, force_trito
     assert_close(mla_decode(*args, 0.125, 8), mla_decode_reference(*args, 0.125), torch.float32)
 
 
+@pytest.mark.parametrize("split_floor", [16, 40])  # whole tiles, and one rounded up to them
+def test_a_split_floor_leaves_the_splits_past_the_context_empty(device, force_triton, split_floor):
+    """As in a CUDA graph: tables far wider than the contexts, so the host picks many splits; with a
+    floor the short contexts use only the first few, the rest store nothing and the reduce reads
+    only the live ones (an empty context still gets zeros)."""
+    q_latent, q_rope, cache, tables, seq_lens = make_batch(device, torch.float32, seq_lens=[150, 20, 1, 0])
+    wide = torch.cat([tables, torch.zeros(4, 60, dtype=tables.dtype, device=tables.device)], dim=1)
+    tiles = MlaDecodeTiles(block_n=16, min_keys_per_split=16, split_floor=split_floor)
+    args = (q_latent, q_rope, cache, wide, seq_lens, 0.125)
+    out = mla_decode(*args, 16, tiles)
+    assert_close(out, mla_decode_reference(*args), torch.float32)
+    assert torch.equal(out[3], torch.zeros_like(out[3]))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="bf16 tensor-core attention needs CUDA")
+def test_a_split_floor_at_the_deepseek_v2_lite_shape_in_graph_wide_tables(force_triton):
+    q_latent, q_rope, cache, tables, seq_lens = make_batch(
+        "cuda", torch.bfloat16, heads=16, rank=512, rope_dim=64, seq_lens=[1280, 1, 129, 64]
+    )
+    wide = torch.cat([tables, torch.zeros(4, 2000, dtype=tables.dtype, device="cuda")], dim=1)
+    args = (q_latent, q_rope, cache, wide, seq_lens, 0.07)
+    out = mla_decode(*args, tiles=MlaDecodeTiles(split_floor=64))
+    assert_close(out, mla_decode_reference(*args), torch.bfloat16)
+
+
 @pytest.mark.parametrize("num_splits", [1, 4])
 def test_padding_rows_with_empty_context_give_zeros_not_nan(device, force_triton, num_splits):
     q_latent, q_rope, cache, block_tables, seq_lens = make_batch(device, torch.float32, seq_lens=[9, 0])
