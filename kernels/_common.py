@@ -31,9 +31,9 @@ except ImportError:  # pragma: no cover - exercised only on hosts without Triton
 
 __all__ = [
     "HAS_TRITON",
+    "await_inputs",
     "cdiv",
     "interpreting",
-    "await_inputs",
     "kernels_mode",
     "launch_overlap",
     "launch_overlap_mode",
@@ -104,7 +104,8 @@ def _compute_capability(device_index: int) -> tuple[int, int]:
 
 # Above this many rows (tokens, or sequences of a decode batch) a launch waits for the last as before:
 # overlap pays where launch gaps are a large share of a step (batch-1 decode: 5-10 % on an H200),
-# and session 23's full runs found MoE prefill and batch-128 steps slower with it.
+# and the MoE models' batch-128 decode graphs replayed 14-23 % slower with it (docs/performance.md,
+# issue 16, session 23).
 LAUNCH_OVERLAP_MAX_ROWS = 16
 
 
