@@ -84,11 +84,11 @@ def _launch(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     out = torch.empty((rows, heads, out_dim), dtype=x.dtype, device=x.device)
     if rows == 0:
         return out
-    block_j = min(64 if out_dim >= 512 else 32, next_power_of_2(out_dim))
+    block_j = max(16, min(64 if out_dim >= 512 else 32, next_power_of_2(out_dim)))
     block_i = min(128, max(16, next_power_of_2(in_dim)))
     _head_gemv_kernel[(heads, cdiv(out_dim, block_j))](
         x, x.stride(0), x.stride(1), w, w.stride(0), w.stride(1), w.stride(2), out, out.stride(0),
-        out.stride(1), rows, in_dim, out_dim, BLOCK_T=MAX_ROWS, BLOCK_I=block_i, BLOCK_J=max(block_j, 16),
+        out.stride(1), rows, in_dim, out_dim, BLOCK_T=MAX_ROWS, BLOCK_I=block_i, BLOCK_J=block_j,
         DOT_IN_FP32=dot_in_fp32(x.dtype), num_warps=4, **launch_overlap(x.device, rows),
     )  # fmt: skip
     return out

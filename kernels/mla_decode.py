@@ -10,7 +10,8 @@ The Triton path is flash-decoding: one program per (sequence, group of heads, sp
 sequence) runs an online softmax over its tokens, gathering them through the block table; every
 head of the group shares each latent tile it loads. With more than one split, the fp32 partial
 states are merged by ``kernels._decode_splits``' reduce kernel (``R`` as the head dimension), as
-paged attention's are. ``write_latent`` (``kernels/latent_cache_write.py``) fills the cache.
+paged attention's are. The engine fills the cache with ``kernels/latent_rope_write.py`` (norm, rotary
+and write in one pass); ``write_latent`` (``kernels/latent_cache_write.py``) writes given rows.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from kernels._common import await_inputs, cdiv, launch_overlap, next_power_of_2,
 from kernels._decode_splits import (
     choose_splits,
     keys_per_split,
-    live_split_count,
     reduce_splits,
     split_partials,
     store_split,
@@ -147,8 +147,8 @@ def _mla_split_kernel(
     split_start = split * split_keys
     split_end = tl.minimum(split_start + split_keys, seq_len)
     if SPLIT_FLOOR > 0:
-        if split >= live_split_count(seq_len, num_splits, BLOCK_N, SPLIT_FLOOR):
-            return  # no keys here: the reduce reads only the splits before this one
+        if split > 0 and split_start >= seq_len:
+            return  # no keys here: the reduce reads only the splits before this one (live_split_count)
 
     head_mask = heads < num_heads
     dims = tl.arange(0, BLOCK_R)
