@@ -30,6 +30,7 @@ GEMV_MODES = ("auto", "cublas", "triton")
 CPU_WEIGHT_LAYOUTS = ("auto", "row-major")
 SHARED_EXPERTS_MODES = ("auto", "fused", "separate")
 LAUNCH_OVERLAP_MODES = ("auto", "off")
+MOE_GRAPH_MODES = ("auto", "off")
 TP_ALL_REDUCE_MODES = ("auto", "nccl", "symmetric")
 # Speculative decoding (engine/spec/): where drafts come from, and how long each one is.
 SPECULATIVE_METHODS = ("off", "ngram", "draft_model", "mtp")
@@ -186,6 +187,13 @@ class EngineConfig:
         choices=GGUF_WEIGHTS,
     )
     enforce_eager: bool = setting(False, "CUDA: skip capturing decode steps as CUDA graphs")
+    moe_graphs: str = setting(
+        "auto",
+        "CUDA: auto: the mixture-of-experts blocks of steps that run eagerly (prompt chunks, mixed "
+        "steps) replay CUDA graphs captured per token count up to max_num_batched_tokens (one GPU, "
+        "not batch-invariant, not with enforce_eager); off: every such step launches them one by one",
+        choices=MOE_GRAPH_MODES,
+    )
     warm_up: bool = setting(
         True, "CUDA: compile every step shape's kernels at start (engine/core/warm_up.py)"
     )

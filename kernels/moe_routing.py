@@ -152,6 +152,7 @@ def _select_kernel(
     weights_ptr,
     ids_ptr,
     counts_ptr,
+    counted_rows_ptr,
     tokens,
     experts,
     group_size,
@@ -166,6 +167,7 @@ def _select_kernel(
     RENORMALIZE: tl.constexpr,
     SCALE: tl.constexpr,
     COUNT: tl.constexpr,
+    COUNT_SOME: tl.constexpr,
     SHARED: tl.constexpr,
     BLOCK_G: tl.constexpr,
     BLOCK_S: tl.constexpr,
@@ -239,7 +241,10 @@ def _select_kernel(
     tl.store(ids_ptr + t * (TOP_K + SHARED) + slots, topk_ids, mask=slot_mask)
     tl.store(weights_ptr + t * (TOP_K + SHARED) + slots, topk_weights, mask=slot_mask)
     if COUNT:
-        tl.atomic_add(counts_ptr + topk_ids, tl.full((BLOCK_K,), 1, tl.int64), mask=routed)
+        counted = routed
+        if COUNT_SOME:  # rows from there on pad a captured size: routed like the others, never counted
+            counted = counted & (tl.zeros_like(slots) + t < tl.load(counted_rows_ptr))
+        tl.atomic_add(counts_ptr + topk_ids, tl.full((BLOCK_K,), 1, tl.int64), mask=counted)
 
 
 def _check(x: torch.Tensor, weight: torch.Tensor, moe, correction_bias: torch.Tensor | None) -> None:
@@ -269,6 +274,7 @@ def _launch(
     tiles: RoutingTiles | None,
     counts: torch.Tensor | None,
     shared_slots: int,
+    counted_rows: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     tokens, hidden = x.shape
     experts = weight.shape[0]
@@ -305,6 +311,7 @@ def _launch(
         topk_weights,
         topk_ids,
         counts if counts is not None else topk_ids,
+        counted_rows if counted_rows is not None else topk_ids,
         tokens,
         experts,
         group_size,
@@ -319,6 +326,7 @@ def _launch(
         RENORMALIZE=moe.renormalize,
         SCALE=moe.routed_scaling_factor != 1.0,
         COUNT=counts is not None,
+        COUNT_SOME=counted_rows is not None,
         SHARED=shared_slots,
         BLOCK_G=block_g,
         BLOCK_S=block_s,
@@ -338,12 +346,15 @@ def route(
     tiles: RoutingTiles | None = None,
     counts: torch.Tensor | None = None,
     shared_slots: int = 0,
+    counted_rows: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``x: [T, H]`` (fp32, bf16 or fp16), ``weight: [E, H]`` fp32, ``moe``: the layer's
     ``engine.checkpoint.moe_config.MoEConfig`` -> ``(topk_weights float32 [T, k + s], topk_ids int64
     [T, k + s])``, as ``select_experts(F.linear(x.float(), weight), moe, correction_bias)`` followed
     by ``s = shared_slots`` slots of experts E .. E + s - 1 at weight 1; ``counts`` (int64 ``[E]``),
-    when given, gains one per (token, chosen routed expert)."""
+    when given, gains one per (token, chosen routed expert); with ``counted_rows`` (an int tensor
+    ``[1]`` on x's device, read there) only the tokens before that row count: the rest pad a size a
+    CUDA graph was captured at."""
     if shared_slots < 0:
         raise ValueError(f"shared_slots must be >= 0, got {shared_slots}")
     _check(x, weight, moe, correction_bias)
@@ -351,6 +362,12 @@ def route(
         raise ValueError(
             f"counts must be int64 [{moe.num_experts}], got {counts.dtype} {tuple(counts.shape)}"
         )
+    if counted_rows is not None and (
+        counted_rows.numel() != 1 or counted_rows.dtype not in (torch.int32, torch.int64)
+    ):
+        raise ValueError(
+            f"counted_rows must be one int32 or int64 value, got {counted_rows.dtype} {tuple(counted_rows.shape)}"
+        )
     if not use_triton(x, weight):
         raise ValueError("route runs the Triton kernels only: check takes_routing_kernel first")
-    return _launch(x, weight, moe, correction_bias, tiles, counts, shared_slots)
+    return _launch(x, weight, moe, correction_bias, tiles, counts, shared_slots, counted_rows)

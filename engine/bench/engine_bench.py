@@ -99,6 +99,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             "gguf_weights",
             "shared_experts",
             "launch_overlap",
+            "moe_graphs",
         ),
         default_overrides=BENCH_ENGINE_DEFAULTS,
     )
@@ -282,7 +283,7 @@ def _build_engine(model_dir: Path, args, counts):
         f"engine: loading {args.random_arch or args.model} ({counts.total / 1e9:.2f} B parameters, "
         f"{counts.active / 1e9:.2f} B active)"
     )
-    return LLM(
+    llm = LLM(
         str(model_dir),
         device=args.device,
         dtype=args.dtype,
@@ -293,10 +294,18 @@ def _build_engine(model_dir: Path, args, counts):
         gguf_weights=args.gguf_weights,
         shared_experts=args.shared_experts,
         launch_overlap=args.launch_overlap,
+        moe_graphs=args.moe_graphs,
         gpu_memory_utilization=args.gpu_memory_utilization,
         tensor_parallel_size=args.tensor_parallel_size,
         async_scheduling={"auto": None, "on": True, "off": False, "ab": True}[args.async_scheduling],
     )
+    graphs = getattr(llm.engine.runner, "moe_graphs", None)
+    if graphs is not None:
+        _say(
+            f"engine: MoE block graphs: {len(graphs.layers)} layers x {len(graphs.sizes)} token counts "
+            f"up to {graphs.sizes[-1]}, captured in {graphs.capture_s:.1f} s"
+        )
+    return llm
 
 
 def _interleaved(model_dir: Path, config: dict, args, counts) -> dict:
@@ -430,6 +439,8 @@ def _serve_options(args):
             args.shared_experts,
             "--launch-overlap",
             args.launch_overlap,
+            "--moe-graphs",
+            args.moe_graphs,
         ],
     )
 
@@ -472,6 +483,7 @@ def run(args: argparse.Namespace) -> int:
         "gguf_weights": args.gguf_weights,
         "shared_experts": args.shared_experts,
         "launch_overlap": args.launch_overlap,
+        "moe_graphs": args.moe_graphs,
         "hf_dtype": args.hf_dtype,
         "figures": {},
     }

@@ -103,6 +103,9 @@ class EngineCore:
         ):
             # At least TAIL_ROWS rows: a prompt tail after a prefix hit is one row per token.
             self.runner.capture_decode_graphs(max(config.max_num_seqs, TAIL_ROWS))
+            if config.moe_graphs == "auto" and not config.batch_invariant:
+                # Captured after the decode graphs, which capture the MoE blocks themselves.
+                self.runner.capture_moe_graphs(config.max_num_batched_tokens)
         self.kv_events = kv_events if kv_events is not None else KVEventLog(config.kv_event_capacity)
         self.kv_tiers = None  # host memory, disk, shared store below the device pool (engine/kv/tiers/)
         if config.kv_tiers_enabled:

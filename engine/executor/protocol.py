@@ -49,6 +49,11 @@ class Executor(Protocol):
         """After the KV cache exists. ``eager``: the graphs' static-buffer path without graphs."""
         ...
 
+    def capture_moe_graphs(self, max_tokens: int, eager: bool = False) -> int:
+        """Graphs for the MoE blocks of eager steps up to ``max_tokens`` rows
+        (``engine.runner.moe_graphs``); returns how many layers they serve, 0 where none can."""
+        ...
+
     def routing_statistics(self) -> dict[str, list[int]]:
         """Tokens routed to each expert of every mixture-of-experts layer (``engine.layers.moe``);
         empty for a dense model."""

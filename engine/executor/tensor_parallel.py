@@ -144,6 +144,11 @@ class TensorParallelExecutor:
             (m.CAPTURE, max_batch, eager), lambda: self.local.capture_decode_graphs(max_batch, eager=eager)
         )
 
+    def capture_moe_graphs(self, max_tokens: int, eager: bool = False) -> int:
+        """None here: a tensor- or expert-parallel MoE block all-reduces or exchanges its rows
+        inside, and those collectives stay eager (``engine.runner.moe_graphs``)."""
+        return 0
+
     def execute(self, out: SchedulerOutput) -> StepResult:
         return self.launch(out, share_samples=False).result()
 

@@ -18,6 +18,10 @@ router appends to every token's top-k at weight 1. At one token DeepSeek-V2-Lite
 one expert kernel pair instead of it plus a gate/up GEMV, an activated down GEMV and an add. Single
 GPU only (tensor parallel would all-reduce them anyway; expert parallel runs them while rows travel).
 
+Eager steps (prompt chunks, mixed steps, long verify steps) on one GPU run the block from CUDA graphs
+captured at a ladder of token counts (``engine.runner.moe_graphs``): eagerly it issues ~20 launches
+whose host time exceeds their GPU time below a few thousand tokens.
+
 Routing statistics: ``expert_token_counts`` counts the tokens routed to each expert since the model
 was built or last reset (added by the router as it routes, no host sync); ``routing_statistics`` reads them
 for metrics. A CUDA-graph decode step also counts its padding rows.
@@ -145,6 +149,9 @@ class MoE(nn.Module):
         self.shared_experts = None
         if moe.shared_intermediate_size:
             self.shared_experts = GatedMLP(hidden_size, moe.shared_intermediate_size, dtype, device, tp)
+        # Eager steps run this block from CUDA graphs captured per token count
+        # (``engine.runner.moe_graphs``), once the runner has captured them.
+        self.block_graphs = None
         self.register_buffer(
             "expert_token_counts",
             torch.zeros(moe.num_experts, dtype=torch.int64, device=device),
@@ -152,7 +159,16 @@ class MoE(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        topk_weights, topk_ids = self.gate(x, self.expert_token_counts)
+        if self.block_graphs is not None:
+            out = self.block_graphs.run(self, x)
+            if out is not None:
+                return out
+        return self.run(x)
+
+    def run(self, x: torch.Tensor, counted_rows: torch.Tensor | None = None) -> torch.Tensor:
+        """The block on ``x``; ``counted_rows`` (int tensor ``[1]``): the routing statistics count
+        only the rows before it (the rest pad a CUDA graph's captured size)."""
+        topk_weights, topk_ids = self.gate(x, self.expert_token_counts, counted_rows)
         if self.ep is not None:
             sent = self.dispatcher.dispatch(x, topk_weights, topk_ids, self.placement)
             shared = self._shared(x)  # while the rows travel

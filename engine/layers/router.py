@@ -77,9 +77,11 @@ class Router(nn.Module):
         self.shared_slots = 0
 
     def forward(
-        self, x: torch.Tensor, counts: torch.Tensor | None = None
+        self, x: torch.Tensor, counts: torch.Tensor | None = None, counted_rows: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``counts`` (int64 ``[E]``), when given, gains one per (token, chosen routed expert)."""
+        """``counts`` (int64 ``[E]``), when given, gains one per (token, chosen routed expert), of the
+        tokens before row ``counted_rows`` only when that is given (an int tensor ``[1]`` on x's
+        device: the rows after it pad a captured CUDA graph's size)."""
         if takes_routing_kernel(x, self.weight):  # two fused Triton kernels
             return route(
                 x,
@@ -88,12 +90,17 @@ class Router(nn.Module):
                 self.e_score_correction_bias,
                 counts=counts,
                 shared_slots=self.shared_slots,
+                counted_rows=counted_rows,
             )
         logits = cpu_invariant.linear(x.float(), self.weight)
         topk_weights, topk_ids = select_experts(logits, self.moe, self.e_score_correction_bias)
         if counts is not None:
             flat = topk_ids.reshape(-1)
-            counts.scatter_add_(0, flat, torch.ones_like(flat))
+            ones = torch.ones_like(flat)
+            if counted_rows is not None:  # a mask, not a slice: no host read of counted_rows
+                rows = torch.arange(x.shape[0], device=x.device).repeat_interleave(self.moe.top_k)
+                ones = (rows < counted_rows.reshape(())).to(flat.dtype)
+            counts.scatter_add_(0, flat, ones)
         if self.shared_slots:
             tokens, experts = x.shape[0], self.moe.num_experts
             shared = torch.arange(experts, experts + self.shared_slots, device=x.device)

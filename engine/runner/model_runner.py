@@ -22,6 +22,7 @@ from engine.runner.cuda_graphs import DecodeGraphs
 from engine.runner.host_copy import to_device
 from engine.runner.inputs import build_inputs
 from engine.runner.invariant_tiles import verify_tile_table
+from engine.runner.moe_graphs import MoEBlockGraphs, graphable_moe_layers
 from engine.sampling.sampler import (
     Logprob,
     SamplingState,
@@ -131,6 +132,7 @@ class ModelRunner:
         self._generators: dict[str, torch.Generator] = {}
         self.max_model_len = max_model_len
         self.graphs: DecodeGraphs | None = None
+        self.moe_graphs: MoEBlockGraphs | None = None
         # Benchmarks set this to a list to get (start, end) CUDA events around each step's GPU work.
         self.step_events: list[tuple[torch.cuda.Event, torch.cuda.Event]] | None = None
         # The last step's sampled ids on the device and each request's row in them: the next step
@@ -197,6 +199,26 @@ class ModelRunner:
         else:
             graphs.capture()
         self.graphs = graphs
+
+    def capture_moe_graphs(self, max_tokens: int, eager: bool = False) -> int:
+        """Capture the MoE blocks of eager steps up to ``max_tokens`` rows as CUDA graphs
+        (``engine.runner.moe_graphs``); returns how many layers they serve (0: a dense model, or
+        every MoE layer tensor or expert parallel). ``eager``: the static-buffer path without graphs."""
+        if self.device.type != "cuda" and not eager:
+            raise ValueError("CUDA graphs need a CUDA device")
+        layers = graphable_moe_layers(self.model)
+        if not layers:
+            return 0
+        if self.moe_graphs is not None:
+            self.moe_graphs.detach()
+        graphs = MoEBlockGraphs(layers, max_tokens, self.cfg.hidden_size, self.dtype, self.device)
+        if eager:
+            graphs.use_eager()
+        else:
+            graphs.capture()
+        graphs.attach()
+        self.moe_graphs = graphs
+        return len(layers)
 
     def add_generator(self, request_id: str, seed: int) -> None:
         self._generators[request_id] = torch.Generator(device=self.device).manual_seed(seed)

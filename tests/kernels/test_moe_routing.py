@@ -198,6 +198,33 @@ def test_router_takes_the_kernel_and_counts_the_tokens_per_expert(device, force_
     )
 
 
+@pytest.mark.parametrize("triton", [True, False])
+def test_only_rows_before_counted_rows_are_counted(device, monkeypatch, triton, request):
+    """Rows past ``counted_rows`` pad a captured CUDA graph's size: routed, never counted, on the
+    kernel path and the torch one alike."""
+    if triton:
+        request.getfixturevalue("force_triton")
+    elif device.type != "cpu":
+        pytest.skip("the torch path is the CPU's")
+    router = _router(device)
+    x = torch.randn(9, HIDDEN, device=device)
+    counts = torch.zeros(16, dtype=torch.int64, device=device)
+    counted_rows = torch.tensor([4], device=device)
+    _, ids = router(x, counts, counted_rows)
+    assert counts.tolist() == torch.bincount(ids[:4].reshape(-1).cpu(), minlength=16).tolist()
+    _, all_ids = router(x)
+    assert torch.equal(ids, all_ids)  # the padding rows are routed all the same
+
+
+def test_counted_rows_must_be_one_integer(monkeypatch):
+    monkeypatch.setattr(_common, "use_triton", lambda *t: True)
+    moe = _moe(16, 4)
+    x, weight, _ = _operands(3, 16, torch.device("cpu"))
+    counts = torch.zeros(16, dtype=torch.int64)
+    with pytest.raises(ValueError, match="counted_rows must be one int32 or int64 value"):
+        route(x, weight, moe, counts=counts, counted_rows=torch.tensor([1.0]))
+
+
 def test_router_keeps_the_torch_path_in_batch_invariant_mode(monkeypatch):
     monkeypatch.setattr(_common._switch, "mode", "triton")
     monkeypatch.setattr(routing_module, "_launch", None)  # would fail if called

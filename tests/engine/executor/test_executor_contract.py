@@ -279,10 +279,14 @@ def test_lifecycle_graphs_then_shutdown_leaves_no_child_process(model_dir, refer
         executor.capture_decode_graphs(4, eager=True)
         graphs = "expert_parallel_size" not in sizes  # expert-parallel steps run eagerly
         assert (executor.graphs is not None) == graphs
+        # MoE block graphs: one device's whole block only (a parallel block's collectives stay eager)
+        assert (executor.capture_moe_graphs(TOKEN_BUDGET, eager=True) > 0) == (ranks == 1)
         expected = Driver(reference, ["short", "seeded"], overlapped=False).run()
         assert Driver(executor, ["short", "seeded"], overlapped=True).run() == expected
         if graphs:
             assert executor.graphs.steps_run > 0  # the decode steps replayed the (eager) graphs
+        if ranks == 1:
+            assert executor.moe_graphs.blocks_run > 0  # and the prefill steps' MoE blocks theirs
     finally:
         executor.shutdown()
     executor.shutdown()  # idempotent

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The MoE block graphs (EngineConfig.moe_graphs, engine/runner/moe_graphs.py) on one H200 in one call:
+# their CUDA tests, the MLA split floor's timing (tune_mla_decode.py), then DeepSeek-V2-Lite's prefill and
+# batch-128 workloads with the graphs on (auto) and off, each its own engine process, interleaved so
+# drift hits both; then, in what budget is left, the offline 2,000-request mix with them on.
+#
+# Usage on the device machine, from the repo root (python3 with torch, triton and transformers):
+#   bash scripts/gpu/moe_graphs_ab.sh [--budget SECONDS] [--rounds N] [--no-tests] [--no-tune] [--no-offline]
+# Output under $OUT: moe_graphs.log, dsv2-<mode>-<round>.json, offline-auto.json, summary.txt.
+set -uo pipefail
+OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
+export PYTHONPATH="$PWD:$PWD/platform:${PYTHONPATH:-}" PYTHONUNBUFFERED=1
+PY="${PYTHON:-python3}"
+BUDGET=560 ROUNDS=1 TESTS=1 TUNE=1 OFFLINE=1
+while (($#)); do
+  case "$1" in
+    --budget) BUDGET="$2"; shift 2 ;;
+    --rounds) ROUNDS="$2"; shift 2 ;;
+    --no-tests) TESTS=0; shift ;;
+    --no-tune) TUNE=0; shift ;;
+    --no-offline) OFFLINE=0; shift ;;
+    -h|--help) sed -n 2,9p "$0"; exit 0 ;;
+    *) echo "moe_graphs_ab.sh: unknown argument $1"; exit 2 ;;
+  esac
+done
+LOG="$OUT/moe_graphs.log"; : >"$LOG"
+START=$SECONDS
+status=0
+
+run() {  # run CAP LABEL COMMAND...: under timeout, never past the budget
+  local cap=$1 label=$2; shift 2
+  local left=$((BUDGET - (SECONDS - START) - 10))
+  ((left < cap)) && cap=$left
+  if ((cap < 25)); then echo "=== $label: SKIPPED (budget)" | tee -a "$LOG"; status=1; return; fi
+  echo "=== $label (cap $cap s, $((SECONDS - START)) s used): $*" | tee -a "$LOG"
+  timeout --kill-after=10 "$cap" "$@" 2>&1 | tee -a "$LOG"
+  local rc=${PIPESTATUS[0]}
+  echo "=== $label: rc=$rc" | tee -a "$LOG"
+  ((rc == 0)) || status=1
+}
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv 2>&1 | tee -a "$LOG"
+"$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" 2>&1 | tee -a "$LOG"
+if ((TESTS)); then
+  run 150 tests "$PY" -m pytest -q -p no:cacheprovider tests/engine/runner/test_moe_graphs_cuda.py \
+    tests/kernels/test_moe_routing.py tests/engine/runner/test_moe_graphs.py tests/kernels/test_mla_decode.py
+fi
+if ((TUNE)); then
+  run 90 tune-mla-split-floor "$PY" scripts/gpu/tune_mla_decode.py --case 1:1280 --case 1:4096 --table-tokens 163840
+fi
+for ((r = 1; r <= ROUNDS; r++)); do
+  for mode in auto off; do
+    run 120 "deepseek-v2-lite moe-graphs $mode round $r" "$PY" -m engine.bench.engine_bench \
+      --random-arch deepseek-v2-lite --device cuda --workload prefill --prefill-lengths 2048 --workload batch128 \
+      --moe-graphs "$mode" --json "$OUT/dsv2-$mode-$r.json"
+  done
+done
+if ((OFFLINE)); then
+  run 300 "deepseek-v2-lite offline, moe-graphs auto" "$PY" -m engine.bench.engine_bench --random-arch deepseek-v2-lite \
+    --device cuda --workload offline --offline-requests 2000 --json "$OUT/offline-auto.json"
+fi
+"$PY" - "$OUT" <<'PY' 2>&1 | tee "$OUT/summary.txt" | tee -a "$LOG"
+import glob, json, os, sys
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
+    figures = json.load(open(path)).get("figures", {})
+    keep = {k: v for k, v in figures.items() if any(w in k for w in ("prefill", "batch128", "offline", "floor"))}
+    print(os.path.basename(path), json.dumps(keep, sort_keys=True))
+PY
+echo "=== done ($((SECONDS - START)) s used)" | tee -a "$LOG"
+exit $status
