@@ -91,6 +91,10 @@ class ModeResult:
     gc_seconds: float = 0.0
     gc_full_collections: int = 0  # of them, full (generation 2) collections
     gc_full_seconds: float = 0.0
+    # --trace-steps: each step the speculator saw, as [tokens, draft tokens, requests, wall ms, the
+    # policy's predicted ms for that step before it was observed (verify model for a step with drafts,
+    # plain model otherwise; None while unpriced)], rounds one after another
+    steps: list[list] | None = None
 
 
 _COUNTS = (
@@ -106,6 +110,8 @@ def pooled(results: list[ModeResult]) -> ModeResult:
     total = ModeResult(tokens / seconds, seconds, tokens, len(results))
     for name in _COUNTS:
         setattr(total, name, sum(getattr(r, name) for r in results))
+    if any(r.steps is not None for r in results):
+        total.steps = [step for r in results for step in (r.steps or [])]
     if results[0].acceptance_rate is not None or total.drafted_tokens:
         drafts = sum(r.drafted_tokens / r.mean_draft_len for r in results if r.mean_draft_len)
         total.acceptance_rate = total.accepted_tokens / total.drafted_tokens if total.drafted_tokens else None
@@ -205,6 +211,11 @@ def add_grid_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--seed", type=int, default=0, help="--grid: prompts and oracle seed (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--trace-steps",
+        action="store_true",
+        help="--grid: every mode's steps in the JSON (tokens, drafts, requests, wall and predicted ms)",
     )
     parser.add_argument(
         "--rounds",
@@ -355,6 +366,7 @@ class GridRunner:
         # Each run starts from idle, where a serving engine's drive loop runs the deferred full
         # collection before it waits for work: here too, not 30 s later inside some mode's run.
         collect_when_idle()
+        steps = _trace_steps(self.llm.engine.speculator) if getattr(self.args, "trace_steps", False) else None
         try:
             with GcPauses() as pauses:
                 tokens, seconds, counts = measure(self.llm, prompts, params or self.params)
@@ -364,6 +376,7 @@ class GridRunner:
         emitted = sum(map(len, tokens))
         result = ModeResult(emitted / seconds, seconds, emitted, gc_seconds=pauses.seconds)
         result.gc_full_collections, result.gc_full_seconds = pauses.collections[2], pauses.full_seconds
+        result.steps = steps
         if graphs is not None:
             result.graphed_verify_steps = graphs.verify_steps_run - graphed_before
         if isinstance(spec, CountingSpeculator):
@@ -391,6 +404,25 @@ class GridRunner:
         for k in sorted(self.args.draft_lengths):
             self.run(f"k{k}", prompts, 0.5, short, fresh_models())
         self.run(f"k{longest}", prompts[:1], 0.5, short, fresh_models())
+
+
+def _trace_steps(speculator: Speculator) -> list[list]:
+    """Record every step ``speculator`` observes into the list returned (``ModeResult.steps``)."""
+    steps: list[list] = []
+    observe_time, policy = speculator.observe_time, speculator.policy
+
+    def traced(out, seconds: float) -> None:
+        tokens = out.total_num_tokens
+        if out.num_draft_tokens:
+            predicted = policy.verify_time(tokens)
+        else:
+            predicted = policy.plain_time(tokens)
+        ms = None if predicted is None else round(predicted * 1e3, 3)
+        steps.append([tokens, out.num_draft_tokens, len(out.scheduled), round(seconds * 1e3, 3), ms])
+        observe_time(out, seconds)
+
+    speculator.observe_time = traced
+    return steps
 
 
 def fresh_models() -> tuple:

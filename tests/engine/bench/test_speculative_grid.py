@@ -12,7 +12,7 @@ FIELDS = {
     "tokens_per_s", "seconds", "acceptance_rate", "position_acceptance", "mean_draft_len",
     "drafted_tokens", "accepted_tokens", "decided_tokens", "drafting_steps", "steps_without_drafts",
     "verify_steps", "graphed_verify_steps", "output_tokens", "rounds", "speculator_seconds", "gc_seconds",
-    "gc_full_collections", "gc_full_seconds",
+    "gc_full_collections", "gc_full_seconds", "steps",
 }  # fmt: skip
 
 
@@ -42,6 +42,7 @@ def test_the_grid_drafts_every_step_and_accepts_at_the_forced_rate(tmp_path, cap
                 assert result["verify_steps"] > 0 and result["graphed_verify_steps"] == 0  # no graphs on CPU
                 assert 0 < result["speculator_seconds"] < result["seconds"]
             assert 0 <= result["gc_seconds"] < result["seconds"]
+            assert result["steps"] is None  # traced with --trace-steps only
         k1 = point["modes"]["k1"]  # one position per draft: accepted / drafted is p itself
         assert k1["decided_tokens"] == k1["drafted_tokens"]
     assert [g["passed"] is None for g in report["goals"]] == [False, True, True]  # no batch >= 128
@@ -99,6 +100,23 @@ def test_rounds_alternate_the_modes_and_pool_them(tmp_path, capsys):
     k2 = point["modes"]["k2"]
     assert k2["acceptance_rate"] == k2["accepted_tokens"] / k2["drafted_tokens"]
     assert k2["position_acceptance"] == k2["accepted_tokens"] / k2["decided_tokens"]
+
+
+def test_trace_steps_records_every_step_with_its_prediction(tmp_path):
+    out = tmp_path / "grid.json"
+    argv = ["bench", "speculative", "--grid", "--random-arch", "tiny-llama", "--device", "cpu"]
+    argv += ["--acceptance", "0.6", "--batch-sizes", "2", "--draft-lengths", "2"]
+    argv += ["--max-tokens", "8", "--rounds", "2", "--trace-steps", "--json", str(out)]
+    main(argv)
+    (point,) = json.loads(out.read_text())["points"]
+    for mode, result in point["modes"].items():
+        steps = result["steps"]
+        assert steps and all(len(step) == 5 for step in steps)
+        drafted = sum(step[1] for step in steps)
+        assert drafted == result["drafted_tokens"]
+        assert all(step[0] >= step[2] >= 1 and step[3] > 0 for step in steps)
+        if mode == "k2":  # by then the shared models have priced steps of these sizes
+            assert any(step[4] is not None for step in steps)
 
 
 def test_pooled_rounds_sum_tokens_seconds_and_counts():
