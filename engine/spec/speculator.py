@@ -8,6 +8,8 @@ acceptance of every draft feeds the policy and the vLLM-named counters.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from engine.config import EngineConfig
 from engine.scheduler.output import SchedulerOutput
 from engine.scheduler.request import Request, RequestStatus
@@ -35,6 +37,12 @@ class Speculator:
             and request.sampling_params.logprobs is None
         )
 
+    @staticmethod
+    def room(request: Request) -> int:
+        """Draft tokens a step of the request can still use: it emits at most its draft plus one
+        token, and never past ``max_tokens`` (a token in flight counts as emitted)."""
+        return request.max_tokens - len(request.output_token_ids) - request.num_output_placeholders - 1
+
     def _load(self, running: list[Request], ids: list[str] | None = None) -> tuple[int, int]:
         """The step's tokens without drafts, and how many of its requests are decodes; ``ids``
         gets the ids of the decodes that may draft once the step in flight is read."""
@@ -50,6 +58,7 @@ class Speculator:
                     and ahead == 1
                     and r.status is RequestStatus.RUNNING
                     and r.sampling_params.logprobs is None
+                    and self.room(r) > 0
                 ):
                     ids.append(r.request_id)
         return min(tokens, self.max_batched_tokens), decodes
@@ -68,13 +77,19 @@ class Speculator:
         approved, self._approved = self._approved, False
         for request in running:
             request.draft_token_ids = []
-        candidates = [r for r in running if self._eligible(r)]
+        candidates = [r for r in running if self._eligible(r) and self.room(r) > 0]
         if not candidates:
             return
         tokens, decodes = self._load(running)
         if not approved and not self.policy.pays_at(tokens, decodes, [r.request_id for r in candidates]):
             return
         drafts = self.proposer.propose(candidates, self.policy.max_draft_len)
+        for request in candidates:  # no verify work past max_tokens, and no gain counted for it
+            draft, room = drafts.get(request.request_id), self.room(request)
+            if draft is not None and len(draft.token_ids) > room:
+                drafts[request.request_id] = replace(
+                    draft, token_ids=draft.token_ids[:room], confidence=draft.confidence[:room]
+                )
         lengths = self.policy.draft_lengths(drafts, tokens, decodes)
         for request in candidates:
             n = lengths.get(request.request_id, 0)

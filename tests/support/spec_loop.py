@@ -27,6 +27,8 @@ class DecodingRequest:
     status: RequestStatus = RequestStatus.RUNNING
     sampling_params: SimpleNamespace = field(default_factory=lambda: SimpleNamespace(logprobs=None))
     draft_token_ids: list[int] = field(default_factory=list)
+    max_tokens: int = 1 << 30
+    output_token_ids: list[int] = field(default_factory=list)
 
 
 def decoding_requests(n: int) -> list[DecodingRequest]:

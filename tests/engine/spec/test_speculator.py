@@ -60,3 +60,21 @@ def test_a_plain_step_observer_never_drafts_and_measures_every_plain_step():
     assert counts.drafting_steps == 0 and counts.plain_steps == 20  # every step overlapped
     assert policy.plain_step_time.steps == 20 and policy.step_time.steps == 0
     assert policy.plain_time(128) == pytest.approx(0.013)
+
+
+@pytest.mark.parametrize("scheduling", ["fixed", "confidence"])
+def test_no_draft_reaches_past_max_tokens(scheduling):
+    """A step emits at most its draft plus one token: a request 3 tokens from its end drafts at most
+    2, one a token from its end none (its verify rows and their gains would be past the end)."""
+    policy = SpeculationPolicy(5, scheduling, step_time=_line(0.007, 0.00001))
+    speculator = Speculator(OracleProposer(0.9, 1000), policy, 8192)
+    requests = decoding_requests(3)
+    for request, left in zip(requests, (3, 1, 50), strict=True):
+        request.output_token_ids = [7] * 10
+        request.max_tokens = 10 + left
+    assert [Speculator.room(r) for r in requests] == [2, 0, 49]
+    speculator.propose(requests)
+    assert [len(r.draft_token_ids) <= room for r, room in zip(requests, (2, 0, 5), strict=True)] == [True] * 3
+    assert requests[1].draft_token_ids == []
+    if scheduling == "fixed":
+        assert [len(r.draft_token_ids) for r in requests] == [2, 0, 5]
