@@ -28,13 +28,16 @@ class Speculator:
         self.num_accepted_tokens_per_pos = [0] * policy.max_draft_len
         self._approved = False  # wants_drafts said yes this step: propose does not ask again
 
-    @staticmethod
-    def _eligible(request: Request) -> bool:
+    @classmethod
+    def _eligible(cls, request: Request) -> bool:
+        """A request this step may draft for: in decode, its last token on the host, no logprobs
+        wanted, and room for a draft token before ``max_tokens``."""
         return (
             request.status is RequestStatus.RUNNING
             and request.num_output_placeholders == 0
             and request.num_computed_tokens == request.num_tokens - 1
             and request.sampling_params.logprobs is None
+            and cls.room(request) > 0
         )
 
     @staticmethod
@@ -77,7 +80,7 @@ class Speculator:
         approved, self._approved = self._approved, False
         for request in running:
             request.draft_token_ids = []
-        candidates = [r for r in running if self._eligible(r) and self.room(r) > 0]
+        candidates = [r for r in running if self._eligible(r)]
         if not candidates:
             return
         tokens, decodes = self._load(running)

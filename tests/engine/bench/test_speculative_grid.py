@@ -119,6 +119,34 @@ def test_trace_steps_records_every_step_with_its_prediction(tmp_path):
             assert any(step[4] is not None for step in steps)
 
 
+def test_waves_run_each_batch_at_its_concurrency(tmp_path, capsys, monkeypatch):
+    """--waves 3 at batch 2: six requests a mode, never more than two running; the engine's own
+    limit is back afterwards."""
+    from engine.scheduler.scheduler import Scheduler
+
+    running = []
+    schedule = Scheduler.schedule
+    monkeypatch.setattr(Scheduler, "schedule", lambda self: running.append(len(self.running)) or schedule(self))
+    out = tmp_path / "grid.json"
+    argv = ["bench", "speculative", "--grid", "--random-arch", "tiny-llama", "--device", "cpu"]
+    argv += ["--acceptance", "0.6", "--batch-sizes", "2", "--draft-lengths", "2"]
+    argv += ["--max-tokens", "6", "--waves", "3", "--json", str(out)]
+    main(argv)
+    assert "3 waves of each batch's requests at that concurrency" in capsys.readouterr().out
+    report = json.loads(out.read_text())
+    assert report["waves"] == 3
+    (point,) = report["points"]
+    for result in point["modes"].values():
+        assert result["output_tokens"] == 3 * 2 * 6
+    assert max(running) == 2  # the warm-up (one wave) and every timed run alike
+
+
+def test_rounds_and_waves_below_one_are_refused(capsys):
+    argv = ["bench", "speculative", "--grid", "--random-arch", "tiny-llama", "--device", "cpu", "--waves", "0"]
+    assert main(argv) == 2
+    assert "--rounds and --waves must be >= 1" in capsys.readouterr().err
+
+
 def test_pooled_rounds_sum_tokens_seconds_and_counts():
     from engine.bench.speculative_grid import ModeResult, pooled
 
