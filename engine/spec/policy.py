@@ -46,7 +46,7 @@ the planner weighs the marginal plan cut at each graph size it crosses: "3 draft
 
 Pure Python: no torch. It runs on the host between steps (at batch 1, synchronous with the GPU), so
 the models answer from memos until their next observe, the fits' sums are updated unrolled, and a
-plan takes positions off a heap of each request's next one, noting its graph-size cuts as it goes.
+plan sorts every request's positions once and takes them best first, noting its graph-size cuts as it goes.
 """
 
 from __future__ import annotations
@@ -54,7 +54,6 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from dataclasses import dataclass
-from heapq import heapify, heappop, heappush
 
 from engine.spec.proposer import Draft
 
@@ -78,16 +77,19 @@ FORGOTTEN_WEIGHT = 0.01
 LOCAL_SPAN = 2
 LOCAL_FALLOFF = 0.5
 # While the plain model says drafting does not pay, a probe (one speculating step) may cost at most
-# this share of the plain steps' time: see ``probe_interval``.
-PROBE_BUDGET = 0.03
+# this share of the plain steps' time: see ``probe_interval``. A third of the 3 % the scheduler may
+# lose to no speculation at large batches (issue 18): at 0.03, session 23's probes alone cost
+# 3.2 % and 2.8 % at acceptance 0.5 and batch 128 and 256.
+PROBE_BUDGET = 0.01
 # After draft_lengths plans no drafts at all from those it was offered, pays_at leaves their requests
 # out for this many decisions: see ``_refuse``.
 REASK_WAIT = math.ceil(1 / PROBE_BUDGET)
 # Until the plain model has MIN_STEPS_FOR_FIT steps, one decision in this many runs a plain step.
 PLAIN_EXPLORE = 4
 # One plan in this many takes a cut at a graph size whose own mean has faded, if the plan chosen
-# has one: see ``_best_plan``.
-STALE_EXPLORE = 16
+# has one: see ``_best_plan``. Each such plan drafts less than the one chosen (at batch 1 and
+# acceptance 0.8, 3 tokens for 5: a fifth fewer tokens that step), so this is its cost's bound.
+STALE_EXPLORE = 32
 # A graph size counts as stale for that once its decayed weight is below this (~70 steps unseen).
 STALE_WEIGHT = 0.5
 
@@ -254,6 +256,23 @@ class _Estimate:
             self.first = PRIOR_RATE + (self.first - PRIOR_RATE) * f
         self.clock = clock
         return self
+
+
+class _Prefix:
+    """The lengths of a plan's first ``count`` positions taken (``taken``: (key, length) in the
+    order taken), made into a dict only for the plan chosen: a plan crossing many graph sizes would
+    otherwise copy its lengths at every one."""
+
+    __slots__ = ("taken", "count")
+
+    def __init__(self, taken: list, count: int) -> None:
+        self.taken, self.count = taken, count
+
+    def __bool__(self) -> bool:
+        return self.count > 0
+
+    def lengths(self) -> dict:
+        return dict(self.taken[: self.count])
 
 
 _PRIOR = _Estimate()  # an unknown request's (never relaxed: it is the prior)
@@ -469,6 +488,7 @@ class SpeculationPolicy:
             if counts is None and cuts and cuts[-1][2] == graph_tokens:
                 # A token a position: cut to what the graphs run, the plan stops where this cut did.
                 within, expected_within, _ = cuts[-1]
+                within = within.lengths()
                 within = {key: within[key] for key in chains if key in within}
                 plans.append((within, expected_within, graph_tokens))
             else:
@@ -476,6 +496,8 @@ class SpeculationPolicy:
         plans += cuts
         plans = [plan for plan in plans if plan[0]]
         if len(plans) < 2:
+            if plans and isinstance(plans[0][0], _Prefix):
+                return (plans[0][0].lengths(), *plans[0][1:])
             return plans[0] if plans else None
         # The marginal plan, or a measured one with a higher rate (the first of equals).
         best, best_rate = plans[0], self._rate(plans[0])
@@ -492,7 +514,9 @@ class SpeculationPolicy:
                 and not self.step_time.has_mean(self.padded(plan[2]), STALE_WEIGHT)
             ]
             if stale:
-                return max(stale, key=lambda plan: plan[1])
+                best = max(stale, key=lambda plan: plan[1])
+        if isinstance(best[0], _Prefix):
+            best = (best[0].lengths(), *best[1:])
         return best
 
     def _rate(self, plan) -> float:
@@ -516,42 +540,108 @@ class SpeculationPolicy:
         equal estimates once); the lengths are per request only without ``counts``.
 
         Best first is by gain, then position, then chain order; a position counts only after the
-        ones before it, so a heap holds each chain's next position (pushed once its predecessor
-        is taken, and only if it does not outrank it: one that does went by before it could count)."""
-        heap = [
-            (-gains[0], 0, index, key)
-            for index, (key, gains) in enumerate(chains.items())
-            if gains and gains[0] >= MIN_GAIN
-        ]
-        heapify(heap)
+        ones before it, and a chain ends at its first position below ``MIN_GAIN`` or above the one
+        before it. Within that prefix a chain's gains do not increase, so every position sorts after
+        its predecessor: one sort of all positions gives the order in which they may count."""
+        order = []
+        for index, (key, gains) in enumerate(chains.items()):
+            previous = math.inf
+            for i, gain in enumerate(gains):
+                if gain < MIN_GAIN or gain > previous:
+                    break
+                order.append((-gain, i, index, key))
+                previous = gain
+        order.sort()
         fit = self.step_time.fit(around=batch_tokens)
         a, b = fit or (0.0, 0.0)
         limit, rows = (math.inf, self._rows) if max_tokens is None else (max_tokens, ())
-        lengths, cuts = {}, []
+        lengths, cuts, taken = {}, [], []
         expected, tokens = float(max(num_decodes, 1)), batch_tokens
-        while heap:
-            gain, i, index, key = heappop(heap)
+        if counts is None:
+            tokens, expected = self._take_runs(order, fit, a, b, limit, rows, tokens, expected, lengths, cuts, taken)
+        else:
+            tokens, expected = self._take_each(
+                order, fit, a, b, limit, rows, tokens, expected, counts, lengths, cuts, taken
+            )
+        if len(lengths) > 1:  # in the chains' order, as callers iterate them
+            lengths = {key: lengths[key] for key in chains if key in lengths}
+        return lengths, expected, tokens, cuts
+
+    @staticmethod
+    def _take_each(order, fit, a, b, limit, rows, tokens, expected, counts, lengths, cuts, taken):
+        """``_plan``'s positions one by one (``counts``: a position adds its chain's requests)."""
+        skipped = set()  # chains with a position that did not fit: their later ones cannot count
+        for gain, i, _, key in order:
             gain = -gain
             # (E + g) / t(T + 1) > E / t(T) for t = a + b*T is g*t(T) > E*b, which adding more
             # tokens of the same gain leaves as it is: a chain's requests all go, or none.
             if fit is not None and not gain * (a + b * tokens) > expected * b:
                 break
-            n = counts[key] if counts else 1
+            if key in skipped:
+                continue
+            n = counts[key]
             if tokens + n > limit:
+                skipped.add(key)
                 continue
             if lengths and tokens < len(rows) and rows[tokens] < tokens + n:
-                cuts.append((dict(lengths), expected, tokens))  # rows[tokens]: the graph it leaves
+                # rows[tokens]: the graph it leaves; the lengths so far, made only if chosen
+                cuts.append((_Prefix(taken, len(taken)), expected, tokens))
             lengths[key] = i + 1
+            taken.append((key, i + 1))
             expected += gain * n
             tokens += n
             if tokens >= limit:
                 break  # every position adds a token at least: none fits any more
-            gains = chains[key]
-            if i + 1 < len(gains) and MIN_GAIN <= gains[i + 1] <= gain:
-                heappush(heap, (-gains[i + 1], i + 1, index, key))
-        if len(lengths) > 1:  # in the chains' order, as callers iterate them
-            lengths = {key: lengths[key] for key in chains if key in lengths}
-        return lengths, expected, tokens, cuts
+        return tokens, expected
+
+    def _take_runs(self, order, fit, a, b, limit, rows, tokens, expected, lengths, cuts, taken):
+        """``_plan``'s positions a token each, a run of equal gains at a time: the marginal rule
+        holds for all of a run or none of it (see ``_take_each``), and the run's cuts are the graph
+        sizes it reaches, so a batch of like drafts costs a sort and a few steps, not a loop per
+        position."""
+        sizes = self.graph_sizes if rows else ()  # no cuts under a token limit
+        start, end_of_order = 0, len(order)
+        while start < end_of_order:
+            first = order[start][0]
+            gain = -first
+            if fit is not None and not gain * (a + b * tokens) > expected * b:
+                break
+            end = start + 1
+            while end < end_of_order and order[end][0] == first:
+                end += 1
+            if end - start == 1:  # a run of one (drafts of unlike confidence): as _take_each does
+                _, i, _, key = order[start]
+                if tokens + 1 > limit:
+                    break
+                if taken and tokens < len(rows) and rows[tokens] == tokens:
+                    cuts.append((_Prefix(taken, len(taken)), expected, tokens))
+                lengths[key] = i + 1
+                taken.append((key, i + 1))
+                expected += gain
+                tokens += 1
+                start = end
+                continue
+            run = min(end - start, limit - tokens)
+            if run <= 0:
+                break
+            # A cut before each position that would leave a graph: at every graph size s the run
+            # reaches (tokens <= s < tokens + run), once some position is taken.
+            index = bisect_left(sizes, tokens)
+            while index < len(sizes) and sizes[index] < tokens + run:
+                size = sizes[index]
+                done = size - tokens
+                if taken or done:
+                    cuts.append((_Prefix(taken, len(taken) + done), expected + gain * done, size))
+                index += 1
+            for _, i, _, key in order[start : start + run]:
+                lengths[key] = i + 1
+                taken.append((key, i + 1))
+            expected += gain * run
+            tokens += run
+            if tokens >= limit:
+                break  # every position adds a token: none fits any more
+            start = end
+        return tokens, expected
 
     def _probe_wait(self, expected: float, tokens: int, batch_tokens: int, num_decodes: int) -> int:
         """0 when a verify step of ``tokens`` emitting ``expected`` tokens beats a plain step of the
@@ -568,7 +658,7 @@ class SpeculationPolicy:
         by a verify step, costing at most their difference (its accepted tokens only make it
         cheaper); spread over N plain steps that is (verify - plain) / (N * plain), so N is the
         smallest integer keeping it strictly under ``PROBE_BUDGET``. The H200 figures (verify 18-32 ms,
-        plain 4.3 ms at batch 1) give N of ~110-220, a probe every 0.5-1 s of decoding."""
+        plain 4.3 ms at batch 1) give N of ~330-650, a probe every 1.5-3 s of decoding."""
         cost = max(verify_seconds - plain_seconds, 0.0)
         return math.floor(cost / (PROBE_BUDGET * plain_seconds)) + 1
 
