@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
     from engine.spec.forced_acceptance import ForcedAcceptance
 
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+log = logging.getLogger("chassis.runner")
 
 
 @dataclass
@@ -215,7 +218,14 @@ class ModelRunner:
         if eager:
             graphs.use_eager()
         else:
-            graphs.capture()
+            try:
+                graphs.capture()
+            except torch.OutOfMemoryError:
+                # The KV pool took the memory (a high gpu_memory_utilization): serve without them.
+                del graphs
+                torch.cuda.empty_cache()
+                log.warning("MoE block graphs left out: no memory for their pool after the KV cache")
+                return 0
         graphs.attach()
         self.moe_graphs = graphs
         return len(layers)
