@@ -48,6 +48,11 @@ __all__ = ["RoutingTiles", "choose_tiles", "route", "takes_routing_kernel"]
 
 FMA_MAX_TOKENS = 8  # up to here one token per program; beyond, BLOCK_T tokens per tl.dot
 _DOT_TOKENS = 16  # tl.dot needs every extent >= 16
+# From here (prompt chunks) 64 tokens by up to 64 experts a program: 16 x 32 tiles did 64 serial
+# fp32 dots of 16 x 32 x 32 a program, 151 us a DeepSeek-V2-Lite layer at 2,048 tokens (session 22's
+# eager prefill profile: 3.9 of its 37 ms of kernels), for 0.5 GFLOP.
+WIDE_MIN_TOKENS = 256
+_WIDE_TOKENS = 64
 _GROUP_SCORES = {"max": 1, "top2_sum": 2}  # 0: no group limit
 
 
@@ -67,6 +72,9 @@ def choose_tiles(tokens: int, experts: int, hidden: int, device: torch.device) -
         # 2-4 weight rows x 512 columns (4-8 KiB) per program and step: at E=64 and E=128 alike 32
         # expert programs per token, each over a hidden split; untuned (no GPU measurement yet).
         block_t, block_e, block_h = 1, 2 if experts <= 64 else 4, 512
+    elif tokens >= WIDE_MIN_TOKENS:
+        # Unmeasured on a GPU: 64 x 64 fp32 accumulators (32 a thread at 4 warps), K steps of 32.
+        block_t, block_e, block_h = _WIDE_TOKENS, min(64, max(16, next_power_of_2(experts))), 32
     else:
         block_t, block_e, block_h = _DOT_TOKENS, 32, 32
     block_h = min(block_h, max(16, next_power_of_2(hidden)))

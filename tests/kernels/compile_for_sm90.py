@@ -127,7 +127,7 @@ def compile_moe_and_mla() -> None:
 
 
 ROUTING_POINTERS = {"w_ptr": "*fp32", "partial_ptr": "*fp32", "bias_ptr": "*fp32", "weights_ptr": "*fp32",
-                    "ids_ptr": "*i64", "counts_ptr": "*i64"}  # fmt: skip
+                    "ids_ptr": "*i64", "counts_ptr": "*i64", "counted_rows_ptr": "*i64"}  # fmt: skip
 
 
 def compile_moe_routing() -> None:
@@ -137,20 +137,23 @@ def compile_moe_routing() -> None:
         (1, 2, 512, "*bf16"),
         (1, 4, 512, "*fp32"),
         (16, 32, 32, "*bf16"),
+        (64, 64, 32, "*bf16"),  # prompt chunks (WIDE_MIN_TOKENS and up)
     ):
         compile_variant(f"moe_routing logits t{block_t} e{block_e} h{block_h} {dtype}", moe_routing._logits_kernel,
                         {"BLOCK_T": block_t, "BLOCK_E": block_e, "BLOCK_H": block_h},
                         {**ROUTING_POINTERS, "x_ptr": dtype})  # fmt: skip
-    for sigmoid, group_score, topk_groups, top_k, renormalize, block_g, block_s, shared in (
-        (False, 0, 1, 8, True, 1, 128, 0),
-        (False, 1, 3, 6, False, 8, 8, 2),  # DeepSeek-V2's two shared experts fused as slots 7 and 8
-        (True, 2, 4, 8, True, 8, 32, 0),
+    for sigmoid, group_score, topk_groups, top_k, renormalize, block_g, block_s, shared, count_some in (
+        (False, 0, 1, 8, True, 1, 128, 0, False),
+        # DeepSeek-V2's two shared experts fused as slots 7 and 8, padding rows of a MoE block graph
+        (False, 1, 3, 6, False, 8, 8, 2, True),
+        (True, 2, 4, 8, True, 8, 32, 0, False),
     ):
         compile_variant(f"moe_routing select sigmoid={sigmoid} group_score={group_score} g{block_g} s{block_s} "
                         f"k{top_k} shared{shared}", moe_routing._select_kernel,
                         {"SIGMOID": sigmoid, "HAS_BIAS": sigmoid, "GROUP_SCORE": group_score,
                          "TOPK_GROUPS": topk_groups, "TOP_K": top_k, "RENORMALIZE": renormalize,
-                         "SCALE": not renormalize or sigmoid, "COUNT": True, "SHARED": shared, "BLOCK_G": block_g,
+                         "SCALE": not renormalize or sigmoid, "COUNT": True, "COUNT_SOME": count_some, "SHARED": shared,
+                         "BLOCK_G": block_g,
                          "BLOCK_S": block_s,
                          "BLOCK_K": 8},
                         ROUTING_POINTERS, num_warps=1)  # fmt: skip

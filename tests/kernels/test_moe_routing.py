@@ -96,14 +96,26 @@ def test_group_limited_routing_matches_select_experts(
         RoutingTiles(1, 8, 32, 1),
         RoutingTiles(16, 32, 16, 2),
         RoutingTiles(16, 16, 16, 4),
+        RoutingTiles(64, 64, 32, 2),  # a prompt chunk's (choose_tiles from WIDE_MIN_TOKENS)
     ],
     ids=str,
 )
-@pytest.mark.parametrize("tokens", [1, 3, 17])
+@pytest.mark.parametrize("tokens", [1, 3, 17, 70])
 def test_every_tile_and_hidden_split_gives_the_same_routing(device, force_triton, tiles, tokens):
     """Hidden size 72: a ragged last K step, and splits whose sums kernel 2 adds in order."""
     moe = _moe(40, 4, renormalize=True)
     _assert_routes_as_reference(moe, *_operands(tokens, 40, device, torch.bfloat16, hidden=72), tiles=tiles)
+
+
+def test_prompt_chunks_take_wide_tiles_and_small_batches_keep_theirs():
+    from kernels.moe_routing import WIDE_MIN_TOKENS, choose_tiles
+
+    cpu = torch.device("cpu")
+    assert choose_tiles(1, 64, 2048, cpu)[:3] == (1, 2, 512)
+    assert choose_tiles(128, 64, 2048, cpu)[:3] == (16, 32, 32)
+    assert choose_tiles(WIDE_MIN_TOKENS, 64, 2048, cpu)[:3] == (64, 64, 32)
+    assert choose_tiles(2048, 128, 2048, cpu)[:3] == (64, 64, 32)  # Qwen3-30B-A3B: two expert blocks
+    assert choose_tiles(2048, 40, 2048, cpu)[:3] == (64, 64, 32)
 
 
 def test_a_tie_goes_to_the_lowest_expert(device, force_triton):
