@@ -45,6 +45,9 @@ MAX_BUCKET = 4096
 # T * k at or below which fused_moe skips the sort: T <= 8 for both Qwen3-30B-A3B (k = 8) and
 # DeepSeek-V2-Lite (k = 6). Not yet timed against the grouped GEMMs on an H200.
 SMALL_BATCH_MAX_PAIRS = 64
+# A table entry measured at this close an expert count (as a share of it) serves a grouped GEMM
+# without one of its own: see ``MoeTable.nearest``.
+NEAR_EXPERTS = 0.125
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,20 @@ class MoeTable:
             for e in rows
         }
         return cls(device, entries)
+
+    def nearest(self, bucket: int, experts: int, hidden: int, inter: int) -> MoeConfig | None:
+        """A grouped-GEMM entry of the same bucket and GEMM shapes whose expert count is within
+        ``NEAR_EXPERTS`` of ``experts`` (the closest; the fewer experts on a tie), or None. Shared
+        experts fused as routed ones add a few slots (DeepSeek-V2-Lite: 64 + 2) to a table measured
+        without them: the products and rows per expert are nearly the same."""
+        found = [
+            (abs(e - experts), e, config)
+            for (t, e, h, i), config in self.entries.items()
+            if (t, h, i) == (bucket, hidden, inter)
+            and isinstance(config, MoeConfig)
+            and abs(e - experts) <= NEAR_EXPERTS * experts
+        ]
+        return min(found, key=lambda f: f[:2])[2] if found else None
 
     def save(self, path: Path, extra: dict | None = None) -> None:
         entries = [
@@ -160,7 +177,10 @@ def choose_config(
     small = uses_small_batch(tokens, top_k)
     table = load_table(_table_path or str(DEFAULT_TABLE))
     if table is not None and table.device == device_name(device):
-        entry = table.entries.get((token_bucket(tokens), experts, hidden, inter))
+        bucket = token_bucket(tokens)
+        entry = table.entries.get((bucket, experts, hidden, inter))
+        if entry is None and not small:
+            entry = table.nearest(bucket, experts, hidden, inter)
         if entry is not None and isinstance(entry, MoeGemvConfig) == small:
             return entry
     return default_gemv_config() if small else default_config(tokens, top_k, experts)

@@ -50,6 +50,17 @@ def test_table_entry_overrides_the_default_on_its_device_only(table_path):
     assert choose_config(12, 6, 64, 2048, 1408, CPU) == default_config(12, 6, 64)
 
 
+def test_fused_shared_experts_take_the_entry_of_the_routed_ones(table_path):
+    """DeepSeek-V2-Lite with its 2 shared experts fused runs 66 experts, top 6 + 2: the table's
+    64-expert entry of the same bucket and shapes serves it; one 50 % off does not."""
+    measured, other = MoeConfig(128, 128, 64, 8, 3), MoeConfig(64, 128, 64, 4, 3)
+    MoeTable("cpu", {(2048, 64, 2048, 1408): measured, (2048, 128, 2048, 1408): other}).save(table_path)
+    assert choose_config(2048, 8, 66, 2048, 1408, CPU) == measured
+    assert choose_config(1500, 8, 66, 2048, 1408, CPU) == measured  # same bucket
+    assert choose_config(2048, 8, 96, 2048, 1408, CPU) == default_config(2048, 8, 96)
+    assert choose_config(2048, 8, 66, 2048, 768, CPU) == default_config(2048, 8, 66)  # other shapes
+
+
 def test_missing_table_falls_back_to_the_default(table_path):
     assert not table_path.exists()
     assert choose_config(1, 8, 128, 2048, 768, CPU) == default_gemv_config()
