@@ -27,27 +27,17 @@ LOG="$OUT/ab.log"; : >"$LOG"
 START=$SECONDS
 status=0
 
-run() {  # run CAP LABEL COMMAND...: under timeout, never past the budget
-  local cap=$1 label=$2; shift 2
-  local left=$((BUDGET - (SECONDS - START) - 15))
-  ((left < cap)) && cap=$left
-  if ((cap < 25)); then echo "=== $label: SKIPPED (budget)" | tee -a "$LOG"; status=1; return; fi
-  echo "=== $label (cap $cap s, $((SECONDS - START)) s used): $*" | tee -a "$LOG"
-  timeout --kill-after=10 "$cap" "$@" 2>&1 | tee -a "$LOG"
-  local rc=${PIPESTATUS[0]}
-  echo "=== $label: rc=$rc" | tee -a "$LOG"
-  ((rc == 0)) || status=1
-}
+source "$(dirname "$0")/budget.sh"
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv 2>&1 | tee -a "$LOG"
 "$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" 2>&1 | tee -a "$LOG"
 if ((TESTS)); then
-  run 170 kernel-tests "$PY" -m pytest -q -p no:cacheprovider -x tests/kernels tests/engine/layers/test_mla.py
+  run_capped 170 kernel-tests "$PY" -m pytest -q -p no:cacheprovider -x tests/kernels tests/engine/layers/test_mla.py
 fi
 for ((r = 1; r <= ROUNDS; r++)); do
   for shape in "${SHAPES[@]}"; do
     for mode in auto off; do
-      run 75 "$shape $mode round $r" "$PY" -m engine.bench.engine_bench --random-arch "$shape" --device cuda \
+      run_capped 75 "$shape $mode round $r" "$PY" -m engine.bench.engine_bench --random-arch "$shape" --device cuda \
         --workload decode-bs1 --launch-overlap "$mode" --json "$OUT/$shape-$mode-$r.json"
     done
   done

@@ -27,36 +27,26 @@ LOG="$OUT/moe_graphs.log"; : >"$LOG"
 START=$SECONDS
 status=0
 
-run() {  # run CAP LABEL COMMAND...: under timeout, never past the budget
-  local cap=$1 label=$2; shift 2
-  local left=$((BUDGET - (SECONDS - START) - 10))
-  ((left < cap)) && cap=$left
-  if ((cap < 25)); then echo "=== $label: SKIPPED (budget)" | tee -a "$LOG"; status=1; return; fi
-  echo "=== $label (cap $cap s, $((SECONDS - START)) s used): $*" | tee -a "$LOG"
-  timeout --kill-after=10 "$cap" "$@" 2>&1 | tee -a "$LOG"
-  local rc=${PIPESTATUS[0]}
-  echo "=== $label: rc=$rc" | tee -a "$LOG"
-  ((rc == 0)) || status=1
-}
+source "$(dirname "$0")/budget.sh"
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv 2>&1 | tee -a "$LOG"
 "$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" 2>&1 | tee -a "$LOG"
 if ((TESTS)); then
-  run 150 tests "$PY" -m pytest -q -p no:cacheprovider tests/engine/runner/test_moe_graphs_cuda.py \
+  run_capped 150 tests "$PY" -m pytest -q -p no:cacheprovider tests/engine/runner/test_moe_graphs_cuda.py \
     tests/kernels/test_moe_routing.py tests/engine/runner/test_moe_graphs.py tests/kernels/test_mla_decode.py
 fi
 if ((TUNE)); then
-  run 90 tune-mla-split-floor "$PY" scripts/gpu/tune_mla_decode.py --case 1:1280 --case 1:4096 --table-tokens 163840
+  run_capped 90 tune-mla-split-floor "$PY" scripts/gpu/tune_mla_decode.py --case 1:1280 --case 1:4096 --table-tokens 163840
 fi
 for ((r = 1; r <= ROUNDS; r++)); do
   for mode in auto off; do
-    run 120 "deepseek-v2-lite moe-graphs $mode round $r" "$PY" -m engine.bench.engine_bench \
+    run_capped 120 "deepseek-v2-lite moe-graphs $mode round $r" "$PY" -m engine.bench.engine_bench \
       --random-arch deepseek-v2-lite --device cuda --workload prefill --prefill-lengths 2048 --workload batch128 \
       --moe-graphs "$mode" --json "$OUT/dsv2-$mode-$r.json"
   done
 done
 if ((OFFLINE)); then
-  run 300 "deepseek-v2-lite offline, moe-graphs auto" "$PY" -m engine.bench.engine_bench --random-arch deepseek-v2-lite \
+  run_capped 300 "deepseek-v2-lite offline, moe-graphs auto" "$PY" -m engine.bench.engine_bench --random-arch deepseek-v2-lite \
     --device cuda --workload offline --offline-requests 2000 --json "$OUT/offline-auto.json"
 fi
 "$PY" - "$OUT" <<'PY' 2>&1 | tee "$OUT/summary.txt" | tee -a "$LOG"
