@@ -262,6 +262,12 @@ class EngineConfig:
         "most of the gap between a decode step's small kernels); off: every launch waits for the last",
         choices=LAUNCH_OVERLAP_MODES,
     )
+    mla_split_floor: int = setting(
+        0,
+        "latent attention decode below 16 sequences: the fewest of a sequence's own keys each of the "
+        "kernel's splits takes (0: every split shares the keys). Above 0 a short context in a decode "
+        "graph's wide block tables leaves the later splits empty, stored and reduced by no one",
+    )
     tp_all_reduce: str | None = setting(
         None,
         "small tensor-parallel all-reduces: auto: symmetric memory where it works on every rank (at two "
@@ -298,6 +304,12 @@ class EngineConfig:
             or (self.swa_replay_margin < 0)
         ):
             raise ValueError(f"swa_replay_margin must be 0 or more, got {self.swa_replay_margin!r}")
+        if (
+            not isinstance(self.mla_split_floor, int)
+            or isinstance(self.mla_split_floor, bool)
+            or self.mla_split_floor < 0
+        ):
+            raise ValueError(f"mla_split_floor must be 0 or more, got {self.mla_split_floor!r}")
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
         # Whether the model splits this many ways (heads, MLP rows) is checked when it loads.

@@ -23,6 +23,7 @@ class Switches:
     cpu_weight_layout: str = "auto"
     shared_experts: str = "auto"
     launch_overlap: str = "auto"
+    mla_split_floor: int = 0
 
     @classmethod
     def of(cls, config: EngineConfig) -> Switches:
@@ -35,6 +36,7 @@ class Switches:
             config.cpu_weight_layout,
             config.shared_experts,
             config.launch_overlap,
+            config.mla_split_floor,
         )
 
     @classmethod
@@ -46,10 +48,11 @@ class Switches:
     def apply(self) -> None:
         from engine.distributed import symmetric_all_reduce
         from engine.layers import batch_invariant, cpu_weight_layout, linear, moe
-        from kernels import _common, gemv_configs
+        from kernels import _common, gemv_configs, mla_decode
 
         _common.set_mode(self.kernels)
         _common.set_launch_overlap_mode(self.launch_overlap)
+        mla_decode.set_split_floor(self.mla_split_floor)
         cpu_weight_layout.set_cpu_weight_layout(self.cpu_weight_layout)
         moe.set_shared_experts_mode(self.shared_experts)
         linear.set_gemv_mode(self.gemv)
@@ -62,7 +65,7 @@ def current() -> Switches:
     """What this process runs with now (what a tensor-parallel rank must run with too)."""
     from engine.distributed import symmetric_all_reduce
     from engine.layers import batch_invariant, cpu_weight_layout, linear, moe
-    from kernels import _common, gemv_configs
+    from kernels import _common, gemv_configs, mla_decode
 
     return Switches(
         _common.kernels_mode(),
@@ -73,6 +76,7 @@ def current() -> Switches:
         cpu_weight_layout.cpu_weight_layout(),
         moe.shared_experts_mode(),
         _common.launch_overlap_mode(),
+        mla_decode.split_floor(),
     )
 
 

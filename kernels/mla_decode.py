@@ -95,8 +95,29 @@ LARGE_BATCH_TILES = MlaDecodeTiles(num_warps=4)
 LARGE_BATCH = 16
 
 
+_small_batch_split_floor = 0  # EngineConfig.mla_split_floor, set by engine/switches.py
+
+
+def set_split_floor(keys: int) -> int:
+    """Below ``LARGE_BATCH`` sequences, give each split at least ``keys`` of the sequence's own keys
+    (``MlaDecodeTiles.split_floor``; 0: off); returns the previous setting."""
+    global _small_batch_split_floor
+    if not isinstance(keys, int) or isinstance(keys, bool) or keys < 0:
+        raise ValueError(f"the MLA split floor must be 0 or more keys, got {keys!r}")
+    previous, _small_batch_split_floor = _small_batch_split_floor, keys
+    return previous
+
+
+def split_floor() -> int:
+    return _small_batch_split_floor
+
+
 def default_tiles(batch: int) -> MlaDecodeTiles:
-    return LARGE_BATCH_TILES if batch >= LARGE_BATCH else DEFAULT_TILES
+    if batch >= LARGE_BATCH:
+        return LARGE_BATCH_TILES
+    if _small_batch_split_floor:
+        return DEFAULT_TILES._replace(split_floor=_small_batch_split_floor)
+    return DEFAULT_TILES
 
 
 _MAX_SPLITS = 64

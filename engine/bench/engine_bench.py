@@ -100,6 +100,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             "shared_experts",
             "launch_overlap",
             "moe_graphs",
+            "mla_split_floor",
         ),
         default_overrides=BENCH_ENGINE_DEFAULTS,
     )
@@ -295,6 +296,7 @@ def _build_engine(model_dir: Path, args, counts):
         shared_experts=args.shared_experts,
         launch_overlap=args.launch_overlap,
         moe_graphs=args.moe_graphs,
+        mla_split_floor=args.mla_split_floor,
         gpu_memory_utilization=args.gpu_memory_utilization,
         tensor_parallel_size=args.tensor_parallel_size,
         async_scheduling={"auto": None, "on": True, "off": False, "ab": True}[args.async_scheduling],
@@ -441,6 +443,8 @@ def _serve_options(args):
             args.launch_overlap,
             "--moe-graphs",
             args.moe_graphs,
+            "--mla-split-floor",
+            str(args.mla_split_floor),
         ],
     )
 
@@ -484,6 +488,7 @@ def run(args: argparse.Namespace) -> int:
         "shared_experts": args.shared_experts,
         "launch_overlap": args.launch_overlap,
         "moe_graphs": args.moe_graphs,
+        "mla_split_floor": args.mla_split_floor,
         "hf_dtype": args.hf_dtype,
         "figures": {},
     }

@@ -92,6 +92,24 @@ def test_scripts_without_an_engine_take_the_switches_from_the_environment(monkey
     assert Switches.from_environment() == Switches(gemv="cublas")
 
 
+def test_the_mla_split_floor_is_a_count_of_keys_the_switches_carry(tmp_path):
+    from engine.switches import Switches, current
+    from kernels import mla_decode
+
+    config = EngineConfig(model_dir=tmp_path, mla_split_floor=256)
+    assert Switches.of(config).mla_split_floor == 256
+    before = current()
+    try:
+        Switches.of(config).apply()
+        assert mla_decode.default_tiles(1).split_floor == 256 and current().mla_split_floor == 256
+    finally:
+        before.apply()
+    assert mla_decode.split_floor() == before.mla_split_floor
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="mla_split_floor must be 0 or more"):
+            EngineConfig(model_dir=tmp_path, mla_split_floor=bad)
+
+
 def test_batch_invariant_is_a_flag_off_by_default_and_single_rank(tmp_path):
     from engine.config_cli import option_errors, option_flags
 

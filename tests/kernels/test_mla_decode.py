@@ -102,6 +102,22 @@ def test_a_split_floor_at_the_deepseek_v2_lite_shape_in_graph_wide_tables(force_
     assert_close(out, mla_decode_reference(*args), torch.bfloat16)
 
 
+def test_the_engine_split_floor_sets_the_small_batch_tiles_only():
+    from kernels import mla_decode as module
+
+    previous = module.set_split_floor(256)
+    try:
+        assert module.default_tiles(1).split_floor == 256
+        assert module.default_tiles(module.LARGE_BATCH - 1).split_floor == 256
+        assert module.default_tiles(module.LARGE_BATCH) == module.LARGE_BATCH_TILES
+        assert module.split_floor() == 256
+        with pytest.raises(ValueError, match="split floor must be 0 or more keys"):
+            module.set_split_floor(-1)
+    finally:
+        module.set_split_floor(previous)
+    assert module.default_tiles(1) == module.DEFAULT_TILES
+
+
 @pytest.mark.parametrize("num_splits", [1, 4])
 def test_padding_rows_with_empty_context_give_zeros_not_nan(device, force_triton, num_splits):
     q_latent, q_rope, cache, block_tables, seq_lens = make_batch(device, torch.float32, seq_lens=[9, 0])
