@@ -28,7 +28,8 @@ whether the fused norm beat the separate one ("triton") or not ("cublas": keep t
 
 ``--arch`` takes ``engine.bench.random_arch`` names: the dense decode products of those models (attention
 projections, dense and shared-expert MLPs, LM head; the routed experts have their own kernels,
-``scripts/gpu/tune_moe.py``).
+``scripts/gpu/tune_moe.py``), and (e) for the ones a norm precedes (the fused input projection, the
+dense MLP's gate/up, the LM head), whose ``normed`` entries the plain ones' tiles serve until then.
 """
 
 from __future__ import annotations
@@ -240,6 +241,13 @@ def gemv_timings(name, n, k, gated, rows, args, copy_gbs, failures, deadline):
     return base, results
 
 
+def _normed(name: str) -> bool:
+    """Whether a norm precedes this product in decode (Llama's, or an ``--arch`` model's own: its
+    attention input, its dense first layer's gate/up, its LM head)."""
+    product = name.rsplit(":", 1)[-1]
+    return product in NORMED or product == "mlp_gate_up"
+
+
 def normed_timings(name, n, k, rows, base, results, args, failures, deadline):
     """The norm-fused GEMV against fused_add_rms_norm + this run's faster plain product, for the
     fastest plain configs; returns (separate Timing, [(config, Timing)])."""
@@ -424,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
                     config, top = min(results, key=lambda r: r[1].us)
                     best[(name, rows)] = (base, top, config)
                 if (
-                    results and name in NORMED and not only_products
+                    results and _normed(name) and args.tp == 1
                 ):  # (e), printed under the plain product it fuses into
                     sep, fused = normed_timings(name, n, k, rows, base, results, args, failures, deadline)
                     if fused:
@@ -445,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     print("\nnorm fused      M  separate us   fused us  speedup  config")
     for (name, rows), (sep, top, config) in best_normed.items():
-        _, n, k, _ = next(s for s in SHAPES if s[0] == name)
+        _, n, k, _ = next(s for s in shapes if s[0] == name)
         backend = "triton" if _picks_triton(sep, top) else "cublas"
         table[(rows, n, k, False, True)] = TableEntry(backend, config)
         print(

@@ -30,3 +30,10 @@ def test_gqa_moe_model_has_no_dense_mlp():
         ("qwen3-30b-a3b:o_proj", 2048, 32 * 128, False),
         ("qwen3-30b-a3b:lm_head", 151936, 2048, False),
     ]
+
+
+def test_the_products_a_norm_precedes_are_tuned_fused_for_an_arch_too():
+    shapes, _ = bench_decode_kernels.arch_shapes("deepseek-v2-lite")
+    normed = [name.rsplit(":", 1)[-1] for name, *_ in shapes if bench_decode_kernels._normed(name)]
+    assert normed == ["qkv", "mlp_gate_up", "lm_head"]  # not o_proj, the shared experts or the down
+    assert bench_decode_kernels._normed("qkv") and not bench_decode_kernels._normed("o_proj")
