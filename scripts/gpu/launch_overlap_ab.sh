@@ -24,13 +24,8 @@ while (($#)); do
 done
 ((${#SHAPES[@]})) || SHAPES=(deepseek-v2-lite qwen3-30b-a3b llama-3.1-8b)
 LOG="$OUT/ab.log"; : >"$LOG"
-START=$SECONDS
-status=0
-
 source "$(dirname "$0")/budget.sh"
-
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv 2>&1 | tee -a "$LOG"
-"$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" 2>&1 | tee -a "$LOG"
+start_budget
 if ((TESTS)); then
   run_capped 170 kernel-tests "$PY" -m pytest -q -p no:cacheprovider -x tests/kernels tests/engine/layers/test_mla.py
 fi

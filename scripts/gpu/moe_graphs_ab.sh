@@ -28,13 +28,8 @@ while (($#)); do
   esac
 done
 LOG="$OUT/moe_graphs.log"; : >"$LOG"
-START=$SECONDS
-status=0
-
 source "$(dirname "$0")/budget.sh"
-
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv 2>&1 | tee -a "$LOG"
-"$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" 2>&1 | tee -a "$LOG"
+start_budget
 if ((TESTS)); then
   run_capped 150 tests "$PY" -m pytest -q -p no:cacheprovider tests/engine/runner/test_moe_graphs_cuda.py \
     tests/kernels/test_moe_routing.py tests/engine/runner/test_moe_graphs.py tests/kernels/test_mla_decode.py

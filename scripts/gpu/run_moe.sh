@@ -59,25 +59,14 @@ wanted() {
   ((${#ONLY[@]} == 0)) && [[ " ${ALL_STEPS[*]} " == *" $1 "* ]]
 }
 
-# run_step NAME CAP_SECONDS COMMAND...: the command under timeout, capped by what is left of the budget.
+source "$(dirname "$0")/budget.sh"
+RESERVE=20  # timeout's kill grace and the summary
+
+# run_step NAME CAP_SECONDS COMMAND...: a wanted step under timeout, capped by what is left of the budget.
 run_step() {
   local name=$1 cap=$(($2 * CAP_SCALE)); shift 2
   wanted "$name" || return 0
-  local left=$((BUDGET - (SECONDS - START) - 20))  # 20 s: timeout's kill grace and the summary
-  ((left < cap)) && cap=$left
-  if ((cap < 30)); then
-    echo "=== $name: SKIPPED, $((BUDGET - (SECONDS - START))) s left of the ${BUDGET} s budget" | tee -a "$LOG"
-    status=1
-    return 0
-  fi
-  echo "=== $name (cap ${cap} s, $((SECONDS - START)) s used): $*" | tee -a "$LOG"
-  local t0=$SECONDS
-  timeout --kill-after=10 "$cap" "$@" 2>&1 | tee -a "$LOG"
-  local rc=${PIPESTATUS[0]}
-  local verdict="rc=$rc"
-  ((rc == 124 || rc == 137)) && verdict="CUT at its ${cap} s cap (rc=$rc)"
-  echo "=== $name: $verdict after $((SECONDS - t0)) s" | tee -a "$LOG"
-  ((rc == 0)) || status=1
+  run_capped "$cap" "$name" "$@"
 }
 
 if [[ $DEVICE == cuda ]]; then
