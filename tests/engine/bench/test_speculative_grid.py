@@ -16,6 +16,29 @@ FIELDS = {
 }  # fmt: skip
 
 
+GRID = ["bench", "speculative", "--grid", "--random-arch", "tiny-llama", "--device", "cpu"]
+
+
+def _one_point(tmp_path, *options: str) -> dict:
+    """The tiny grid at acceptance 0.6, batch 2, draft length 2 with ``options``; its JSON report."""
+    out = tmp_path / "grid.json"
+    main(
+        [
+            *GRID,
+            "--acceptance",
+            "0.6",
+            "--batch-sizes",
+            "2",
+            "--draft-lengths",
+            "2",
+            *options,
+            "--json",
+            str(out),
+        ]
+    )
+    return json.loads(out.read_text())
+
+
 def test_the_grid_drafts_every_step_and_accepts_at_the_forced_rate(tmp_path, capsys):
     out = tmp_path / "grid.json"
     argv = ["bench", "speculative", "--grid", "--random-arch", "tiny-llama", "--device", "cpu"]
@@ -87,13 +110,8 @@ def test_the_goals_anchor_points_run_first_and_estimates_err_long():
 
 
 def test_rounds_alternate_the_modes_and_pool_them(tmp_path, capsys):
-    out = tmp_path / "grid.json"
-    argv = ["bench", "speculative", "--grid", "--random-arch", "tiny-llama", "--device", "cpu"]
-    argv += ["--acceptance", "0.6", "--batch-sizes", "2", "--draft-lengths", "2"]
-    argv += ["--max-tokens", "8", "--rounds", "3", "--json", str(out)]
-    main(argv)
+    (point,) = _one_point(tmp_path, "--max-tokens", "8", "--rounds", "3")["points"]
     assert "pooled over 3 alternating round(s)" in capsys.readouterr().out
-    (point,) = json.loads(out.read_text())["points"]
     for result in point["modes"].values():
         assert result["rounds"] == 3 and result["output_tokens"] == 3 * 2 * 8
         assert result["tokens_per_s"] == result["output_tokens"] / result["seconds"]
@@ -103,12 +121,7 @@ def test_rounds_alternate_the_modes_and_pool_them(tmp_path, capsys):
 
 
 def test_trace_steps_records_every_step_with_its_prediction(tmp_path):
-    out = tmp_path / "grid.json"
-    argv = ["bench", "speculative", "--grid", "--random-arch", "tiny-llama", "--device", "cpu"]
-    argv += ["--acceptance", "0.6", "--batch-sizes", "2", "--draft-lengths", "2"]
-    argv += ["--max-tokens", "8", "--rounds", "2", "--trace-steps", "--json", str(out)]
-    main(argv)
-    (point,) = json.loads(out.read_text())["points"]
+    (point,) = _one_point(tmp_path, "--max-tokens", "8", "--rounds", "2", "--trace-steps")["points"]
     for mode, result in point["modes"].items():
         steps = result["steps"]
         assert steps and all(len(step) == 5 for step in steps)
@@ -126,14 +139,11 @@ def test_waves_run_each_batch_at_its_concurrency(tmp_path, capsys, monkeypatch):
 
     running = []
     schedule = Scheduler.schedule
-    monkeypatch.setattr(Scheduler, "schedule", lambda self: running.append(len(self.running)) or schedule(self))
-    out = tmp_path / "grid.json"
-    argv = ["bench", "speculative", "--grid", "--random-arch", "tiny-llama", "--device", "cpu"]
-    argv += ["--acceptance", "0.6", "--batch-sizes", "2", "--draft-lengths", "2"]
-    argv += ["--max-tokens", "6", "--waves", "3", "--json", str(out)]
-    main(argv)
+    monkeypatch.setattr(
+        Scheduler, "schedule", lambda self: running.append(len(self.running)) or schedule(self)
+    )
+    report = _one_point(tmp_path, "--max-tokens", "6", "--waves", "3")
     assert "3 waves of each batch's requests at that concurrency" in capsys.readouterr().out
-    report = json.loads(out.read_text())
     assert report["waves"] == 3
     (point,) = report["points"]
     for result in point["modes"].values():
@@ -142,8 +152,7 @@ def test_waves_run_each_batch_at_its_concurrency(tmp_path, capsys, monkeypatch):
 
 
 def test_rounds_and_waves_below_one_are_refused(capsys):
-    argv = ["bench", "speculative", "--grid", "--random-arch", "tiny-llama", "--device", "cpu", "--waves", "0"]
-    assert main(argv) == 2
+    assert main([*GRID, "--waves", "0"]) == 2
     assert "--rounds and --waves must be >= 1" in capsys.readouterr().err
 
 
