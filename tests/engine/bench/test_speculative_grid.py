@@ -22,20 +22,8 @@ GRID = ["bench", "speculative", "--grid", "--random-arch", "tiny-llama", "--devi
 def _one_point(tmp_path, *options: str) -> dict:
     """The tiny grid at acceptance 0.6, batch 2, draft length 2 with ``options``; its JSON report."""
     out = tmp_path / "grid.json"
-    main(
-        [
-            *GRID,
-            "--acceptance",
-            "0.6",
-            "--batch-sizes",
-            "2",
-            "--draft-lengths",
-            "2",
-            *options,
-            "--json",
-            str(out),
-        ]
-    )
+    point = ["--acceptance", "0.6", "--batch-sizes", "2", "--draft-lengths", "2"]
+    main([*GRID, *point, *options, "--json", str(out)])
     return json.loads(out.read_text())
 
 
