@@ -109,7 +109,11 @@ def test_rounds_alternate_the_modes_and_pool_them(tmp_path, capsys):
 
 
 def test_trace_steps_records_every_step_with_its_prediction(tmp_path):
-    (point,) = _one_point(tmp_path, "--max-tokens", "8", "--rounds", "2", "--trace-steps")["points"]
+    from engine.bench.grid_trace import summarize
+
+    report = _one_point(tmp_path, "--max-tokens", "8", "--rounds", "2", "--trace-steps")
+    (point,) = report["points"]
+    assert "no trace" not in summarize(report) and "k2         plain" in summarize(report)
     for mode, result in point["modes"].items():
         steps = result["steps"]
         assert steps and all(len(step) == 5 for step in steps)
