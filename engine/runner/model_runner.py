@@ -218,13 +218,18 @@ class ModelRunner:
         if eager:
             graphs.use_eager()
         else:
+            failure = None
             try:
                 graphs.capture()
             except torch.OutOfMemoryError:
                 # The KV pool took the memory (a high gpu_memory_utilization): serve without them.
-                del graphs
+                failure = "no memory for their pool after the KV cache"
+            except RuntimeError as error:  # a block that cannot be captured: serve eagerly, say why
+                failure = f"capture failed: {error}"
+            if failure is not None:
+                del graphs  # its graphs and their pool, before the cache is emptied
                 torch.cuda.empty_cache()
-                log.warning("MoE block graphs left out: no memory for their pool after the KV cache")
+                log.warning("MoE block graphs left out (their blocks run eagerly): %s", failure)
                 return 0
         graphs.attach()
         self.moe_graphs = graphs

@@ -92,23 +92,30 @@ def test_a_capture_without_cuda_is_refused(tiny_models):
         runner.capture_moe_graphs(64)
 
 
-def test_no_memory_for_the_graphs_pool_leaves_the_blocks_eager(tiny_models, monkeypatch, caplog):
-    """A capture that runs out of device memory (the KV pool took it) must not stop the engine:
-    the blocks run eagerly and a warning says why. (The device is faked: no CUDA here.)"""
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (torch.OutOfMemoryError("CUDA out of memory"), "no memory for their pool"),
+        (RuntimeError("operation not permitted when stream is capturing"), "capture failed: operation"),
+    ],
+)
+def test_a_capture_that_fails_leaves_the_blocks_eager(tiny_models, monkeypatch, caplog, error, reason):
+    """A capture that runs out of device memory (the KV pool took it), or fails otherwise, must not
+    stop the engine: the blocks run eagerly and a warning says why. (The device is faked: no CUDA here.)"""
     from engine.runner import model_runner
 
-    class NoMemory:
+    class Failing:
         def __init__(self, *args) -> None:
             pass
 
         def capture(self) -> None:
-            raise torch.OutOfMemoryError("CUDA out of memory")
+            raise error
 
     runner = _moe_engine(tiny_models, "qwen3_moe").engine.runner
-    monkeypatch.setattr(model_runner, "MoEBlockGraphs", NoMemory)
+    monkeypatch.setattr(model_runner, "MoEBlockGraphs", Failing)
     monkeypatch.setattr(runner, "device", torch.device("cuda"))
     with caplog.at_level("WARNING", logger="chassis.runner"):
         assert runner.capture_moe_graphs(64) == 0
     assert runner.moe_graphs is None
     assert all(layer.block_graphs is None for layer in graphable_moe_layers(runner.model))
-    assert "MoE block graphs left out" in caplog.text
+    assert "MoE block graphs left out" in caplog.text and reason in caplog.text
