@@ -85,6 +85,15 @@ def shape_rows(name: str, f: dict) -> list[tuple[str, ...]]:
             "<= 1.6x floor",
         ),
         (
+            "batch128 decode step ms, the run's median GPU span",
+            _num(f.get("engine_batch128_step_span_p50_ms"), 2),
+            "",
+            "",
+            _num(step_floor, 2),
+            f"{_num(_ratio(f.get('engine_batch128_step_span_p50_ms'), step_floor), 2)}x floor",
+            "<= 1.6x floor",
+        ),
+        (
             "batch128 out tok/s",
             _num(f.get("engine_batch128_output_tokens_per_s")),
             _num(f.get("hf_batch128_output_tokens_per_s")),
