@@ -8,6 +8,13 @@ outputs. Each phase is timed with ``time.perf_counter`` by wrapping the method t
 
     python -m engine.bench.host_overhead --batch 1 --batch 32 --batch 128 --batch 256
     python -m engine.bench.host_overhead --batch 128 --profile   # cProfile of the timed steps
+    python -m engine.bench.host_overhead --batch 128 --draft-len 0 --draft-len 4   # verify steps
+
+``--draft-len K`` (K > 0) makes every decode step a verify step of K draft tokens per request, as the
+speculative grid's fixed length K does (``engine/bench/speculative_grid.py``: the oracle proposer,
+acceptance forced to ``--acceptance``): the graphs hold every verify step, so the step's host cost
+is timed with the forward taken out as for plain steps. The speculator's own host work (drafting,
+the policy, recording acceptance) is its own phase, ``speculator``. K = 0 is plain decoding.
 """
 
 from __future__ import annotations
@@ -29,6 +36,12 @@ _PHASES = (
     ("runner", "launch", "launch"),
     ("runner", "execute", "execute"),
     ("scheduler", "update_from_output", "update"),
+)
+# The speculator's hooks (only where one is attached): drafting runs inside schedule on some paths.
+_SPECULATOR_PHASES = (
+    ("speculator", "wants_drafts", "speculator"),
+    ("speculator", "propose", "speculator"),
+    ("speculator", "observe", "speculator"),
 )
 # Nested calls, made exclusive: execute = launch + reading the ids back; launch includes inputs.
 _NESTED = {"execute": "launch", "launch": "inputs"}
@@ -60,7 +73,7 @@ class PhaseTimer:
     def __init__(self, core) -> None:
         self.totals: dict[str, float] = defaultdict(float)
         self.enabled = False
-        for owner_path, method, phase in _PHASES:
+        for owner_path, method, phase in _PHASES + _SPECULATOR_PHASES:
             owner = _resolve(core, owner_path)
             if owner is not None and hasattr(owner, method):
                 setattr(owner, method, self._wrap(getattr(owner, method), phase))
@@ -77,11 +90,16 @@ class PhaseTimer:
 
         return timed
 
-    def exclusive(self, total: float) -> dict[str, float]:
+    def exclusive(self, total: float, inside: dict[str, str] | None = None) -> dict[str, float]:
+        """Each phase's own time: nested phases taken out of the ones they run inside (``_NESTED``,
+        and ``inside``: phase -> the phase it was found to run inside)."""
         phases = dict(self.totals)
         for outer, inner in _NESTED.items():
             if outer in phases:
                 phases[outer] -= self.totals.get(inner, 0.0)
+        for inner, outer in (inside or {}).items():
+            if outer in phases and inner in phases:
+                phases[outer] -= phases[inner]
         phases["outputs+other"] = total - sum(phases.values())
         return phases
 
@@ -106,27 +124,30 @@ def measure(
     async_scheduling: bool,
     final_only: bool,
     profile: bool,
+    draft_len: int = 0,
+    acceptance: float = 0.8,
 ) -> dict:
     from engine.bench.workloads import random_prompts
     from engine.config import EngineConfig
     from engine.core.engine_core import EngineCore
     from engine.sampling.params import SamplingParams
 
-    max_tokens = steps + 64
-    blocks = batch * (-(-(prompt_len + max_tokens) // 16) + 1)
+    # A verify step emits up to draft_len + 1 tokens: enough for every timed step to run the whole batch.
+    max_tokens = (steps + 64) * (draft_len + 1)
+    blocks = batch * (-(-(prompt_len + max_tokens + draft_len) // 16) + 1)
     config = EngineConfig(
         model_dir=model_dir,
         device="cpu",
         dtype="float32",
         load_format="dummy",
         max_num_seqs=batch,
-        max_num_batched_tokens=max(8192, prompt_len),
+        max_num_batched_tokens=max(8192, prompt_len, batch * (draft_len + 1)),
         num_gpu_blocks=blocks,
-        max_model_len=prompt_len + max_tokens + 16,
+        max_model_len=prompt_len + max_tokens + draft_len + 16,
         **({"async_scheduling": async_scheduling} if _has_async_flag() else {}),
     )
     core = EngineCore(config)
-    _null_decode_graphs(core, batch, vocab)
+    _null_decode_graphs(core, batch * (draft_len + 1), vocab)
     params = SamplingParams(max_tokens=max_tokens, ignore_eos=True, temperature=0.0)
     for prompt in random_prompts(batch, prompt_len, prompt_len, vocab, seed=batch):
         prepared = core.prepare(prompt, params)
@@ -141,8 +162,13 @@ def measure(
         core.step()
     for _ in range(5):
         core.step()
+    if draft_len:
+        _attach_fixed_drafts(core, draft_len, acceptance, vocab)
+        for _ in range(3):
+            core.step()
     timer = PhaseTimer(core)
     timer.enabled = True
+    verified_before = core.runner.graphs.verify_steps_run
     profiler = cProfile.Profile() if profile else None
     if profiler:
         profiler.enable()
@@ -154,7 +180,26 @@ def measure(
         profiler.disable()
         pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
     phases = {k: v / steps * 1e6 for k, v in timer.exclusive(total).items()}
-    return {"batch": batch, "us_per_step": total / steps * 1e6, "phases_us": phases}
+    result = {"batch": batch, "draft_len": draft_len, "us_per_step": total / steps * 1e6, "phases_us": phases}
+    if draft_len:  # the timed steps that verified drafts (all of them, unless requests ran out)
+        result["verify_steps"] = core.runner.graphs.verify_steps_run - verified_before
+    return result
+
+
+def _attach_fixed_drafts(core, draft_len: int, acceptance: float, vocab: int) -> None:
+    """Every step from now a verify step of ``draft_len`` oracle drafts per request, as the
+    speculative grid's fixed length runs it (its proposer, policy and forced acceptance)."""
+    from engine.spec.forced_acceptance import ForcedAcceptance
+    from engine.spec.oracle import OracleProposer
+    from engine.spec.policy import SpeculationPolicy
+    from engine.spec.speculator import Speculator, verify_graph_sizes
+
+    policy = SpeculationPolicy(draft_len, "fixed")
+    policy.use_graphs(verify_graph_sizes(core.runner))
+    core.speculator = Speculator(
+        OracleProposer(acceptance, vocab, 0), policy, core.config.max_num_batched_tokens
+    )
+    core.runner.acceptance_override = ForcedAcceptance(acceptance, 0)
 
 
 def _has_async_flag() -> bool:
@@ -178,12 +223,24 @@ def main(argv: list[str] | None = None) -> int:
         default="stream",
         help="stream: a RequestOutput per token (the server); final: only finished ones (LLM.generate)",
     )
+    parser.add_argument(
+        "--draft-len",
+        type=int,
+        action="append",
+        help="repeatable: 0 plain decode steps, K > 0 verify steps of K oracle drafts per request (default: 0)",
+    )
+    parser.add_argument(
+        "--acceptance", type=float, default=0.8, help="--draft-len K > 0: the forced acceptance (default: %(default)s)"
+    )
     parser.add_argument("--profile", action="store_true", help="print a cProfile of the timed steps")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     batches = args.batch or [1, 32, 128, 256]
+    draft_lens = args.draft_len or [0]
     if any(b < 1 for b in batches) or args.prompt_len < 1 or args.steps < 1 or args.vocab < 400:
         parser.error("batch, prompt length and steps must be positive, vocab at least 400")
+    if any(k < 0 for k in draft_lens) or not 0.0 <= args.acceptance <= 1.0:
+        parser.error("draft lengths must be >= 0 and the acceptance in [0, 1]")
     import torch
 
     torch.set_num_threads(1)  # the host thread's own cost, not a thread pool's
@@ -191,34 +248,39 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = _write_model(Path(tmp) / "model", args.vocab)
         for batch in batches:
-            results.append(
-                measure(
-                    batch,
-                    args.prompt_len,
-                    args.steps,
-                    args.vocab,
-                    model_dir,
-                    args.async_scheduling == "on",
-                    args.outputs == "final",
-                    args.profile,
+            for draft_len in draft_lens:
+                results.append(
+                    measure(
+                        batch,
+                        args.prompt_len,
+                        args.steps,
+                        args.vocab,
+                        model_dir,
+                        args.async_scheduling == "on",
+                        args.outputs == "final",
+                        args.profile,
+                        draft_len,
+                        args.acceptance,
+                    )
                 )
-            )
     names = sorted({k for r in results for k in r["phases_us"]}, key=_phase_order)
     print(
         f"host µs per decode step (prompt {args.prompt_len}, {args.steps} steps, outputs={args.outputs}, "
         f"async={args.async_scheduling})"
     )
-    print(f"{'batch':>6} {'total':>9} {'µs/token':>9} " + " ".join(f"{n:>14}" for n in names))
+    print(f"{'batch':>6} {'drafts':>6} {'total':>9} {'µs/req':>9} " + " ".join(f"{n:>14}" for n in names))
     for r in results:
         row = " ".join(f"{r['phases_us'].get(n, 0.0):>14.1f}" for n in names)
-        print(f"{r['batch']:>6} {r['us_per_step']:>9.1f} {r['us_per_step'] / r['batch']:>9.2f} {row}")
+        print(
+            f"{r['batch']:>6} {r['draft_len']:>6} {r['us_per_step']:>9.1f} {r['us_per_step'] / r['batch']:>9.2f} {row}"
+        )
     if args.json:
         args.json.write_text(json.dumps({"args": vars(args) | {"json": str(args.json)}, "results": results}))
     return 0
 
 
 def _phase_order(name: str) -> int:
-    order = ["schedule", "inputs", "launch", "execute", "update", "outputs+other"]
+    order = ["speculator", "schedule", "inputs", "launch", "execute", "update", "outputs+other"]
     return order.index(name) if name in order else len(order)
 
 

@@ -23,7 +23,22 @@ def test_phases_add_up_to_the_step_time(tmp_path, mode):
         assert sum(phases.values()) == pytest.approx(r["us_per_step"], rel=1e-6)
 
 
+def test_with_a_draft_length_every_timed_step_verifies_drafts(tmp_path):
+    out = tmp_path / "host.json"
+    argv = ["--batch", "4", "--prompt-len", "40", "--steps", "6", "--vocab", "512", "--outputs", "final"]
+    assert host_overhead.main(argv + ["--draft-len", "0", "--draft-len", "3", "--json", str(out)]) == 0
+    plain, verify = json.loads(out.read_text())["results"]
+    assert (plain["draft_len"], verify["draft_len"]) == (0, 3)
+    assert "verify_steps" not in plain and verify["verify_steps"] == 6
+    assert plain["phases_us"].get("speculator", 0.0) == 0.0 < verify["phases_us"]["speculator"]
+    for r in (plain, verify):
+        assert sum(r["phases_us"].values()) == pytest.approx(r["us_per_step"], rel=1e-6)
+
+
 def test_bad_arguments_are_refused(capsys):
     with pytest.raises(SystemExit):
         host_overhead.main(["--batch", "0"])
     assert "must be positive" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        host_overhead.main(["--draft-len", "-1"])
+    assert "draft lengths must be >= 0" in capsys.readouterr().err
