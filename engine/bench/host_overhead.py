@@ -230,7 +230,10 @@ def main(argv: list[str] | None = None) -> int:
         help="repeatable: 0 plain decode steps, K > 0 verify steps of K oracle drafts per request (default: 0)",
     )
     parser.add_argument(
-        "--acceptance", type=float, default=0.8, help="--draft-len K > 0: the forced acceptance (default: %(default)s)"
+        "--acceptance",
+        type=float,
+        default=0.8,
+        help="--draft-len K > 0: the forced acceptance (default: %(default)s)",
     )
     parser.add_argument("--profile", action="store_true", help="print a cProfile of the timed steps")
     parser.add_argument("--json", type=Path, help="also write the figures here")
