@@ -20,7 +20,8 @@ from pathlib import Path
 
 DEVICE_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})
-HOST_CATEGORIES = frozenset({"cpu_op", "cuda_runtime", "cuda_driver"})
+# user_annotation: record_function ranges (the grid's profile marks the engine's phases with them).
+HOST_CATEGORIES = frozenset({"cpu_op", "user_annotation", "cuda_runtime", "cuda_driver"})
 
 
 @dataclass

@@ -139,6 +139,7 @@ class Point:
     scheduler_vs_best_fixed: float = 0.0
     scheduler_vs_off: float = 0.0
     fixed_acceptance: float | None = None  # per-position acceptance over every fixed length
+    profiles: dict[str, dict] = field(default_factory=dict)  # --profile-point: per mode (grid_profile)
 
     def __post_init__(self) -> None:
         fixed = {m: r for m, r in self.modes.items() if m.startswith("k")}
@@ -232,6 +233,20 @@ def add_grid_arguments(parser: argparse.ArgumentParser) -> None:
         "--trace-steps",
         action="store_true",
         help="--grid: every mode's steps in the JSON (tokens, drafts, requests, wall and predicted ms)",
+    )
+    parser.add_argument(
+        "--profile-point",
+        action="append",
+        default=[],
+        metavar="ACC:BATCH",
+        help="--grid, repeatable: after that point's timed rounds, run its off, best fixed and scheduler modes "
+        "once more under torch.profiler and print where the device waited for the host (grid_profile)",
+    )
+    parser.add_argument(
+        "--profile-dir",
+        type=Path,
+        default=None,
+        help="--grid: keep the --profile-point traces here (default: not kept)",
     )
     parser.add_argument(
         "--rounds",
@@ -525,6 +540,11 @@ def _run_points(llm, args: argparse.Namespace, started: float, say) -> GridRepor
         report.points.append(point)
         durations[batch] = time.perf_counter() - point_started
         say(f"{format_point(point)}  ({durations[batch]:.1f} s)")
+        if (acceptance, batch) in getattr(args, "profile_points", ()):
+            from engine.bench.grid_profile import profile_point
+
+            modes = ("off", point.best_fixed, SCHEDULER)
+            point.profiles = profile_point(runner, point, modes, prompts[:batch], args.profile_dir, say)
     report.points.sort(key=lambda p: (p.acceptance, p.batch_size))
     report.goals = check_goals(report.points)
     return report
@@ -590,7 +610,9 @@ def format_report(report: GridReport) -> str:
         f"speculative grid: {report.model} on {report.device} ({report.dtype}), {report.max_tokens} output "
         f"tokens per request, oracle drafts (confidence {report.oracle_confidence}) accepted at the forced "
         f"rate acc; tok/s of output tokens, pooled over {report.rounds} alternating round(s) per mode"
-        + (f"; {report.waves} waves of each batch's requests at that concurrency" if report.waves > 1 else ""),
+        + (
+            f"; {report.waves} waves of each batch's requests at that concurrency" if report.waves > 1 else ""
+        ),
         HEADER.format(fixed=fixed),
     ]
     lines += [format_point(p) for p in report.points]
@@ -616,6 +638,13 @@ def format_report(report: GridReport) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.rounds < 1 or args.waves < 1:
         print("chassis bench speculative --grid: --rounds and --waves must be >= 1", file=sys.stderr)
+        return 2
+    from engine.bench.grid_profile import parse_point  # light: no torch
+
+    try:
+        args.profile_points = [parse_point(text) for text in args.profile_point]
+    except ValueError as error:
+        print(f"chassis bench speculative --grid: {error}", file=sys.stderr)
         return 2
     args.batch_sizes = args.batch_sizes or [1, 16, 64, 128, 256]
     args.max_tokens = args.max_tokens or 64

@@ -43,6 +43,13 @@ def test_gaps_split_into_host_starved_and_device_side():
     assert "host-starved 0.02 ms in 1 gaps" in timeline.format()
 
 
+def test_a_marked_range_over_a_starved_gap_is_named_with_the_ops_inside_it():
+    events = [*_trace(), _event("user_annotation", "chassis.schedule", 21, 18)]
+    timeline = analyse(events)
+    assert timeline.host_during_starved["chassis.schedule"] == 18  # 21-39, inside the gap 20-40
+    assert timeline.host_during_starved["aten::slow_host_op"] == 15
+
+
 def test_host_work_before_the_first_kernel_and_after_the_last():
     events = [
         _event("cpu_op", "schedule", 0, 30),
