@@ -98,9 +98,13 @@ def compile_moe_and_mla() -> None:
         constexprs = {"BLOCK_M": config.block_m, "BLOCK_N": config.block_n, "BLOCK_K": config.block_k,
                       "EVEN_K": even_k, "DOT_IN_FP32": dtype == "*fp32"}  # fmt: skip
         for name, kernel, pointers in (("gate_up", fused_moe._gate_up_kernel, MOE_POINTERS),
-                                       ("down", fused_moe._down_kernel, {**MOE_POINTERS, "out_ptr": "*fp32"})):  # fmt: skip
+                                       ("down", fused_moe._down_kernel, MOE_POINTERS)):  # fmt: skip
             compile_variant(f"fused_moe {name} {config} even_k={even_k} {dtype}", kernel, constexprs, pointers,
                             num_warps=config.num_warps, default_pointer=dtype, num_stages=config.num_stages)  # fmt: skip
+    # The grouped path's combine: DeepSeek-V2-Lite's 8 slots (6 routed + 2 shared) at its hidden 2048, and a ragged fp32 one.
+    for top_k, block_n, dtype in ((8, fused_moe.COMBINE_BLOCK_N, "*bf16"), (3, 64, "*fp32")):
+        compile_variant(f"fused_moe combine top_k={top_k} n{block_n} {dtype}", fused_moe._combine_kernel,
+                        {"TOP_K": top_k, "BLOCK_N": block_n}, {"weights_ptr": "*fp32"}, default_pointer=dtype)  # fmt: skip
     small = fused_moe_configs.default_gemv_config()
     # The down kernel unrolls over the model's top_k and intermediate size: Qwen3-30B-A3B's, and a ragged tiny one.
     for name, kernel, block_n, block_k, even_k, ids, dtype, shape in (

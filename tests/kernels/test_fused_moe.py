@@ -76,6 +76,36 @@ def test_triton_with_k_a_multiple_of_the_tile(device, force_triton):
     assert_close(fused_moe(*args, config=config), fused_moe_reference(*args), torch.float32)
 
 
+def test_the_combine_adds_each_tokens_weighted_slots_left_to_right(device, monkeypatch):
+    """Bit for bit the fp32 sum over the token's own slots in slot order, also with its hidden
+    columns split over several programs (the last one ragged)."""
+    if torch.cuda.is_available() and device.type == "cpu":
+        pytest.skip("Triton on CPU tensors needs the interpreter, which is off where CUDA exists")
+    monkeypatch.setattr(fused_moe_module, "COMBINE_BLOCK_N", 16)  # hidden 40: programs of 16, 16, 8
+    tokens, top_k = 7, 3
+    products = torch.randn(tokens * top_k, HIDDEN, device=device)
+    weights = torch.rand(tokens, top_k, device=device)
+    expected = torch.zeros(tokens, HIDDEN, device=device)
+    for j in range(top_k):
+        expected = expected + products.view(tokens, top_k, HIDDEN)[:, j] * weights[:, j : j + 1]
+    assert torch.equal(fused_moe_module.combine_products(products, weights), expected)
+
+
+def test_a_grouped_tokens_result_is_the_same_alone_as_among_others(
+    device, force_triton, row_invariant_dot, monkeypatch
+):
+    """With the GPU's row-wise dot (``row_invariant_dot`` under the interpreter), the same bits for
+    a token alone as in a batch that shares its experts' tiles, the combine split over programs."""
+    monkeypatch.setattr(fused_moe_module, "COMBINE_BLOCK_N", 16)
+    x, w13, w2, weights, ids = make_moe(13, device, top_k=3)
+    config = MoeConfig(block_m=16, block_n=16, block_k=16)
+    together = fused_moe(x, w13, w2, weights, ids, config=config)
+    assert_close(together, fused_moe_reference(x, w13, w2, weights, ids), torch.float32)
+    for t in (0, 6, 12):
+        alone = fused_moe(x[t : t + 1], w13, w2, weights[t : t + 1], ids[t : t + 1], config=config)
+        assert torch.equal(alone[0], together[t])
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="bf16 tensor-core GEMMs need CUDA")
 @pytest.mark.parametrize("tokens", [1, 64, 300])
 def test_triton_bf16_matches_reference(force_triton, tokens):
