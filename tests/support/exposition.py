@@ -28,17 +28,25 @@ def tiered_exposition(**kv_tiers) -> str:
 
 
 def replica_exposition(
-    kv_tiers=None, accelerators: int = 1, accelerator_hour_price: float = 0.0, busy_seconds=None
+    kv_tiers=None,
+    accelerators: int = 1,
+    accelerator_hour_price: float = 0.0,
+    busy_seconds=None,
+    speculation: tuple[int, int, list[int]] | None = None,
 ) -> str:
     """What a replica of model "m" serves on /metrics, through the engine's own collector: 900 prompt
     tokens (10 of them prefix-cache hits) and 400 generated so far, these KV tiers, the accelerators
-    it holds, the price per accelerator-hour set and its busy seconds by work (prefill, decode)."""
+    it holds, the price per accelerator-hour set and its busy seconds by work (prefill, decode);
+    ``speculation``: (drafts, draft tokens, accepted tokens per draft position) verified so far."""
     from engine.outputs import EngineStats
     from engine.server.metrics import ServerMetrics
 
+    drafts, draft_tokens, per_position = speculation or (0, 0, [])
     stats = EngineStats(
-        0, 0, 0.0, 8, 0, 40, 10, 0, 900, 400, kv_tiers=kv_tiers or {}, busy_seconds=busy_seconds or {}
-    )
+        0, 0, 0.0, 8, 0, 40, 10, 0, 900, 400, kv_tiers=kv_tiers or {}, busy_seconds=busy_seconds or {},
+        spec_decode_num_drafts=drafts, spec_decode_num_draft_tokens=draft_tokens,
+        spec_decode_num_accepted_tokens=sum(per_position), spec_decode_num_accepted_tokens_per_pos=per_position,
+    )  # fmt: skip
     metrics = ServerMetrics(
         "m", lambda: stats, accelerators=accelerators, accelerator_hour_price=accelerator_hour_price
     )

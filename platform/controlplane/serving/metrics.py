@@ -13,6 +13,10 @@ COUNTERS = {
     "vllm:prompt_tokens_total": "prompt_tokens_total",
     "vllm:prefix_cache_queries_total": "prefix_cache_queries_total",
     "vllm:prefix_cache_hits_total": "prefix_cache_hits_total",
+    # speculative decoding (replicas with a proposer): drafts verified, their tokens, those accepted
+    "vllm:spec_decode_num_drafts_total": "spec_decode_drafts_total",
+    "vllm:spec_decode_num_draft_tokens_total": "spec_decode_draft_tokens_total",
+    "vllm:spec_decode_num_accepted_tokens_total": "spec_decode_accepted_tokens_total",
 }
 GAUGES = {
     "vllm:num_requests_running": "requests_running",
@@ -40,6 +44,9 @@ class EngineCounters:
     prompt_tokens_total: float = 0.0
     prefix_cache_queries_total: float = 0.0
     prefix_cache_hits_total: float = 0.0
+    spec_decode_drafts_total: float = 0.0
+    spec_decode_draft_tokens_total: float = 0.0
+    spec_decode_accepted_tokens_total: float = 0.0
     requests_running: float = 0.0
     kv_cache_usage: float = 0.0
     accelerators: float = 0.0
@@ -104,6 +111,17 @@ class Rates:
     ttft_p50_s: float | None
     tokens_per_s: float | None
     prefix_cache_hit_rate: float | None
+    spec_acceptance_rate: float | None = None  # accepted / verified draft tokens
+    spec_mean_accepted_length: float | None = None  # tokens a speculating request emits per step
+
+
+def speculation_rates(drafts: float, draft_tokens: float, accepted: float) -> tuple[float | None, float | None]:
+    """(acceptance rate, mean accepted length) of the drafts verified over an interval, as vLLM and
+    the engine dashboard define them: accepted over verified draft tokens, and 1 + accepted per draft
+    (the accepted tokens plus the target's own); None where no draft (token) was verified."""
+    rate = accepted / draft_tokens if draft_tokens > 0 else None
+    length = 1 + accepted / drafts if drafts > 0 else None
+    return rate, length
 
 
 def rates_between(previous: EngineCounters | None, current: EngineCounters, seconds: float | None) -> Rates:
@@ -117,8 +135,15 @@ def rates_between(previous: EngineCounters | None, current: EngineCounters, seco
     queries = current.prefix_cache_queries_total - base.prefix_cache_queries_total
     hits = current.prefix_cache_hits_total - base.prefix_cache_hits_total
     tokens = current.generation_tokens_total - base.generation_tokens_total
+    acceptance, length = speculation_rates(
+        current.spec_decode_drafts_total - base.spec_decode_drafts_total,
+        current.spec_decode_draft_tokens_total - base.spec_decode_draft_tokens_total,
+        current.spec_decode_accepted_tokens_total - base.spec_decode_accepted_tokens_total,
+    )
     return Rates(
         ttft_p50_s=histogram_quantile(0.5, delta_buckets),
         tokens_per_s=tokens / seconds if previous is not None and not restarted and seconds else None,
         prefix_cache_hit_rate=hits / queries if queries > 0 else None,
+        spec_acceptance_rate=acceptance,
+        spec_mean_accepted_length=length,
     )

@@ -30,6 +30,8 @@ def _queries(deployment: str, window: str) -> dict[str, str]:
     def rate(metric: str) -> str:
         return _rate(metric, deployment, window)
 
+    accepted = rate("vllm:spec_decode_num_accepted_tokens_total")
+
     def ttft(q: float) -> str:
         return (
             f"1000 * histogram_quantile({q}, sum by (le) "
@@ -41,6 +43,8 @@ def _queries(deployment: str, window: str) -> dict[str, str]:
         "ttft_p50_ms": ttft(0.5),
         "ttft_p90_ms": ttft(0.9),
         "prefix_cache_hit_rate": f"{rate('vllm:prefix_cache_hits_total')} / {rate('vllm:prefix_cache_queries_total')}",
+        "spec_acceptance_rate": f"{accepted} / {rate('vllm:spec_decode_num_draft_tokens_total')}",
+        "spec_mean_accepted_length": f"1 + {accepted} / {rate('vllm:spec_decode_num_drafts_total')}",
     }
 
 

@@ -13,7 +13,10 @@ sum over replicas of each one's latest gauge in the bucket). Cost, as the engine
 accelerator-hour over the time between two of its scrapes (busy or idle); a bucket's spend is split
 by each kind of work's share of the busy time (prefill, decode, onloads from the KV tiers) over that
 kind's tokens (uncached input, output, cached input). Only scrape pairs of replicas that report
-accelerators count toward cost and tokens/s per accelerator. Pure functions: tested without a database.
+accelerators count toward cost and tokens/s per accelerator. Speculative decoding, as the engine
+dashboard's row: the draft acceptance rate (accepted over verified draft tokens) and the mean accepted
+length (1 + accepted per draft), over every replica's drafts in the bucket (None where none was
+verified). Pure functions: tested without a database.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from controlplane.serving.metrics import histogram_quantile
+from controlplane.serving.metrics import histogram_quantile, speculation_rates
 
 TTFT_QUANTILES = {"ttft_p50_ms": 0.5, "ttft_p90_ms": 0.9}
 TIER_COUNTERS = ("hit_tokens", "onload_bytes", "onload_seconds")  # cumulative, in metrics.KV_TIER_SAMPLES
@@ -30,6 +33,8 @@ TIER_COUNTERS = ("hit_tokens", "onload_bytes", "onload_seconds")  # cumulative, 
 TIER_SERIES = ("kv_tier_hit_rate", "kv_tier_onload_gb_per_s", "kv_tier_bytes_held")
 # per bucket: the spend per hour, the cost per million tokens of each kind and tokens/s per accelerator
 COST_SERIES = ("spend_per_hour", "cost_per_million", "tokens_per_s_per_accelerator")
+# per bucket, over the replicas' verified drafts
+SPECULATION_SERIES = ("spec_acceptance_rate", "spec_mean_accepted_length")
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,9 @@ class Scrape:
     accelerators: float = 0.0  # 0: the replica does not say (not a chassis replica, or an older sample)
     accelerator_hour_price: float = 0.0  # 0: not set
     busy_seconds: dict[str, float] = field(default_factory=dict)  # cumulative, work -> seconds
+    spec_decode_drafts_total: float = 0.0
+    spec_decode_draft_tokens_total: float = 0.0
+    spec_decode_accepted_tokens_total: float = 0.0
 
 
 @dataclass
@@ -69,6 +77,9 @@ class _Bucket:
     prompt_tokens: float = 0.0
     hits: float = 0.0
     queries: float = 0.0
+    drafts: float = 0.0
+    draft_tokens: float = 0.0
+    accepted: float = 0.0
     ttft: dict[str, float] = field(default_factory=dict)
     tier_increases: dict[str, dict[str, float]] = field(default_factory=dict)  # tier -> TIER_COUNTERS
     tier_bytes_held: dict[int, dict[str, float]] = field(default_factory=dict)  # replica -> tier -> bytes
@@ -87,6 +98,7 @@ def bucket_starts(start: float, end: float, step: float) -> list[float]:
 
 def deployment_series(scrapes: Iterable[Scrape], start: float, end: float, step: float) -> dict:
     """{"t": bucket starts, "tokens_per_s", "ttft_p50_ms", "ttft_p90_ms", "prefix_cache_hit_rate"},
+    the SPECULATION_SERIES,
     the per-tier TIER_SERIES (empty dicts without tiers) and COST_SERIES ("spend_per_hour" a list,
     "cost_per_million" {"input_uncached", "input_cached", "output"} and "tokens_per_s_per_accelerator"
     {"input", "output"}, lists; None where undefined: no price, no tokens of that kind, no busy time). A bucket no replica reported in is None
@@ -116,7 +128,15 @@ def deployment_series(scrapes: Iterable[Scrape], start: float, end: float, step:
         for name, q in TTFT_QUANTILES.items():
             seconds = histogram_quantile(q, bucket.ttft) if bucket.ttft else None
             series[name].append(None if seconds is None else round(seconds * 1000, 3))
-    return {**series, **_tier_series(buckets), **_cost_series(buckets, step)}
+    return {**series, **_speculation_series(buckets), **_tier_series(buckets), **_cost_series(buckets, step)}
+
+
+def _speculation_series(buckets: list[_Bucket]) -> dict[str, list]:
+    points = [speculation_rates(b.drafts, b.draft_tokens, b.accepted) for b in buckets]
+    return {
+        name: [None if point[i] is None else round(point[i], 4) for point in points]
+        for i, name in enumerate(SPECULATION_SERIES)
+    }
 
 
 def _add_increases(bucket: _Bucket, scrape: Scrape, before: Scrape) -> None:
@@ -125,6 +145,9 @@ def _add_increases(bucket: _Bucket, scrape: Scrape, before: Scrape) -> None:
     bucket.prompt_tokens += _increase(scrape.prompt_tokens_total, before.prompt_tokens_total)
     bucket.hits += _increase(scrape.prefix_cache_hits_total, before.prefix_cache_hits_total)
     bucket.queries += _increase(scrape.prefix_cache_queries_total, before.prefix_cache_queries_total)
+    bucket.drafts += _increase(scrape.spec_decode_drafts_total, before.spec_decode_drafts_total)
+    bucket.draft_tokens += _increase(scrape.spec_decode_draft_tokens_total, before.spec_decode_draft_tokens_total)
+    bucket.accepted += _increase(scrape.spec_decode_accepted_tokens_total, before.spec_decode_accepted_tokens_total)
     restarted = scrape.generation_tokens_total < before.generation_tokens_total
     for bound, count in scrape.ttft_buckets.items():
         earlier = 0.0 if restarted else before.ttft_buckets.get(bound, 0.0)

@@ -152,6 +152,8 @@ class MetricSampleSerializer(serializers.ModelSerializer):
         fields = [
             "id", "replica", "at", "ttft_p50_s", "tokens_per_s", "prefix_cache_hit_rate", "requests_running",
             "kv_cache_usage", "generation_tokens_total", "prompt_tokens_total", "kv_tiers",
-            "accelerators", "accelerator_hour_price", "busy_seconds",
+            "accelerators", "accelerator_hour_price", "busy_seconds", "spec_acceptance_rate",
+            "spec_mean_accepted_length", "spec_decode_drafts_total", "spec_decode_draft_tokens_total",
+            "spec_decode_accepted_tokens_total",
         ]  # fmt: skip
         read_only_fields = fields

@@ -11,6 +11,13 @@ class MetricSample(models.Model):
     prompt_tokens_total = models.FloatField(default=0)
     prefix_cache_queries_total = models.FloatField(default=0)
     prefix_cache_hits_total = models.FloatField(default=0)
+    spec_decode_drafts_total = models.FloatField(default=0, help_text="Speculative decoding: drafts verified.")
+    spec_decode_draft_tokens_total = models.FloatField(
+        default=0, help_text="Speculative decoding: draft tokens verified."
+    )
+    spec_decode_accepted_tokens_total = models.FloatField(
+        default=0, help_text="Speculative decoding: draft tokens accepted."
+    )
     ttft_buckets = models.JSONField(
         default=dict, help_text="Cumulative TTFT histogram: upper bound -> count."
     )
@@ -37,6 +44,12 @@ class MetricSample(models.Model):
     ttft_p50_s = models.FloatField(null=True, blank=True)
     tokens_per_s = models.FloatField(null=True, blank=True)
     prefix_cache_hit_rate = models.FloatField(null=True, blank=True)
+    spec_acceptance_rate = models.FloatField(
+        null=True, blank=True, help_text="Accepted over verified draft tokens (null: none verified)."
+    )
+    spec_mean_accepted_length = models.FloatField(
+        null=True, blank=True, help_text="Tokens a speculating request emitted per step: 1 + accepted per draft."
+    )
 
     class Meta:
         ordering = ["at", "id"]

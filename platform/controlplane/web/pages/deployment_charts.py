@@ -34,9 +34,10 @@ def _local_scrapes(deployment: Deployment, start: float, end: float):
     ).values_list(
         "replica_id", "at", "generation_tokens_total", "prefix_cache_queries_total", "prefix_cache_hits_total",
         "ttft_buckets", "prompt_tokens_total", "kv_tiers", "accelerators", "accelerator_hour_price", "busy_seconds",
+        "spec_decode_drafts_total", "spec_decode_draft_tokens_total", "spec_decode_accepted_tokens_total",
     )  # fmt: skip
-    for replica_id, at, tokens, queries, hits, ttft, prompt_tokens, kv_tiers, *cost in rows.iterator():
-        yield Scrape(replica_id, at.timestamp(), tokens, queries, hits, ttft, prompt_tokens, kv_tiers, *cost)
+    for replica_id, at, tokens, queries, hits, ttft, prompt_tokens, kv_tiers, *rest in rows.iterator():
+        yield Scrape(replica_id, at.timestamp(), tokens, queries, hits, ttft, prompt_tokens, kv_tiers, *rest)
 
 
 def series_response(request, deployment: Deployment) -> JsonResponse:

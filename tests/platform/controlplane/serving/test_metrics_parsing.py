@@ -102,3 +102,24 @@ def test_a_replica_without_a_price_reports_zero_and_a_vllm_replica_reports_no_co
     assert counters.busy_seconds == {"prefill": 0.0, "decode": 0.0}
     vllm = parse_engine_metrics(METRICS)
     assert vllm.accelerators == 0 and vllm.busy_seconds == {}
+
+
+def test_speculation_counters_and_their_rates_between_scrapes():
+    """The engine's own vllm:spec_decode_* counters: 20 drafts, 60 draft tokens, 36 accepted (20,
+    10 and 6 at positions 0-2); then 10 drafts more, 30 tokens, 24 accepted."""
+    first = parse_engine_metrics(replica_exposition(speculation=(20, 60, [20, 10, 6])))
+    assert (first.spec_decode_drafts_total, first.spec_decode_draft_tokens_total) == (20, 60)
+    assert first.spec_decode_accepted_tokens_total == 36
+    later = parse_engine_metrics(replica_exposition(speculation=(30, 90, [30, 18, 12])))
+    rates = rates_between(first, later, seconds=5.0)
+    assert rates.spec_acceptance_rate == pytest.approx(24 / 30)
+    assert rates.spec_mean_accepted_length == pytest.approx(1 + 24 / 10)
+    alone = rates_between(None, first, None)  # the whole life of the process
+    assert alone.spec_acceptance_rate == pytest.approx(36 / 60) and alone.spec_mean_accepted_length == 2.8
+
+
+def test_without_speculation_there_is_no_acceptance():
+    counters = parse_engine_metrics(replica_exposition())
+    assert counters.spec_decode_drafts_total == counters.spec_decode_draft_tokens_total == 0
+    rates = rates_between(counters, counters, seconds=5.0)
+    assert rates.spec_acceptance_rate is None and rates.spec_mean_accepted_length is None

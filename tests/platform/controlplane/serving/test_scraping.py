@@ -61,3 +61,21 @@ def test_a_scrape_stores_the_cost_families_and_the_api_serves_them(replica, api)
     assert [(row["accelerators"], row["accelerator_hour_price"], row["busy_seconds"]) for row in served] == [
         (2.0, 3.6, {"prefill": 1.5, "decode": 4.0})
     ]
+
+
+def test_two_scrapes_of_a_speculating_replica_store_its_acceptance_and_the_api_serves_it(replica, api):
+    from controlplane.serving.scraping import scrape_replica
+
+    with serving(replica_exposition(speculation=(20, 60, [20, 10, 6]))) as client:
+        first = scrape_replica(replica, client)
+    with serving(replica_exposition(speculation=(30, 90, [30, 18, 12]))) as client:
+        second = scrape_replica(replica, client)
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert (first.spec_decode_drafts_total, first.spec_decode_draft_tokens_total) == (20, 60)
+    assert first.spec_acceptance_rate == pytest.approx(36 / 60)  # the process so far
+    assert second.spec_acceptance_rate == pytest.approx(24 / 30)  # since the first scrape
+    assert second.spec_mean_accepted_length == pytest.approx(1 + 24 / 10)
+    served = api("viewer").get(f"/api/v1/metric-samples/?replica={replica.pk}").json()["results"]
+    assert sorted(row["spec_acceptance_rate"] for row in served) == pytest.approx([0.6, 0.8])
+    assert {row["spec_decode_accepted_tokens_total"] for row in served} == {36.0, 60.0}

@@ -201,3 +201,29 @@ def test_a_sample_without_accelerators_is_no_baseline_for_cost():
     assert series["spend_per_hour"] == [None, 7.2]
     assert series["cost_per_million"]["output"] == [None, 2.0]
     assert series["tokens_per_s_per_accelerator"]["output"] == [None, 300.0]
+
+
+def speculating(replica, at, drafts, draft_tokens, accepted):
+    return Scrape(
+        replica, at, 0.0, 0.0, 0.0, {}, spec_decode_drafts_total=drafts,
+        spec_decode_draft_tokens_total=draft_tokens, spec_decode_accepted_tokens_total=accepted,
+    )  # fmt: skip
+
+
+def test_speculation_pools_every_replicas_drafts():
+    # replica 1: 10 drafts of 4 tokens, 36 accepted; replica 2: 30 drafts of 2 tokens, 12 accepted.
+    scrapes = [speculating(1, 0, 0, 0, 0), speculating(1, 10, 10, 40, 36),
+               speculating(2, 0, 0, 0, 0), speculating(2, 10, 30, 60, 12)]  # fmt: skip
+    series = deployment_series(scrapes, start=10, end=10, step=10)
+    assert series["spec_acceptance_rate"] == [48 / 100]  # not the mean of 0.9 and 0.2
+    assert series["spec_mean_accepted_length"] == [1 + 48 / 40]
+
+
+def test_no_draft_verified_is_a_gap_and_a_restart_counts_from_zero():
+    scrapes = [speculating(1, 0, 100, 400, 300), speculating(1, 10, 100, 400, 300),
+               speculating(1, 20, 5, 20, 10), speculating(1, 30, 15, 50, 30)]  # fmt: skip
+    series = deployment_series(scrapes, start=10, end=30, step=10)
+    assert series["spec_acceptance_rate"] == [None, 0.5, 0.6667]
+    assert series["spec_mean_accepted_length"] == [None, 3.0, 3.0]
+    plain = deployment_series([scrape(1, 0, 0.0), scrape(1, 10, 5.0)], start=10, end=10, step=10)
+    assert plain["spec_acceptance_rate"] == plain["spec_mean_accepted_length"] == [None]

@@ -55,3 +55,26 @@ def make_costed_deployment(make_deployment):
         return deployment
 
     return make
+
+
+@pytest.fixture
+def speculating_deployment(make_deployment):
+    """Two replicas scraped every 10 s for 5 minutes: one verifies 4 drafts of 4 tokens a second and
+    accepts 12 of them, the other 2 drafts of 2 tokens and accepts 1 (13 of 20 draft tokens in all,
+    6 drafts: a mean accepted length of 1 + 13 / 6)."""
+    from controlplane.serving.models import MetricSample, Replica
+    from django.utils import timezone
+
+    deployment = make_deployment("speculating", replicas=2)
+    now = timezone.now()
+    for replica, (drafts, tokens, accepted) in (
+        (Replica.create_for(deployment, "t", "t"), (4, 16, 12)),
+        (Replica.create_for(deployment, "t", "t"), (2, 4, 1)),
+    ):
+        for seconds_ago in range(300, -1, -10):
+            elapsed = 300 - seconds_ago
+            MetricSample.objects.create(
+                replica=replica, at=now - timedelta(seconds=seconds_ago), spec_decode_drafts_total=drafts * elapsed,
+                spec_decode_draft_tokens_total=tokens * elapsed, spec_decode_accepted_tokens_total=accepted * elapsed,
+            )  # fmt: skip
+    return deployment

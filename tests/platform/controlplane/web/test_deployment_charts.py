@@ -58,6 +58,23 @@ def test_the_page_has_a_kv_tier_chart_and_says_when_no_replica_has_tiers(login, 
     assert body["kv_tier_hit_rate"] == body["kv_tier_onload_gb_per_s"] == body["kv_tier_bytes_held"] == {}
 
 
+def test_the_page_has_a_speculation_chart_and_says_when_no_replica_verified_drafts(login, two_replicas):
+    client = login("viewer")
+    page = client.get(f"/deployments/{two_replicas.pk}/").content.decode()
+    assert 'id="chart-spec" data-chart="spec"' in page
+    assert "No replica verified draft tokens" in page  # shown by charts.js when the series are empty
+    body = client.get(f"/deployments/{two_replicas.pk}/samples.json?range=15m").json()
+    assert set(body["spec_acceptance_rate"]) == set(body["spec_mean_accepted_length"]) == {None}
+
+
+def test_speculation_series_pool_the_replicas_drafts(login, speculating_deployment):
+    body = login("viewer").get(f"/deployments/{speculating_deployment.pk}/samples.json?range=15m").json()
+    rates = [v for v in body["spec_acceptance_rate"] if v is not None]
+    lengths = [v for v in body["spec_mean_accepted_length"] if v is not None]
+    assert len(rates) >= 25 and set(rates) == {0.65}  # 13 of 20 draft tokens, not the mean of 0.75 and 0.25
+    assert set(lengths) == {round(1 + 13 / 6, 4)}
+
+
 def test_prometheus_without_a_price_has_no_spend_nor_cost(login, two_replicas, settings):
     def answer(query, start, end, step):
         if "chassis_accelerator_hour_price" in query:  # spend and cost per million: no price set
@@ -133,6 +150,9 @@ def test_longer_than_retention_reads_prometheus(login, two_replicas, settings):
     )
     ttft_query = next(q["query"] for q in prometheus.queries if "(0.9," in q["query"])
     assert "histogram_quantile(0.9, sum by (le)" in ttft_query
+    spec_queries = [q["query"] for q in prometheus.queries if "spec_decode" in q["query"]]
+    assert len(spec_queries) == 2 and all('deployment="chat"' in q for q in spec_queries)
+    assert body["spec_acceptance_rate"][0] is None  # the fake has no drafts: a gap
 
     with FakePrometheus(lambda *args: None) as refusing:
         settings.CHASSIS_PROMETHEUS_URL = refusing.url
@@ -151,7 +171,8 @@ def openmetrics_history(start: int, end: int) -> str:
     chat-0 answers every first token within 0.1 s, chat-1 within 1 s but not 0.1 s. Each takes 100
     prompt tokens/s, 40 of them onloaded from its host KV tier at 3 GB/s, which holds 2 GB; 25 of them
     are prefix-cache hits. Each holds 2 accelerators at 3.6 an hour and is busy 0.3 s a second on
-    prefill, 0.5 s on decode (0.1 s onloading)."""
+    prefill, 0.5 s on decode (0.1 s onloading). Each verifies 10 drafts of 4 tokens a second and
+    accepts 30 of the 40 tokens."""
     families = {
         "vllm:generation_tokens": ["# TYPE vllm:generation_tokens counter"],
         "vllm:time_to_first_token_seconds": ["# TYPE vllm:time_to_first_token_seconds histogram"],
@@ -164,6 +185,9 @@ def openmetrics_history(start: int, end: int) -> str:
         "chassis_engine_busy_seconds": ["# TYPE chassis_engine_busy_seconds counter"],
         "chassis_accelerators": ["# TYPE chassis_accelerators gauge"],
         "chassis_accelerator_hour_price": ["# TYPE chassis_accelerator_hour_price gauge"],
+        "vllm:spec_decode_num_drafts": ["# TYPE vllm:spec_decode_num_drafts counter"],
+        "vllm:spec_decode_num_draft_tokens": ["# TYPE vllm:spec_decode_num_draft_tokens counter"],
+        "vllm:spec_decode_num_accepted_tokens": ["# TYPE vllm:spec_decode_num_accepted_tokens counter"],
     }
     for at in range(start, end, 60):
         requests, elapsed = (at - start) // 60, at - start
@@ -198,6 +222,10 @@ def openmetrics_history(start: int, end: int) -> str:
             families["chassis_accelerator_hour_price"].append(
                 f"chassis_accelerator_hour_price{{{labels}}} 3.6 {at}"
             )
+            for name, per_s in (("drafts", 10), ("draft_tokens", 40), ("accepted_tokens", 30)):
+                families[f"vllm:spec_decode_num_{name}"].append(
+                    f"vllm:spec_decode_num_{name}_total{{{labels}}} {per_s * elapsed} {at}"
+                )
     return "\n".join([*(line for lines in families.values() for line in lines), "# EOF", ""])
 
 
@@ -245,6 +273,8 @@ def test_a_week_from_a_real_prometheus(prometheus_binary, tmp_path, login, make_
         assert all(body["cost_per_million"][kind][i] == pytest.approx(value, rel=1e-3) for i in inside), kind
     assert all(body["tokens_per_s_per_accelerator"]["output"][i] == pytest.approx(15.0) for i in inside)
     assert all(body["tokens_per_s_per_accelerator"]["input"][i] == pytest.approx(50.0) for i in inside)
+    assert all(body["spec_acceptance_rate"][i] == pytest.approx(0.75) for i in inside)
+    assert all(body["spec_mean_accepted_length"][i] == pytest.approx(4.0) for i in inside)
     before = [
         v
         for t, v in zip(body["t"], body["tokens_per_s"], strict=True)

@@ -143,3 +143,28 @@ def test_cost_chart_says_how_to_set_a_price(admin_page, live_server, make_costed
     assert admin_page.query_selector("#chart-cost canvas") is None
     assert "Spend — (no price set)" in admin_page.text_content("#cost-latest")
     assert "output 300 tok/s" in admin_page.text_content("#cost-latest")
+
+
+def test_speculation_chart_draws_the_pooled_acceptance_and_the_mean_length(
+    admin_page, live_server, speculating_deployment
+):
+    admin_page.goto(f"{live_server.url}/deployments/{speculating_deployment.pk}/")
+    admin_page.select_option("#chart-range", "15m")
+    admin_page.wait_for_selector("#chart-spec[data-range='15m'] canvas")
+    assert json.loads(admin_page.get_attribute("#chart-spec", "data-lines")) == ["draft acceptance (%)"]
+    drawn = [v for v in json.loads(admin_page.get_attribute("#chart-spec", "data-values")) if v is not None]
+    assert len(drawn) >= 25 and all(abs(v - 65.0) < 1e-6 for v in drawn), drawn
+    assert admin_page.is_hidden("#spec-none")
+    latest = admin_page.text_content("#spec-latest")
+    assert "Mean accepted length 3.17 tokens per step" in latest and "acceptance 65.0 %" in latest, latest
+
+
+def test_speculation_chart_says_when_no_replica_verified_drafts(admin_page, live_server, make_costed_deployment):
+    deployment = make_costed_deployment("plain")
+    admin_page.goto(f"{live_server.url}/deployments/{deployment.pk}/")
+    admin_page.select_option("#chart-range", "15m")
+    admin_page.wait_for_selector("#chart-cost[data-range='15m'] canvas")
+    admin_page.wait_for_selector("#spec-none", state="visible")
+    assert admin_page.query_selector("#chart-spec canvas") is None
+    assert admin_page.get_attribute("#chart-spec", "data-points") == "0"
+    assert "Mean accepted length —" in admin_page.text_content("#spec-latest")

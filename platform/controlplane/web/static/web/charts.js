@@ -11,12 +11,17 @@
     hits: { unit: "%", scale: 100, series: [["prefix_cache_hit_rate", "hit rate (%)", "#6b46c1"]] },
     // one line per KV tier the replicas report; "none" says there is none, "latest" each one's bytes held and onload GB/s
     tiers: { unit: "%", scale: 100, byTier: "kv_tier_hit_rate", none: "kv-tiers-none", latest: "kv-tier-latest", summary: tierSummary },
-    // cost per million tokens of each kind; drawn only where a replica reports a price ("priced"), else "none" says how to set one
+    // cost per million tokens of each kind; drawn only where a replica reports a price ("requires"), else "none" says how to set one
     cost: {
-      unit: "$", precise: true, priced: "spend_per_hour", none: "cost-none", latest: "cost-latest", summary: costSummary,
+      unit: "$", precise: true, requires: "spend_per_hour", none: "cost-none", latest: "cost-latest", summary: costSummary,
       series: [["cost_per_million.input_uncached", "input, uncached ($/M)", "#2b6cb0"],
                ["cost_per_million.input_cached", "input, cached ($/M)", "#6b46c1"],
                ["cost_per_million.output", "output ($/M)", "#c05621"]],
+    },
+    // speculative decoding: drawn only where a replica verified drafts, with the mean accepted length below
+    spec: {
+      unit: "%", scale: 100, requires: "spec_acceptance_rate", none: "spec-none", latest: "spec-latest",
+      summary: specSummary, series: [["spec_acceptance_rate", "draft acceptance (%)", "#2f855a"]],
     },
   };
   const TIER_COLORS = ["#2b6cb0", "#c05621", "#2f855a", "#6b46c1", "#b83280"];
@@ -34,9 +39,10 @@
     return key.split(".").reduce((value, part) => (value ? value[part] : undefined), body);
   }
 
-  // A chart's lines as [values, legend, colour]; none where spec.priced has no value (no price set).
+  // A chart's lines as [values, legend, colour]; none where spec.requires has no value in the range
+  // (no price set, no draft verified).
   function lines(spec, body) {
-    if (spec.priced && newest(body[spec.priced]) === null) return [];
+    if (spec.requires && newest(get(body, spec.requires)) === null) return [];
     if (!spec.byTier) return spec.series.map(([key, name, stroke]) => [get(body, key), name, stroke]);
     return Object.entries(body[spec.byTier] || {}).map(
       ([tier, values], i) => [values, tier, TIER_COLORS[i % TIER_COLORS.length]]);
@@ -61,6 +67,13 @@
     const perAccelerator = body.tokens_per_s_per_accelerator || {};
     return `Spend ${spend === null ? "— (no price set)" : label(spend, "$/h", true)} · tokens/s per accelerator: ` +
       `input ${label(newest(perAccelerator.input), "tok/s")}, output ${label(newest(perAccelerator.output), "tok/s")}`;
+  }
+
+  // The mean accepted length and the acceptance at the latest point that has them.
+  function specSummary(body) {
+    const length = newest(body.spec_mean_accepted_length);
+    const rate = newest(body.spec_acceptance_rate);
+    return `Mean accepted length ${label(length, "tokens per step")} · acceptance ${label(rate === null ? null : rate * 100, "%")}`;
   }
 
   function build(el, spec, drawn, data) {
