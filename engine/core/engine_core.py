@@ -363,7 +363,7 @@ class EngineCore:
             raise RuntimeError("scheduler made no progress: the KV pool cannot hold the next request")
 
     def _process(self, out: SchedulerOutput, result: StepResult) -> list[RequestOutput]:
-        self._advance_grammars(out, result.sampled)
+        self._advance_grammars(out, result.sampled, result.accepted)
         self.scheduler.update_from_output(out, result.sampled, result.accepted)
         emitted = {s.request.request_id: s.emitted for s in out.scheduled if s.num_draft_tokens}
         outputs = []
@@ -409,14 +409,20 @@ class EngineCore:
         return outputs
 
     @staticmethod
-    def _advance_grammars(out: SchedulerOutput, sampled: dict[str, int]) -> None:
-        """Structured output: each grammar accepts its request's sampled token (never drafts)."""
+    def _advance_grammars(
+        out: SchedulerOutput, sampled: dict[str, int], accepted: dict[str, list[int]] | None = None
+    ) -> None:
+        """Structured output: each grammar accepts its request's emitted tokens: its accepted draft
+        tokens in order, then the sampled one (the verify step masked each under the grammar)."""
         grammars, tokens = [], []
         for s in out.scheduled:
             request = s.request
-            if request.grammar is not None and not request.status.finished and request.request_id in sampled:
+            rid = request.request_id
+            if request.grammar is not None and not request.status.finished and rid in sampled:
+                for token in (accepted or {}).get(rid, ()):
+                    request.grammar.accept(token)
                 grammars.append(request.grammar)
-                tokens.append(sampled[request.request_id])
+                tokens.append(sampled[rid])
         if grammars:
             accept_tokens(grammars, tokens)
 

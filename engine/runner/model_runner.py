@@ -34,7 +34,7 @@ from engine.sampling.sampler import (
 )
 from engine.sampling.verify import verify_draft, verify_forced
 from engine.scheduler.output import SchedulerOutput
-from engine.structured.bitmask import GrammarMasks, apply_grammars
+from engine.structured.bitmask import GrammarMasks, apply_draft_grammars, apply_grammars
 
 if TYPE_CHECKING:
     from engine.spec.forced_acceptance import ForcedAcceptance
@@ -425,6 +425,9 @@ class ModelRunner:
         sampled: dict[str, int] = {}
         accepted: dict[str, list[int]] = {}
         logprobs: dict[str, Logprob] = {}
+        # Structured outputs: every row sampled under its grammar as advanced through the draft
+        # tokens before it, so a draft token the grammar refuses is rejected at its own row.
+        apply_draft_grammars(logits, scheduled, self.grammar_masks)
         # A request whose every row is chosen up front (the argmax, or unseeded: no generator whose
         # order must be kept) reads its tokens with the batch's one device read; seeded requests
         # sample position by position, consuming their generator once per emitted token.

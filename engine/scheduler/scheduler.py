@@ -207,8 +207,8 @@ class Scheduler:
         token on the host, within the token budget and short of the request's last output token."""
         if not request.draft_token_ids or num_new != 1 or request.num_output_placeholders:
             return 0
-        if request.grammar is not None:  # drafts would need the grammar checked token by token
-            return 0
+        if request.grammar is not None and not request.grammar.verifies_drafts:
+            return 0  # reasoning, a thinking budget counting or a forced token: one token at a time
         room = min(budget - 1, request.max_tokens - len(request.output_token_ids) - 1)
         return max(0, min(len(request.draft_token_ids), room))
 

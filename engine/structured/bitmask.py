@@ -81,18 +81,47 @@ def apply_grammars(logits: torch.Tensor, requests: list, masks: GrammarMasks) ->
     if len(rows) < len(logits):
         # Free rows allow every token, so the whole batch is masked without an index list.
         mask.fill_(-1)
-    matched = []
-    for row in rows:
-        grammar = requests[row].grammar
-        forced, first = grammar.forced_token, grammar.first_mask
-        if forced is not None:
-            allow_only(mask[row], forced)
-        elif first is not None and first.shape[0] == mask.shape[1]:
-            mask[row].copy_(first)
-        else:
-            matched.append(row)
+    matched = [row for row in rows if not _fill_without_matcher(requests[row].grammar, mask, row)]
     if matched:
         masks.fill([requests[row].grammar.matcher for row in matched], mask, matched)
+    _apply(logits, mask, masks)
+
+
+def apply_draft_grammars(logits: torch.Tensor, scheduled: list, masks: GrammarMasks) -> None:
+    """A verify step's logits (each request's rows in turn: its last token's, then one per draft
+    token), masked in place: a request with drafts gets each row's mask from its grammar advanced
+    through the draft tokens before it (``RequestGrammar.fill_draft_masks``), one without as
+    ``apply_grammars`` masks it. Free rows allow every token."""
+    if not any(s.request.grammar is not None and s.request.grammar.active for s in scheduled):
+        return
+    mask = masks.host_buffer(len(logits), -(-logits.shape[-1] // 32))
+    mask.fill_(-1)
+    row = 0
+    for s in scheduled:
+        grammar = s.request.grammar
+        if grammar is not None and grammar.active:
+            if s.num_draft_tokens:
+                grammar.fill_draft_masks(s.draft_token_ids, mask, row)
+            elif not _fill_without_matcher(grammar, mask, row):
+                grammar.matcher.fill_next_token_bitmask(mask, row)
+        row += s.num_draft_tokens + 1
+    _apply(logits, mask, masks)
+
+
+def _fill_without_matcher(grammar, mask: torch.Tensor, row: int) -> bool:
+    """A row that needs no matcher: a forced token, or the grammar's first step (its start state's
+    row, computed once per compiled grammar); False when the matcher must fill it."""
+    forced, first = grammar.forced_token, grammar.first_mask
+    if forced is not None:
+        allow_only(mask[row], forced)
+        return True
+    if first is not None and first.shape[0] == mask.shape[1]:
+        mask[row].copy_(first)
+        return True
+    return False
+
+
+def _apply(logits: torch.Tensor, mask: torch.Tensor, masks: GrammarMasks) -> None:
     import xgrammar as xgr
 
     xgr.apply_token_bitmask_inplace(logits, masks.to_device(mask))

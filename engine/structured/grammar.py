@@ -100,6 +100,32 @@ class RequestGrammar:
         return self._matcher
 
     @property
+    def verifies_drafts(self) -> bool:
+        """Whether a speculative draft may be verified under this grammar this step: its tokens are
+        only matched (``plain_matcher``: past reasoning, compiled, not terminated, no thinking budget
+        counting) and no token is forced."""
+        return self.plain_matcher is not None and self.forced_token is None
+
+    def fill_draft_masks(self, draft: list[int], mask, row: int) -> int:
+        """Rows ``row`` .. ``row + len(draft)`` of ``mask``: the tokens allowed after the tokens
+        before each draft position (the state now, then after ``draft[:1]``, ...), as a verify step
+        samples them. Returns how many draft tokens the grammar accepts in order; the rows past the
+        first one it refuses are left as they were (that token is masked at its own row, so
+        verification stops there), and the matcher is rolled back to where it was."""
+        matcher = self.plain_matcher
+        matcher.fill_next_token_bitmask(mask, row)
+        valid = 0
+        for token in draft:
+            if matcher.is_terminated() or not matcher.accept_token(token):
+                break
+            valid += 1
+            if not matcher.is_terminated():  # after a stop token nothing may follow: that row is spare
+                matcher.fill_next_token_bitmask(mask, row + valid)
+        if valid:
+            matcher.rollback(valid)
+        return valid
+
+    @property
     def terminated(self) -> bool:
         """The grammar has accepted a stop token: nothing more may follow."""
         return self._matcher is not None and self._matcher.is_terminated()
