@@ -23,7 +23,7 @@ class Switches:
     cpu_weight_layout: str = "auto"
     shared_experts: str = "auto"
     launch_overlap: str = "auto"
-    mla_split_floor: int = 0
+    mla_split_floor: int = 64
 
     @classmethod
     def of(cls, config: EngineConfig) -> Switches:

@@ -105,6 +105,7 @@ def test_a_split_floor_at_the_deepseek_v2_lite_shape_in_graph_wide_tables(force_
 def test_the_engine_split_floor_sets_the_small_batch_tiles_only():
     from kernels import mla_decode as module
 
+    before = module.default_tiles(1)
     previous = module.set_split_floor(256)
     try:
         assert module.default_tiles(1).split_floor == 256
@@ -115,7 +116,7 @@ def test_the_engine_split_floor_sets_the_small_batch_tiles_only():
             module.set_split_floor(-1)
     finally:
         module.set_split_floor(previous)
-    assert module.default_tiles(1) == module.DEFAULT_TILES
+    assert module.default_tiles(1) == before
 
 
 @pytest.mark.parametrize("num_splits", [1, 4])
