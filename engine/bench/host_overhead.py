@@ -37,7 +37,7 @@ _PHASES = (
     ("runner", "execute", "execute"),
     ("scheduler", "update_from_output", "update"),
 )
-# The speculator's hooks (only where one is attached): drafting runs inside schedule on some paths.
+# The speculator's hooks (only where one is attached), called by the step itself, beside schedule.
 _SPECULATOR_PHASES = (
     ("speculator", "wants_drafts", "speculator"),
     ("speculator", "propose", "speculator"),
@@ -90,16 +90,11 @@ class PhaseTimer:
 
         return timed
 
-    def exclusive(self, total: float, inside: dict[str, str] | None = None) -> dict[str, float]:
-        """Each phase's own time: nested phases taken out of the ones they run inside (``_NESTED``,
-        and ``inside``: phase -> the phase it was found to run inside)."""
+    def exclusive(self, total: float) -> dict[str, float]:
         phases = dict(self.totals)
         for outer, inner in _NESTED.items():
             if outer in phases:
                 phases[outer] -= self.totals.get(inner, 0.0)
-        for inner, outer in (inside or {}).items():
-            if outer in phases and inner in phases:
-                phases[outer] -= phases[inner]
         phases["outputs+other"] = total - sum(phases.values())
         return phases
 

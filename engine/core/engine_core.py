@@ -410,7 +410,7 @@ class EngineCore:
 
     @staticmethod
     def _advance_grammars(
-        out: SchedulerOutput, sampled: dict[str, int], accepted: dict[str, list[int]] | None = None
+        out: SchedulerOutput, sampled: dict[str, int], accepted: dict[str, list[int]]
     ) -> None:
         """Structured output: each grammar accepts its request's emitted tokens: its accepted draft
         tokens in order, then the sampled one (the verify step masked each under the grammar)."""
@@ -419,7 +419,7 @@ class EngineCore:
             request = s.request
             rid = request.request_id
             if request.grammar is not None and not request.status.finished and rid in sampled:
-                for token in (accepted or {}).get(rid, ()):
+                for token in accepted.get(rid, ()):
                     request.grammar.accept(token)
                 grammars.append(request.grammar)
                 tokens.append(sampled[rid])
