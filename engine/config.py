@@ -187,6 +187,12 @@ class EngineConfig:
         choices=GGUF_WEIGHTS,
     )
     enforce_eager: bool = setting(False, "CUDA: skip capturing decode steps as CUDA graphs")
+    max_cudagraph_capture_size: int | None = setting(
+        None,
+        "CUDA: rows of the largest decode graph (a row per token of a decode or verify step; larger "
+        "steps run eagerly); default: max_num_seqs, times 1 + num_speculative_tokens when an ngram or "
+        "draft_model proposer drafts (so whole verify steps replay), at most max_num_batched_tokens",
+    )
     moe_graphs: str = setting(
         "off",
         "CUDA: auto: the mixture-of-experts blocks of steps that run eagerly (prompt chunks, mixed "
@@ -297,6 +303,8 @@ class EngineConfig:
             raise ValueError("speculative_method draft_model needs speculative_model (the draft checkpoint)")
         if self.max_model_len is not None:
             _require_positive("max_model_len", self.max_model_len)
+        if self.max_cudagraph_capture_size is not None:
+            _require_positive("max_cudagraph_capture_size", self.max_cudagraph_capture_size)
         if self.num_gpu_blocks is not None:
             _require_positive("num_gpu_blocks", self.num_gpu_blocks)
         self._check_kv_tiers()

@@ -104,9 +104,8 @@ def _null_decode_graphs(core, max_batch: int, vocab: int) -> None:
 
     core.runner.capture_decode_graphs(max_batch, eager=True)
     graphs = core.runner.graphs
-    gen = torch.Generator().manual_seed(0)
+    graphs.logits = torch.randn(graphs.max_batch, vocab, generator=torch.Generator().manual_seed(0))
     for size in graphs.sizes:
-        graphs.logits[size] = torch.randn(size, vocab, generator=gen)
         graphs.replays[size] = lambda: None
 
 

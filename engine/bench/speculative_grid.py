@@ -483,12 +483,17 @@ def build_engine(args: argparse.Namespace, tmp: Path):
         model_dir, load_format = (args.model or str(smollm2_path())), "auto"
     # Long enough for the engine's CUDA warm-up prompts (engine/core/warm_up.py) and every request.
     max_model_len = max(512, PROMPT_LENS[1] + args.max_tokens + max(args.draft_lengths) + 16)
+    # The modes' speculators are swapped in after the build, so the graphs are sized here for the
+    # longest verify step: every request of the largest batch feeding its token and the longest draft.
+    verify_rows = max(args.batch_sizes) * (1 + max(args.draft_lengths))
     return LLM(
         model_dir,
         device=args.device,
         dtype=args.dtype or "auto",
         load_format=load_format,
         max_num_seqs=max(args.batch_sizes),
+        max_num_batched_tokens=max(2048, verify_rows),
+        max_cudagraph_capture_size=verify_rows,
         max_model_len=max_model_len,
     )
 

@@ -34,7 +34,7 @@ from engine.kv.events import KVEventLog
 from engine.kv.kv_manager import KVCacheManager
 from engine.kv.tiers.build import build_tiered_kv
 from engine.outputs import EngineStats, KVTierStats, RequestMetrics, RequestOutput
-from engine.runner.cuda_graphs import TAIL_ROWS
+from engine.runner.cuda_graphs import max_graph_rows
 from engine.runner.kv_sizing import kv_layout, kv_pool_sizes
 from engine.runner.model_runner import TORCH_DTYPES, LaunchedStep, StepResult
 from engine.sampling.params import SamplingParams
@@ -101,8 +101,7 @@ class EngineCore:
             and kernels_mode() != "torch"
             and not expert_parallel
         ):
-            # At least TAIL_ROWS rows: a prompt tail after a prefix hit is one row per token.
-            self.runner.capture_decode_graphs(max(config.max_num_seqs, TAIL_ROWS))
+            self.runner.capture_decode_graphs(max_graph_rows(config))
             if config.moe_graphs == "auto" and not config.batch_invariant:
                 # Captured after the decode graphs, which capture the MoE blocks themselves.
                 self.runner.capture_moe_graphs(config.max_num_batched_tokens)

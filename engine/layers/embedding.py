@@ -93,21 +93,26 @@ class LMHead(_VocabRows):
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         return self._gathered(matmul(hidden, self._weight_for(hidden)))  # the decode GEMV at a few rows
 
-    def forward_norm(self, x: torch.Tensor, residual: torch.Tensor, norm: RMSNorm) -> torch.Tensor:
-        """``self(norm(x + residual))``, the norm folded into the GEMV for decode-sized inputs."""
+    def forward_norm(
+        self, x: torch.Tensor, residual: torch.Tensor, norm: RMSNorm, out: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """``self(norm(x + residual))``, the norm folded into the GEMV for decode-sized inputs;
+        ``out``: an fp32 ``[rows, vocab]`` buffer the logits are written into (and returned)."""
         projected, _ = norm.norm_matmul(x, residual, self._weight_for(x))
-        return self._gathered(projected)
+        return self._gathered(projected, out)
 
     def _weight_for(self, x: torch.Tensor) -> torch.Tensor:
         if self.one_row_weight is not None and x.numel() <= self.ONE_ROW_MAX * x.shape[-1]:
             return self.one_row_weight
         return self.weight
 
-    def _gathered(self, projected: torch.Tensor) -> torch.Tensor:
+    def _gathered(self, projected: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        if out is not None and self.group.is_single and self.softcap is None:
+            return out.copy_(projected)  # the fp32 conversion itself, into the caller's buffer
         logits = projected.float()
         if not self.group.is_single:
             logits = self.group.all_gather_last_dim(logits)[..., : self.vocab_size]
-        if self.softcap is None:
-            return logits
-        # tanh through the vectorized path whatever the vocabulary size (kernels/cpu_invariant.py)
-        return cpu_invariant.pointwise(torch.tanh, logits / self.softcap) * self.softcap
+        if self.softcap is not None:
+            # tanh through the vectorized path whatever the vocabulary size (kernels/cpu_invariant.py)
+            logits = cpu_invariant.pointwise(torch.tanh, logits / self.softcap) * self.softcap
+        return logits if out is None else out.copy_(logits)

@@ -240,12 +240,17 @@ class CausalLM(nn.Module):
 
     @torch.inference_mode()
     def decode_logits(
-        self, token_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata
+        self,
+        token_ids: torch.Tensor,
+        positions: torch.Tensor,
+        meta: AttentionMetadata,
+        out: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """``compute_logits(forward(...))`` for a batch whose every row wants logits (a decode step),
-        with the final norm folded into the LM head's GEMV where the batch is small enough."""
+        with the final norm folded into the LM head's GEMV where the batch is small enough;
+        ``out``: an fp32 ``[rows, vocab]`` buffer the logits are written into (and returned)."""
         x, residual = self._layers(token_ids, positions, meta)
-        return self.lm_head.forward_norm(x, residual, self.norm)
+        return self.lm_head.forward_norm(x, residual, self.norm, out)
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Copy HF-named tensors in; raises ValueError naming any unexpected or missing tensor."""

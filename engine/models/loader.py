@@ -37,7 +37,11 @@ class CausalLMModel(Protocol):
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor: ...
 
     def decode_logits(
-        self, token_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata
+        self,
+        token_ids: torch.Tensor,
+        positions: torch.Tensor,
+        meta: AttentionMetadata,
+        out: torch.Tensor | None = None,
     ) -> torch.Tensor: ...
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None: ...

@@ -14,7 +14,8 @@ attention) before its attention reads the cache, so row i sees exactly keys 0..s
 attention of the eager verify, with logits in its order (each request's rows consecutively).
 
 A prompt's last chunk of at most ``TAIL_ROWS`` tokens (what a prefix-cache hit leaves to compute)
-runs the same way, one row per token, and the runner keeps its last row's logits: the eager step
+runs the same way, one row per token, also beside verify rows (a request admitted while others
+speculate), and the runner keeps its last row's logits: the eager step
 that would run instead is launched kernel by kernel from Python, which on a hit served from the KV
 tiers is most of the TTFT left after the onload. Each row's attention reads the context once, so
 longer chunks stay eager (one pass serves all their queries). Not in batch-invariant mode, where a
@@ -34,9 +35,23 @@ from engine.scheduler.output import SchedulerOutput
 from kernels.invariance import batch_invariant
 
 TAIL_ROWS = 16  # the longest prompt chunk the graphs run (one row per token)
+GRAPHED_PROPOSERS = ("ngram", "draft_model")  # speculative methods whose verify steps replay the graphs
 
 # Rows of the packed int64 staging buffer (the last two: the window group's, engine/kv/layout.py).
 _TOKENS, _POSITIONS, _SLOTS, _SEQ_LENS, _WINDOW_SLOTS, _WINDOW_SEQ_LENS = range(6)
+
+
+def max_graph_rows(config) -> int:
+    """Rows of the largest decode graph an engine of ``config`` (an ``EngineConfig``) captures: its
+    ``max_cudagraph_capture_size``, by default ``max_num_seqs`` rows, times 1 + the longest draft when
+    a proposer's verify steps replay these graphs (the MTP proposer reads hidden states, which they do
+    not output); at most one step's token budget, at least ``TAIL_ROWS``."""
+    rows = config.max_cudagraph_capture_size
+    if rows is None:
+        rows = config.max_num_seqs
+        if config.speculative_method in GRAPHED_PROPOSERS:
+            rows *= 1 + config.num_speculative_tokens
+    return max(min(rows, config.max_num_batched_tokens), TAIL_ROWS)
 
 
 def capture_sizes(max_batch: int) -> list[int]:
@@ -73,7 +88,10 @@ class DecodeGraphs:
         self.steps_run = 0  # decode steps served by a replay (the benchmarks report it)
         self.verify_steps_run = 0  # of those, speculative verify steps (some request fed drafts)
         self.tail_steps_run = 0  # of those, steps where some request fed the last tokens of its prompt
-        self.logits: dict[int, torch.Tensor] = {}
+        # Every size writes its logits into the first rows of this one fp32 buffer (made by the first
+        # forward, which gives the vocabulary's width): a tensor per size would hold
+        # sum(sizes) x vocab floats, ~38 GB for verify steps of 1,536 rows over a 128k vocabulary.
+        self.logits: torch.Tensor | None = None
         self._host = np.zeros((6, self.max_batch), dtype=np.int64)
         self._table = _HostTable(self.max_batch, max_blocks_per_seq)
         self._window_table = _HostTable(self.max_batch, max_blocks_per_seq) if windowed else None
@@ -97,8 +115,12 @@ class DecodeGraphs:
             )
         return meta
 
-    def _forward(self, size: int, meta: AttentionMetadata) -> torch.Tensor:
-        return self.model.decode_logits(self.packed[_TOKENS, :size], self.packed[_POSITIONS, :size], meta)
+    def _forward(self, size: int, meta: AttentionMetadata) -> None:
+        tokens, positions = self.packed[_TOKENS, :size], self.packed[_POSITIONS, :size]
+        if self.logits is None:
+            first = self.model.decode_logits(tokens, positions, meta)
+            self.logits = torch.empty((self.max_batch, first.shape[-1]), dtype=torch.float32, device=self.device)
+        self.model.decode_logits(tokens, positions, meta, out=self.logits[:size])
 
     @torch.inference_mode()
     def capture(self) -> None:
@@ -112,7 +134,7 @@ class DecodeGraphs:
                 self._forward(size, meta)  # compile Triton kernels, settle cuBLAS workspaces
                 graph = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(graph, pool=pool, stream=stream):
-                    self.logits[size] = self._forward(size, meta)
+                    self._forward(size, meta)
                 self.replays[size] = graph.replay
         torch.cuda.current_stream(self.device).wait_stream(stream)
         torch.cuda.synchronize(self.device)
@@ -125,37 +147,39 @@ class DecodeGraphs:
 
             def replay(size=size, meta=meta) -> None:
                 with torch.inference_mode():
-                    self.logits[size] = self._forward(size, meta)
+                    self._forward(size, meta)
 
             self.replays[size] = replay
 
     def can_run(self, out: SchedulerOutput) -> bool:
         """Every request samples and feeds one token, or one plus its drafts (a verify step), or
-        (no drafts in the step) the last ``TAIL_ROWS`` or fewer tokens of its prompt, and their rows
-        fit the largest captured size. Other prompt chunks stay eager."""
+        the last ``TAIL_ROWS`` or fewer tokens of its prompt, and their rows fit the largest captured
+        size. Other prompt chunks stay eager."""
         if not out.scheduled:
             return False
-        rows, tails = 0, out.num_draft_tokens == 0 and not batch_invariant()
+        rows, tails = 0, not batch_invariant()
         for s in out.scheduled:
             if not s.samples:
                 return False
-            is_tail = tails and s.num_tokens <= TAIL_ROWS and not s.pending_token  # feeds known tokens
+            is_tail = (
+                tails and not s.num_draft_tokens and s.num_tokens <= TAIL_ROWS and not s.pending_token
+            )  # feeds known tokens
             if s.num_tokens != 1 + s.num_draft_tokens and not is_tail:
                 return False
             rows += s.num_tokens
         return rows <= self.max_batch
 
     @staticmethod
-    def last_rows(out: SchedulerOutput) -> list[int] | None:
-        """Each request's last row when some request fed several tokens without drafts (a prompt
-        tail: only its last token samples), else None (one row per sampling position already)."""
-        if out.num_draft_tokens or all(s.num_tokens == 1 for s in out.scheduled):
+    def sample_rows(out: SchedulerOutput) -> list[int] | None:
+        """The rows whose logits sample when a prompt tail fed several tokens (only its last one
+        samples; a verify request's rows all do, its token's and its drafts'), else None (every row)."""
+        if all(s.num_tokens == 1 + s.num_draft_tokens for s in out.scheduled):
             return None
-        rows, last = 0, []
+        rows, keep = 0, []
         for s in out.scheduled:
             rows += s.num_tokens
-            last.append(rows - 1)
-        return last
+            keep.extend(range(rows - 1 - s.num_draft_tokens, rows))
+        return keep
 
     def run(
         self,
@@ -216,8 +240,8 @@ class DecodeGraphs:
         self.replays[size]()
         self.steps_run += 1
         self.verify_steps_run += verify
-        self.tail_steps_run += not verify and n > len(scheduled)
-        return self.logits[size][:n]
+        self.tail_steps_run += n > len(scheduled) + out.num_draft_tokens
+        return self.logits[:n]
 
     @staticmethod
     def _pending_rows(scheduled) -> list[int]:

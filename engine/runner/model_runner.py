@@ -317,11 +317,11 @@ class ModelRunner:
         feed = self._feeder(out)
         if self.graphs is not None and self.hidden_sink is None and self.graphs.can_run(out):
             logits = self.graphs.run(out, self._gpu_work_begins, feed)
-            if out.num_draft_tokens:  # one row per fed token, as the eager verify's logits_indices
+            rows = self.graphs.sample_rows(out)
+            if rows is not None:  # a prompt tail's rows: its last token's logits sample
+                logits = logits[to_device(rows, torch.int64, self.device)]
+            if out.num_draft_tokens:  # one row per sampling position, as the eager verify's logits_indices
                 return self._verify_step(logits, out.scheduled, share)
-            last = self.graphs.last_rows(out)
-            if last is not None:  # a prompt tail's rows: its last token's logits sample
-                logits = logits[to_device(last, torch.int64, self.device)]
             return self._sample_step(logits, [s.request for s in out.scheduled], share)
         inputs = build_inputs(
             out,

@@ -71,6 +71,78 @@ def test_prompt_tails_after_a_prefix_hit_run_through_the_graphs_with_the_eager_t
     assert graphs.tail_steps_run == sum(k > 1 for k in tails[1:])
 
 
+def test_verify_steps_carrying_prompt_tails_run_through_the_graphs(tiny_llama):
+    """A request admitted after a prefix hit while others speculate: its prompt tail's rows ride in
+    the verify step's graph beside the draft rows (only its last row samples), and every request
+    gets the tokens of speculation off."""
+    rng = random.Random(13)
+    prefix = [rng.randrange(3, 300) for _ in range(48)]  # three full blocks
+    prompts = []
+    for _ in range(8):
+        phrase = [rng.randrange(3, 300) for _ in range(rng.randrange(3, 6))]
+        prompts.append(prefix + (phrase * 3)[:14])  # a tail of 14 tokens, repeating: n-gram drafts
+    params = [SamplingParams(max_tokens=10 + 5 * (i % 3), temperature=0.0, ignore_eos=True) for i in range(8)]
+
+    def run(**kwargs):
+        # The tiny Llama repeats its prompts' phrases (n-gram drafts); the tiny MoE and DeepSeek do not.
+        llm = LLM(tiny_llama, device="cpu", dtype="float32", max_num_seqs=3, **kwargs)
+        llm.generate([prefix + [1]], SamplingParams(max_tokens=1))  # caches the prefix
+        return llm
+
+    off = [o.token_ids for o in run().generate(prompts, params)]
+    llm = run(speculative_method="ngram", speculative_scheduling="fixed")
+    runner = llm.engine.runner
+    runner.capture_decode_graphs(64, eager=True)
+    mixed = []
+    original = runner.graphs.run
+    runner.graphs.run = lambda out, *a: mixed.append(
+        out.num_draft_tokens > 0 and any(s.num_tokens > 1 + s.num_draft_tokens for s in out.scheduled)
+    ) or original(out, *a)
+    assert [o.token_ids for o in llm.generate(prompts, params)] == off
+    assert any(mixed)  # some verify step carried a prompt tail through the graphs
+
+
+def test_graph_logits_share_one_buffer_whatever_the_sizes(tiny_llama):
+    """Every captured size writes its logits into one [largest size, vocab] fp32 buffer: a tensor
+    per size would hold sum(sizes) x vocab floats (~38 GB for 1,536 rows of a 128k vocabulary)."""
+    llm = LLM(tiny_llama, device="cpu", max_num_seqs=4)
+    runner = llm.engine.runner
+    runner.capture_decode_graphs(96, eager=True)
+    graphs = runner.graphs
+    llm.generate(_prompts(3), SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True))
+    vocab = llm.engine.model_config.vocab_size
+    assert graphs.logits.shape == (96, vocab) and graphs.logits.dtype == torch.float32
+    assert graphs.steps_run > 0
+
+
+@pytest.mark.parametrize(
+    ("settings", "rows"),
+    [
+        (dict(max_num_seqs=64), 64),
+        (dict(max_num_seqs=8), 16),  # a prompt tail of TAIL_ROWS tokens still fits
+        (dict(max_num_seqs=64, speculative_method="ngram"), 384),  # 64 x (1 + 5 drafted)
+        (dict(max_num_seqs=64, speculative_method="ngram", num_speculative_tokens=2), 192),
+        (dict(max_num_seqs=256, speculative_method="draft_model", speculative_model="d"), 1536),
+        (dict(max_num_seqs=512, speculative_method="ngram"), 2048),  # one step's token budget
+        (dict(max_num_seqs=64, speculative_method="mtp"), 64),  # MTP verifies eagerly (hidden states)
+        (dict(max_num_seqs=64, max_cudagraph_capture_size=200), 200),
+        (dict(max_num_seqs=64, max_cudagraph_capture_size=4096), 2048),
+    ],
+)
+def test_largest_graph_holds_whole_verify_steps_of_the_proposers_that_replay_them(settings, rows):
+    from engine.config import EngineConfig
+    from engine.runner.cuda_graphs import max_graph_rows
+
+    assert max_graph_rows(EngineConfig("m", **settings)) == rows
+
+
+def test_max_cudagraph_capture_size_must_be_positive():
+    from engine.config import EngineConfig
+
+    with pytest.raises(ValueError, match="max_cudagraph_capture_size must be a positive integer"):
+        EngineConfig("m", max_cudagraph_capture_size=0)
+
+
 def _repeating_prompts(n, seed=5):
     """Prompts that repeat a phrase, so n-gram lookup drafts (some drafts right, most wrong)."""
     rng = random.Random(seed)
