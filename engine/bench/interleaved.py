@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterator
 from statistics import median
 
 
-def alternate(runs: dict[str, Callable[[int], float]], rounds: int) -> Iterator[dict[str, float]]:
+def alternate(runs: dict[str, Callable[[int], float]], rounds: int, first: int = 0) -> Iterator[dict[str, float]]:
     """Each round runs every one of ``runs`` once, in order, given the round's index (for fresh
-    prompts), and yields their figures."""
-    for round_ in range(rounds):
+    prompts; ``first``: the first round's, to extend earlier rounds), and yields their figures."""
+    for round_ in range(first, first + rounds):
         yield {name: run(round_) for name, run in runs.items()}
 
 

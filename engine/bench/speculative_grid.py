@@ -64,6 +64,7 @@ MIN_VS_BEST_FIXED = 0.95
 MIN_SPEEDUP_BATCH_1 = 1.8
 MIN_VS_OFF_LARGE_BATCH = 0.97
 WARM_UP_TOKENS = 8
+MAX_ROUNDS_FACTOR = 4  # --min-seconds adds rounds up to this many times --rounds
 SCHEDULER = "scheduler"
 HEADER = (
     f"{'acc':>5}{'batch':>6}{'off':>9}{{fixed}}{'sched':>9}{'best':>6}{'s/best':>9}{'s/off':>9}"
@@ -168,6 +169,7 @@ class GridReport:
     draft_lengths: list[int]
     oracle_confidence: str
     rounds: int = 1
+    min_seconds: float = 0.0  # --min-seconds: a point's modes ran more rounds until each ran this long
     waves: int = 1
     points: list[Point] = field(default_factory=list)
     skipped: list[tuple[float, int]] = field(default_factory=list)  # (acceptance, batch) over budget
@@ -247,6 +249,15 @@ def add_grid_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         help="--grid: keep the --profile-point traces here (default: not kept)",
+    )
+    parser.add_argument(
+        "--min-seconds",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help=f"--grid: after --rounds, more alternating rounds of a point (up to {MAX_ROUNDS_FACTOR}x "
+        "--rounds) until every mode's pooled run time reaches this; small batches' short runs are the "
+        "noisiest (default: %(default)s)",
     )
     parser.add_argument(
         "--rounds",
@@ -523,6 +534,7 @@ def _run_points(llm, args: argparse.Namespace, started: float, say) -> GridRepor
         draft_lengths=sorted(args.draft_lengths),
         oracle_confidence=args.oracle_confidence,
         rounds=args.rounds,
+        min_seconds=getattr(args, "min_seconds", 0.0),
         waves=getattr(args, "waves", 1),
         build_s=time.perf_counter() - started,
     )
@@ -541,6 +553,10 @@ def _run_points(llm, args: argparse.Namespace, started: float, say) -> GridRepor
             for mode in ["off", *(f"k{k}" for k in sorted(args.draft_lengths)), SCHEDULER]
         }
         rounds = list(alternate(runs, args.rounds))
+        # Short runs (small batches) are the noisiest: more rounds until every mode ran long enough.
+        min_seconds, cap = getattr(args, "min_seconds", 0.0), MAX_ROUNDS_FACTOR * args.rounds
+        while len(rounds) < cap and min(sum(r[m].seconds for r in rounds) for m in runs) < min_seconds:
+            rounds += alternate(runs, 1, first=len(rounds))
         point = Point(acceptance, batch, {mode: pooled([r[mode] for r in rounds]) for mode in runs})
         report.points.append(point)
         durations[batch] = time.perf_counter() - point_started
@@ -616,6 +632,11 @@ def format_report(report: GridReport) -> str:
         f"tokens per request, oracle drafts (confidence {report.oracle_confidence}) accepted at the forced "
         f"rate acc; tok/s of output tokens, pooled over {report.rounds} alternating round(s) per mode"
         + (
+            f" (more, up to {MAX_ROUNDS_FACTOR * report.rounds}, until each mode ran {report.min_seconds:g} s)"
+            if report.min_seconds
+            else ""
+        )
+        + (
             f"; {report.waves} waves of each batch's requests at that concurrency" if report.waves > 1 else ""
         ),
         HEADER.format(fixed=fixed),
@@ -643,6 +664,9 @@ def format_report(report: GridReport) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.rounds < 1 or args.waves < 1:
         print("chassis bench speculative --grid: --rounds and --waves must be >= 1", file=sys.stderr)
+        return 2
+    if args.min_seconds < 0:
+        print("chassis bench speculative --grid: --min-seconds must be >= 0", file=sys.stderr)
         return 2
     from engine.bench.grid_profile import parse_point  # light: no torch
 

@@ -35,7 +35,7 @@ RESERVE=25
 GRID_BUDGET=$((BUDGET - 60))
 run_capped "$((BUDGET - 20))" grid "$PY" -m engine.bench.speculative --grid --random-arch "$ARCH" --device cuda \
   --acceptance $ACCEPTANCE --batch-sizes 1 16 64 128 256 --draft-lengths 1 2 3 4 5 --max-tokens 64 \
-  --rounds 2 --waves "$WAVES" --trace-steps "${PROFILES[@]}" --profile-dir "$OUT/profiles" \
+  --rounds 2 --min-seconds 3 --waves "$WAVES" --trace-steps "${PROFILES[@]}" --profile-dir "$OUT/profiles" \
   --time-budget "$GRID_BUDGET" --json "$OUT/grid.json"
 if [[ -f "$OUT/grid.json" ]]; then
   "$PY" -m engine.bench.grid_trace "$OUT/grid.json" 2>&1 | tee "$OUT/grid_trace.txt" | tee -a "$LOG"

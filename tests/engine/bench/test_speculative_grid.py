@@ -108,6 +108,21 @@ def test_rounds_alternate_the_modes_and_pool_them(tmp_path, capsys):
     assert k2["position_acceptance"] == k2["accepted_tokens"] / k2["decided_tokens"]
 
 
+def test_min_seconds_adds_rounds_up_to_four_times_rounds(tmp_path, capsys):
+    """A minimum no tiny run reaches: each mode runs 4 x --rounds rounds, pooled; the text says so."""
+    report = _one_point(tmp_path, "--max-tokens", "4", "--rounds", "1", "--min-seconds", "3600")
+    assert "(more, up to 4, until each mode ran 3600 s)" in capsys.readouterr().out
+    assert report["min_seconds"] == 3600
+    (point,) = report["points"]
+    for result in point["modes"].values():
+        assert result["rounds"] == 4 and result["output_tokens"] == 4 * 2 * 4
+
+
+def test_a_negative_min_seconds_is_refused(capsys):
+    assert main([*GRID, "--min-seconds", "-1"]) == 2
+    assert "--min-seconds must be >= 0" in capsys.readouterr().err
+
+
 def test_trace_steps_records_every_step_with_its_prediction(tmp_path):
     from engine.bench.grid_trace import summarize
 
