@@ -29,17 +29,21 @@ except ImportError:  # torch before 2.9
 # torch 2.9 takes ``is_causal`` and no ``scale``; from 2.10 on ``window_size=(-1, 0)`` is causal.
 _PARAMETERS = set(inspect.signature(_varlen_attn).parameters) if _varlen_attn is not None else set()
 _CAUSAL = {"window_size": (-1, 0)} if "window_size" in _PARAMETERS else {"is_causal": True}
-# Flash attention's head sizes: multiples of 8 up to 256.
+# Flash attention's head sizes: multiples of 8 up to 256; its dtypes.
 MAX_HEAD_DIM = 256
+FLASH_DTYPES = (torch.float16, torch.bfloat16)
 # bf16 inputs, fp32 reference: the largest difference the self-check accepts.
 AGREEMENT_TOLERANCE = 2e-2
 logger = logging.getLogger(__name__)
 
 
 def varlen_available(q: torch.Tensor, head_dim: int) -> bool:
-    """Whether ``causal_varlen`` runs for queries like ``q`` with keys of ``head_dim``: on CUDA, with
+    """Whether ``causal_varlen`` runs for queries like ``q`` with keys of ``head_dim``: on CUDA, in
+    half precision (flash attention's only dtypes: an fp32 engine attends request by request), with
     a torch that has it, and once ``agrees_with_sdpa`` has passed on this device."""
     if not (q.is_cuda and _varlen_attn is not None and head_dim % 8 == 0 and head_dim <= MAX_HEAD_DIM):
+        return False
+    if q.dtype not in FLASH_DTYPES:
         return False
     return agrees_with_sdpa(q.device)
 

@@ -7,11 +7,13 @@ import torch
 from kernels.varlen_attention import _offsets, varlen_available
 
 
-def test_not_offered_off_cuda_or_for_head_sizes_flash_attention_lacks():
-    assert not varlen_available(torch.zeros(2, 2, 16), 16)
+def test_not_offered_off_cuda_or_for_head_sizes_and_dtypes_flash_attention_lacks():
+    assert not varlen_available(torch.zeros(2, 2, 16, dtype=torch.bfloat16), 16)
     if torch.cuda.is_available():
-        q = torch.zeros(2, 2, 16, device="cuda")
+        q = torch.zeros(2, 2, 16, device="cuda", dtype=torch.bfloat16)
         assert varlen_available(q, 192) and not varlen_available(q, 12) and not varlen_available(q, 264)
+        # An fp32 DeepSeek engine on CUDA crashed at warm-up: "FlashAttention only support fp16 and bf16".
+        assert not varlen_available(q.float(), 192)
 
 
 def test_offsets_are_the_queries_then_the_contexts_each_from_zero():
