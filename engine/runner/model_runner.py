@@ -441,7 +441,8 @@ class ModelRunner:
         for s, known in zip(scheduled, up_front, strict=True):
             request, draft = s.request, s.draft_token_ids
             lo, row = row, row + len(draft) + 1
-            rows = logits[lo:row]
+            # A torch slice per request costs microseconds of host time: only where rows are read.
+            rows = None if known else logits[lo:row]
             if request.sampling_params.logprobs is not None:  # never drafts: sampled as without speculation
                 plain = self.sample(rows, [request])
                 sampled.update(plain.sampled)

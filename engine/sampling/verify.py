@@ -51,7 +51,7 @@ def verify_draft(
 
 
 def verify_forced(
-    logits: torch.Tensor,
+    logits: torch.Tensor | None,
     draft: list[int],
     state_at: Callable[[int], SamplingState] | None,
     argmax: list[int] | None,
