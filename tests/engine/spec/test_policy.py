@@ -348,6 +348,18 @@ def test_drafts_fill_the_graph_that_pays_not_the_next_one():
     assert policy.draft_lengths({"r": _calibrated(0.9, 5)}, batch_tokens=1, num_decodes=1) == {"r": 3}
 
 
+def test_of_plans_priced_within_the_tie_tolerance_the_shortest_goes(monkeypatch):
+    import engine.spec.policy as policy_module
+
+    # Acceptance 0.8: 3 drafts in the 4-row graph emit 2.952 tokens per 5.29 ms (558.0/s), 5 in the
+    # 8-row one 3.689 per 6.60 ms (558.9/s): 0.2 % apart, inside the models' error.
+    times = {2: 0.00423, 4: 0.00529, 8: 0.00660}
+    draft = {"r": _calibrated(0.8, 5)}
+    assert _batch_1_policy(times).draft_lengths(draft, batch_tokens=1, num_decodes=1) == {"r": 3}
+    monkeypatch.setattr(policy_module, "TIE_TOLERANCE", 0.0)
+    assert _batch_1_policy(times).draft_lengths(draft, batch_tokens=1, num_decodes=1) == {"r": 5}
+
+
 def test_when_padding_rows_cost_nothing_the_whole_draft_goes():
     policy = _batch_1_policy({2: 0.0043, 4: 0.0044, 8: 0.0045})  # a dense model: weights read once
     assert policy.draft_lengths({"r": _calibrated(0.8, 5)}, batch_tokens=1, num_decodes=1) == {"r": 5}
