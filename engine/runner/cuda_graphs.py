@@ -93,8 +93,13 @@ class DecodeGraphs:
         # sum(sizes) x vocab floats, ~38 GB for verify steps of 1,536 rows over a 128k vocabulary.
         self.logits: torch.Tensor | None = None
         self._host = np.zeros((6, self.max_batch), dtype=np.int64)
-        self._table = _HostTable(self.max_batch, max_blocks_per_seq)
+        self._table = _HostTable(self.max_batch, max_blocks_per_seq)  # steps of one row per request
         self._window_table = _HostTable(self.max_batch, max_blocks_per_seq) if windowed else None
+        # Steps of several rows for some request: a row per request here, expanded into the rows' table.
+        self._request_table = _HostTable(self.max_batch, max_blocks_per_seq)
+        self._rows = np.zeros((self.max_batch, max_blocks_per_seq), dtype=np.int32)
+        self._window_request_table = _HostTable(self.max_batch, max_blocks_per_seq) if windowed else None
+        self._window_rows = np.zeros_like(self._rows) if windowed else None
 
     def _meta(self, size: int) -> AttentionMetadata:
         query_start_loc = self.query_start_loc[: size + 1]
@@ -192,47 +197,29 @@ class DecodeGraphs:
 
         ``feed(token_buffer, rows)`` writes the device-side ids of rows whose token is pending."""
         scheduled = out.scheduled
-        n = len(scheduled)
         verify = out.num_draft_tokens > 0
-        if any(s.num_tokens > 1 for s in scheduled):
-            # One row per fed token: a verify request's last token then its drafts; a prompt tail's tokens.
-            owners = [s for s in scheduled for _ in range(s.num_tokens)]
-            tokens = [t for s in scheduled for t in s.token_ids]
-            positions = [p for s in scheduled for p in range(s.start, s.start + s.num_tokens)]
-            n = len(owners)
-        else:
-            owners = scheduled
-            tokens = [s.token_ids[0] for s in scheduled]
-            positions = [s.start for s in scheduled]
-        size = next(s for s in self.sizes if s >= n)
-        bs = self.block_size
         host = self._host
-        host[_TOKENS, :n] = tokens
-        host[_POSITIONS, :n] = positions
-        pairs = list(zip(owners, positions, strict=True))
-        host[_SLOTS, :n] = [
-            -1 if pos < s.reused_until else s.block_ids[pos // bs - s.block_base] * bs + pos % bs
-            for s, pos in pairs
-        ]
-        host[_SEQ_LENS, :n] = [pos + 1 - s.block_base * bs for s, pos in pairs]
+        if any(s.num_tokens > 1 for s in scheduled):
+            n = sum(s.num_tokens for s in scheduled)
+            size = next(s for s in self.sizes if s >= n)
+            table, width, window_table, window_width = self._stage_rows(scheduled, n, size)
+        else:
+            n = len(scheduled)
+            size = next(s for s in self.sizes if s >= n)
+            self._stage_one_row_each(scheduled, n)
+            table, width = self._table.table, self._table.update([s.block_ids for s in scheduled], size)
+            if self.windowed:
+                window_table = self._window_table.table
+                window_width = self._window_table.update([s.window_block_ids for s in scheduled], size)
         host[_TOKENS : _POSITIONS + 1, n:size] = 0
         host[[_SLOTS, _WINDOW_SLOTS], n:size] = -1
         host[[_SEQ_LENS, _WINDOW_SEQ_LENS], n:size] = 1
-        width = self._table.update([s.block_ids for s in owners], size)
-        if self.windowed:
-            host[_WINDOW_SLOTS, :n] = [
-                s.window_block_ids[pos // bs - s.window_base] * bs + pos % bs for s, pos in pairs
-            ]
-            host[_WINDOW_SEQ_LENS, :n] = [pos + 1 - s.window_base * bs for s, pos in pairs]
-            window_width = self._window_table.update([s.window_block_ids for s in owners], size)
         if before_copies is not None:
             before_copies()
         copy_to(self.packed[:, :size], host[:, :size])
-        copy_to(self.block_tables[:size, :width], self._table.table[:size, :width])
+        copy_to(self.block_tables[:size, :width], table[:size, :width])
         if self.windowed:
-            copy_to(
-                self.window_block_tables[:size, :window_width], self._window_table.table[:size, :window_width]
-            )
+            copy_to(self.window_block_tables[:size, :window_width], window_table[:size, :window_width])
         if feed is not None:
             pending = self._pending_rows(scheduled)
             if pending:
@@ -242,6 +229,60 @@ class DecodeGraphs:
         self.verify_steps_run += verify
         self.tail_steps_run += n > len(scheduled) + out.num_draft_tokens
         return self.logits[:n]
+
+    def _stage_one_row_each(self, scheduled, n: int) -> None:
+        """A step of one row per request: its token, position, slot and sequence length."""
+        bs, host = self.block_size, self._host
+        host[_TOKENS, :n] = [s.token_ids[0] for s in scheduled]
+        host[_POSITIONS, :n] = [s.start for s in scheduled]
+        host[_SLOTS, :n] = [
+            -1 if s.start < s.reused_until else s.block_ids[s.start // bs - s.block_base] * bs + s.start % bs
+            for s in scheduled
+        ]
+        host[_SEQ_LENS, :n] = [s.start + 1 - s.block_base * bs for s in scheduled]
+        if self.windowed:
+            host[_WINDOW_SLOTS, :n] = [
+                s.window_block_ids[s.start // bs - s.window_base] * bs + s.start % bs for s in scheduled
+            ]
+            host[_WINDOW_SEQ_LENS, :n] = [s.start + 1 - s.window_base * bs for s in scheduled]
+
+    def _stage_rows(self, scheduled, n: int, size: int):
+        """A step of several rows for some request (a verify step, a prompt tail): each request's
+        values staged once and repeated over its rows with numpy, as a 768-row verify step of 128
+        requests would otherwise cost thousands of Python operations per row-sized list. Returns the
+        host block tables to copy and their widths (each row its request's block ids)."""
+        bs, host, count = self.block_size, self._host, len(scheduled)
+        fed = np.fromiter((s.num_tokens for s in scheduled), np.int64, count)
+        owner = np.repeat(np.arange(count), fed)
+        first_row = np.cumsum(fed) - fed
+        starts = np.fromiter((s.start for s in scheduled), np.int64, count)
+        positions = starts[owner] + (np.arange(n) - first_row[owner])
+        host[_TOKENS, :n] = [t for s in scheduled for t in s.token_ids]
+        host[_POSITIONS, :n] = positions
+        in_block = positions % bs
+
+        def stage(requests: _HostTable, id_lists, bases, slots_row: int, lens_row: int, rows) -> int:
+            width = requests.update(id_lists, count)
+            base = bases[owner]
+            blocks = requests.table[owner, np.clip(positions // bs - base, 0, width - 1)]
+            host[slots_row, :n] = blocks.astype(np.int64) * bs + in_block
+            host[lens_row, :n] = positions + 1 - base * bs
+            rows[:n, :width] = requests.table[owner, :width]
+            rows[n:size, 0] = 0  # padded rows read block 0 (always valid)
+            return width
+
+        bases = np.fromiter((s.block_base for s in scheduled), np.int64, count)
+        width = stage(self._request_table, [s.block_ids for s in scheduled], bases, _SLOTS, _SEQ_LENS, self._rows)
+        reused = np.fromiter((s.reused_until for s in scheduled), np.int64, count)
+        host[_SLOTS, :n][positions < reused[owner]] = -1  # their KV is in the cache already
+        if not self.windowed:
+            return self._rows, width, None, None
+        bases = np.fromiter((s.window_base for s in scheduled), np.int64, count)
+        window_ids = [s.window_block_ids for s in scheduled]
+        window_width = stage(
+            self._window_request_table, window_ids, bases, _WINDOW_SLOTS, _WINDOW_SEQ_LENS, self._window_rows
+        )
+        return self._rows, width, self._window_rows, window_width
 
     @staticmethod
     def _pending_rows(scheduled) -> list[int]:

@@ -46,7 +46,7 @@ def test_graph_path_gives_the_eager_tokens(tiny_models, arch):
     assert all(n <= 5 for n in calls)
 
 
-@pytest.mark.parametrize("arch", ["llama", "qwen3_moe", "deepseek_v3"])  # deepseek_v3: latent attention
+@pytest.mark.parametrize("arch", ["llama", "qwen3_moe", "deepseek_v3", "mistral"])  # deepseek_v3: latent attention
 def test_prompt_tails_after_a_prefix_hit_run_through_the_graphs_with_the_eager_tokens(tiny_models, arch):
     """A prefix-cache hit leaves 1-16 prompt tokens to compute: through the graphs (one row per
     token, the last row's logits sampled) the tokens equal the eager engine's."""
@@ -153,7 +153,7 @@ def _repeating_prompts(n, seed=5):
     return prompts
 
 
-@pytest.mark.parametrize("arch", ["llama", "qwen3_moe", "deepseek_v3"])  # deepseek_v3: latent attention
+@pytest.mark.parametrize("arch", ["llama", "qwen3_moe", "deepseek_v3", "gemma2"])  # gemma2: a window group
 def test_verify_steps_through_the_graphs_give_the_eager_verify_tokens(tiny_models, arch):
     """A verify step's requests expand to one graph row per fed token; steps whose rows exceed the
     largest captured size (8 here) verify eagerly, next to graphed ones."""
@@ -178,6 +178,7 @@ def test_verify_steps_through_the_graphs_give_the_eager_verify_tokens(tiny_model
     assert graphed == eager
     assert stats.spec_decode_num_accepted_tokens == eager_stats.spec_decode_num_accepted_tokens > 0
     assert 0 < graphs.verify_steps_run < len(verify_steps)  # some graphed, some too large
+    assert graphs.windowed == (arch == "gemma2")  # its sliding layers' own block tables, per row
     assert any(rows > 8 for rows in verify_steps)
     plain = LLM(tiny_models[arch], device="cpu", dtype="float32")
     assert graphed == [o.token_ids for o in plain.generate(prompts, params)]  # speculation off
