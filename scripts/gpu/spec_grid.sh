@@ -8,19 +8,20 @@
 #
 # Usage on the device machine, from the repo root (python3 with torch and triton):
 #   bash scripts/gpu/spec_grid.sh [--budget SECONDS] [--waves W] [--arch NAME] [--profile ACC:BATCH]...
-#       [--acceptance "0.8 0.9"] (a subset of the rates, to split the grid over calls)
+#       [--acceptance "0.8 0.9"] (a subset of the rates, to split the grid over calls) [--min-seconds S]
 # Output under $OUT: spec_grid.log, grid.json, profiles/*.json.gz, grid_trace.txt.
 set -uo pipefail
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONPATH="$PWD:$PWD/platform:${PYTHONPATH:-}" PYTHONUNBUFFERED=1
 PY="${PYTHON:-python3}"
-BUDGET=560 WAVES=3 ARCH=llama-3.1-8b PROFILES=() ACCEPTANCE="0.8 0.2 0.5 0.9"
+BUDGET=560 WAVES=3 ARCH=llama-3.1-8b PROFILES=() ACCEPTANCE="0.8 0.2 0.5 0.9" MIN_SECONDS=3
 while (($#)); do
   case "$1" in
     --budget) BUDGET="$2"; shift 2 ;;
     --waves) WAVES="$2"; shift 2 ;;
     --arch) ARCH="$2"; shift 2 ;;
     --acceptance) ACCEPTANCE="$2"; shift 2 ;;
+    --min-seconds) MIN_SECONDS="$2"; shift 2 ;;
     --profile) PROFILES+=(--profile-point "$2"); shift 2 ;;
     -h|--help) sed -n 2,12p "$0"; exit 0 ;;
     *) echo "spec_grid.sh: unknown argument $1"; exit 2 ;;
@@ -35,7 +36,7 @@ RESERVE=25
 GRID_BUDGET=$((BUDGET - 60))
 run_capped "$((BUDGET - 20))" grid "$PY" -m engine.bench.speculative --grid --random-arch "$ARCH" --device cuda \
   --acceptance $ACCEPTANCE --batch-sizes 1 16 64 128 256 --draft-lengths 1 2 3 4 5 --max-tokens 64 \
-  --rounds 2 --min-seconds 3 --waves "$WAVES" --trace-steps "${PROFILES[@]}" --profile-dir "$OUT/profiles" \
+  --rounds 2 --min-seconds "$MIN_SECONDS" --waves "$WAVES" --trace-steps "${PROFILES[@]}" --profile-dir "$OUT/profiles" \
   --time-budget "$GRID_BUDGET" --json "$OUT/grid.json"
 if [[ -f "$OUT/grid.json" ]]; then
   "$PY" -m engine.bench.grid_trace "$OUT/grid.json" 2>&1 | tee "$OUT/grid_trace.txt" | tee -a "$LOG"
