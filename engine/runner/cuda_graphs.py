@@ -88,10 +88,10 @@ class DecodeGraphs:
         self.steps_run = 0  # decode steps served by a replay (the benchmarks report it)
         self.verify_steps_run = 0  # of those, speculative verify steps (some request fed drafts)
         self.tail_steps_run = 0  # of those, steps where some request fed the last tokens of its prompt
-        # Every size writes its logits into the first rows of this one fp32 buffer (made by the first
-        # forward, which gives the vocabulary's width): a tensor per size would hold
-        # sum(sizes) x vocab floats, ~38 GB for verify steps of 1,536 rows over a 128k vocabulary.
-        self.logits: torch.Tensor | None = None
+        # Every size writes its logits into the first rows of this one fp32 buffer: a tensor per size
+        # would hold sum(sizes) x vocab floats, ~38 GB for verify steps of 1,536 rows over a 128k vocabulary.
+        vocab = model.lm_head.vocab_size
+        self.logits = torch.empty((self.max_batch, vocab), dtype=torch.float32, device=device)
         self._host = np.zeros((6, self.max_batch), dtype=np.int64)
         self._table = _HostTable(self.max_batch, max_blocks_per_seq)  # steps of one row per request
         self._window_table = _HostTable(self.max_batch, max_blocks_per_seq) if windowed else None
@@ -122,9 +122,6 @@ class DecodeGraphs:
 
     def _forward(self, size: int, meta: AttentionMetadata) -> None:
         tokens, positions = self.packed[_TOKENS, :size], self.packed[_POSITIONS, :size]
-        if self.logits is None:
-            first = self.model.decode_logits(tokens, positions, meta)
-            self.logits = torch.empty((self.max_batch, first.shape[-1]), dtype=torch.float32, device=self.device)
         self.model.decode_logits(tokens, positions, meta, out=self.logits[:size])
 
     @torch.inference_mode()
