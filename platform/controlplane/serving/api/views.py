@@ -1,4 +1,5 @@
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import transaction
 from django.db.models import Count, Q
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
@@ -39,10 +40,14 @@ class DeploymentViewSet(ChassisModelViewSet):
     ordering_fields = ["id", "name", "created"]
     write_role = OPERATOR
 
+    # The row and its revision commit together: the reconciler (beat) must never see a deployment
+    # without its revision, or it launches a replica that runs no revision.
+    @transaction.atomic
     def perform_create(self, serializer):
         super().perform_create(serializer)
         services.save_spec(serializer.instance, user_actor(self.request.user))
 
+    @transaction.atomic
     def perform_update(self, serializer):
         super().perform_update(serializer)
         services.save_spec(serializer.instance, user_actor(self.request.user))

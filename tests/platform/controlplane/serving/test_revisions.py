@@ -1,5 +1,6 @@
 """Deployment revisions through the API and the page, and the reconciler applying rolling updates."""
 
+import threading
 from datetime import timedelta
 
 import pytest
@@ -7,6 +8,8 @@ from controlplane.serving.choices import ReplicaState as S
 from controlplane.serving.choices import RolloutStatus
 from controlplane.serving.models import Deployment, Replica
 from controlplane.serving.reconciler import reconcile_deployment
+from django.db import connection
+from django.db.models.signals import post_save
 from django.utils import timezone
 
 pytestmark = pytest.mark.django_db
@@ -21,6 +24,36 @@ def _create(api, checkpoint, **fields):
 
 def _states(deployment):
     return list(deployment.replica_set.order_by("ordinal").values_list("revision__number", "state"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_another_connection_never_sees_a_created_deployment_without_its_revision(
+    api, ready_checkpoint, monkeypatch
+):
+    """The reconciler runs in another process: a deployment it can read must already have its
+    first revision, or it launches a replica of no revision."""
+    from controlplane.serving import services
+
+    monkeypatch.setattr(services, "reconcile_after_commit", lambda pk: None)
+    seen = []
+
+    def look_from_elsewhere(sender, instance, created, **kwargs):
+        def read():
+            seen.append(list(Deployment.objects.filter(pk=instance.pk).values_list("revision_id", flat=True)))
+            connection.close()
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        reader.join()
+
+    post_save.connect(look_from_elsewhere, sender=Deployment)
+    try:
+        created = _create(api, ready_checkpoint)
+    finally:
+        post_save.disconnect(look_from_elsewhere, sender=Deployment)
+    assert seen and all(rows == [] for rows in seen), seen
+    assert created["revision"] == 1
+    assert Deployment.objects.get().revision.number == 1
 
 
 def test_a_bad_engine_option_is_a_400_on_every_write(api, ready_checkpoint):
