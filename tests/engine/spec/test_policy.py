@@ -72,7 +72,9 @@ def test_rejections_shorten_a_requests_drafts_and_fixed_scheduling_ignores_them(
         policy.record("r", 5, 0)
     assert policy.draft_lengths(draft, 1, 1).get("r", 0) < before
     policy.forget("r")
-    assert policy.draft_lengths(draft, 1, 1)["r"] == before
+    # "r" starts over as any new request does: from the recent drafts' acceptance (all rejected)
+    new = policy.draft_lengths({"new": Draft([1, 2, 3, 4, 5])}, 1, 1).get("new", 0)
+    assert policy.draft_lengths(draft, 1, 1).get("r", 0) == new < before
     fixed = SpeculationPolicy(3, scheduling="fixed")
     fixed.record("r", 5, 0)
     assert fixed.draft_lengths(draft, 1, 1) == {"r": 3}
@@ -174,6 +176,9 @@ def _h200_batch1(verify_a: float) -> SpeculationPolicy:
 
 def test_drafts_that_emit_fewer_tokens_per_second_than_plain_steps_are_not_verified():
     policy = _h200_batch1(0.018)  # 3.7 expected tokens per 18 ms < 1 token per 4.3 ms
+    assert policy.draft_lengths({"r": _calibrated(0.8, 5)}, batch_tokens=1, num_decodes=1) == {"r": 5}, (
+        "the first plan is a probe: no draft was verified yet"
+    )
     assert policy.draft_lengths({"r": _calibrated(0.8, 5)}, batch_tokens=1, num_decodes=1) == {}
     assert not policy.pays_at(1, 1, ["r"])
 
@@ -203,7 +208,8 @@ def test_with_speculation_off_a_probe_comes_at_most_once_every_n_decisions():
         if policy.pays_at(1, 1, ["r"]) and policy.draft_lengths({"r": _calibrated(0.8, 5)}, 1, 1):
             probes.append(decision)
     assert 300 < n < 600
-    assert len(probes) == 1000 // n
+    assert probes[0] == 1  # no draft verified yet: the first plan is a probe
+    assert len(probes) == 1 + 999 // n
     assert all(later - earlier >= n for earlier, later in zip(probes, probes[1:], strict=False))
 
 
@@ -213,6 +219,7 @@ def test_until_plain_steps_are_measured_some_steps_go_without_drafts_to_measure_
     assert verdicts.count(False) == 4  # one plain step in PLAIN_EXPLORE while the plain model is empty
     for _ in range(MIN_STEPS_FOR_FIT):
         policy.plain_step_time.observe(1, 0.0043)
+    assert policy.pays_at(1, 1, ["r"]) and policy.draft_lengths({"r": _calibrated(0.8, 5)}, 1, 1)  # a first probe
     assert not any(policy.pays_at(1, 1, ["r"]) for _ in range(4 * PLAIN_EXPLORE))  # now: 18 ms verify loses
 
 
@@ -247,6 +254,7 @@ def test_past_the_graphs_every_draft_is_priced_as_an_eager_step():
     policy = _graph_cliff(eager_measured=True)  # 256 decodes: any draft makes the step eager
     drafts = {f"r{i}": _calibrated(0.9, 5) for i in range(256)}
     assert policy.verify_model(257) is policy.eager_step_time and policy.verify_model(256) is policy.step_time
+    assert policy.draft_lengths(drafts, batch_tokens=256, num_decodes=256)  # a first probe
     assert policy.draft_lengths(drafts, batch_tokens=256, num_decodes=256) == {}
     assert not policy.pays_at(256, 256, list(drafts))
     without_graphs = SpeculationPolicy(
@@ -408,6 +416,70 @@ def test_no_exploration_where_every_size_in_play_is_measured():
         for _ in range(2 * STALE_EXPLORE)
     ]
     assert plans == [{"r": 5}] * (2 * STALE_EXPLORE)
+
+
+# Batch 128 on the H200, Llama-3.1-8B shape (session 26): a graphed verify step of T rows costs
+# about 4.8 ms + 25.8 us * T, a plain step of 128 rows 6 ms.
+def _batch_128_policy() -> SpeculationPolicy:
+    verify, plain = StepTimeModel(), StepTimeModel()
+    for _ in range(3):
+        for rows in (256, 384, 512, 640):
+            verify.observe(rows, 0.0048 + 0.0000258 * rows)
+    for _ in range(MIN_STEPS_FOR_FIT):
+        plain.observe(128, 0.006)
+    return SpeculationPolicy(5, step_time=verify, plain_step_time=plain)
+
+
+def _drafted_steps(policy: SpeculationPolicy, ids: list[str], acceptance: float, steps: int, rng) -> list[int]:
+    """Decode steps of n-gram-like drafts (uncalibrated) whose tokens are each kept with
+    ``acceptance``: the draft tokens verified at each step."""
+    verified = []
+    for _ in range(steps):
+        lengths = {}
+        if policy.pays_at(len(ids), len(ids), ids):
+            lengths = policy.draft_lengths({rid: Draft([0] * 5) for rid in ids}, len(ids), len(ids))
+        for rid, n in lengths.items():
+            kept = 0
+            while kept < n and rng.random() < acceptance:
+                kept += 1
+            policy.record(rid, n, kept)
+        verified.append(sum(lengths.values()))
+    return verified
+
+
+def test_new_requests_are_assumed_to_be_accepted_like_the_recent_drafts():
+    def tokens_per_second(rate: float) -> float:  # 5 drafts for each of 128 requests
+        return 128 * sum(rate**i for i in range(6)) / (0.0048 + 0.0000258 * 640)
+
+    # Drafting pays at acceptance 0.9, not at the prior of 2/3 nor at 0.3.
+    assert tokens_per_second(0.3) < tokens_per_second(2 / 3) < 128 / 0.006 < tokens_per_second(0.9)
+    first_wave = [f"a{i}" for i in range(128)]
+    second_wave = [f"b{i}" for i in range(128)]
+    for acceptance, drafts in ((0.9, True), (0.3, False)):
+        rng = random.Random(0)
+        policy = _batch_128_policy()
+        verified = _drafted_steps(policy, first_wave, acceptance, 40, rng)
+        assert verified[0] > 0  # no draft verified yet: the first plan is a probe
+        assert all(verified[1:]) if drafts else not any(verified[1:])
+        for rid in first_wave:
+            policy.forget(rid)
+        # (drafting, the recent drafts' acceptance; not, that acceptance relaxed toward 2/3 since the probe)
+        assert abs(policy.prior() - acceptance) < 0.05 if drafts else acceptance < policy.prior() < 2 / 3
+        # The next wave's requests have no drafts of their own: they draft from the first step
+        # where the recent drafts were kept, and not at all where they were not.
+        verified = _drafted_steps(policy, second_wave, acceptance, 40, rng)
+        assert all(verified) if drafts else not any(verified)
+
+
+def test_the_population_prior_relaxes_toward_two_thirds_without_drafts():
+    policy = SpeculationPolicy(5)
+    for i in range(64):
+        policy.record(f"r{i}", 5, 0)
+    low = policy.prior()
+    assert low < 0.2
+    for _ in range(200):
+        policy.pays_at(1, 1, ["r0"])
+    assert low < policy.prior() and abs(policy.prior() - 2 / 3) < 0.02
 
 
 # Every decision of the policy in seeded closed loops, against a recording (policy_decisions.json).
