@@ -15,6 +15,14 @@ speculative grid's fixed length K does (``engine/bench/speculative_grid.py``: th
 acceptance forced to ``--acceptance``): the graphs hold every verify step, so the step's host cost
 is timed with the forward taken out as for plain steps. The speculator's own host work (drafting,
 the policy, recording acceptance) is its own phase, ``speculator``. K = 0 is plain decoding.
+``--scheduling confidence`` runs the confidence scheduler (at most K drafts) instead of a fixed
+length. Its step-time models are fixed, not learnt from these host-only steps: verify steps priced
+as on the H200 at batch 128 (Llama-3.1-8B shape), plain steps far dearer, so that it drafts at every
+step and plans as it would there. Its ``speculator`` phase is then the cost of its decisions on top
+of the fixed length's.
+
+    python -m engine.bench.host_overhead --batch 16 --batch 64 --draft-len 5 --scheduling fixed
+    python -m engine.bench.host_overhead --batch 16 --batch 64 --draft-len 5 --scheduling confidence
 """
 
 from __future__ import annotations
@@ -28,6 +36,8 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
+
+from engine.spec.policy import StepTimeModel
 
 # (owner attribute path on EngineCore, method name, phase name); nested phases are made exclusive.
 _PHASES = (
@@ -120,6 +130,7 @@ def measure(
     profile: bool,
     draft_len: int = 0,
     acceptance: float = 0.8,
+    scheduling: str = "fixed",
 ) -> dict:
     from engine.bench.workloads import random_prompts
     from engine.config import EngineConfig
@@ -157,7 +168,7 @@ def measure(
     for _ in range(5):
         core.step()
     if draft_len:
-        _attach_fixed_drafts(core, draft_len, acceptance, vocab)
+        _attach_drafts(core, draft_len, acceptance, vocab, scheduling)
         for _ in range(3):
             core.step()
     timer = PhaseTimer(core)
@@ -174,26 +185,58 @@ def measure(
         profiler.disable()
         pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
     phases = {k: v / steps * 1e6 for k, v in timer.exclusive(total).items()}
-    result = {"batch": batch, "draft_len": draft_len, "us_per_step": total / steps * 1e6, "phases_us": phases}
+    result = {
+        "batch": batch,
+        "draft_len": draft_len,
+        "scheduling": scheduling if draft_len else None,
+        "us_per_step": total / steps * 1e6,
+        "phases_us": phases,
+    }
     if draft_len:  # the timed steps that verified drafts (all of them, unless requests ran out)
         result["verify_steps"] = core.runner.graphs.verify_steps_run - verified_before
     return result
 
 
-def _attach_fixed_drafts(core, draft_len: int, acceptance: float, vocab: int) -> None:
-    """Every step from now a verify step of ``draft_len`` oracle drafts per request, as the
-    speculative grid's fixed length runs it (its proposer, policy and forced acceptance)."""
+# Under --scheduling confidence: a verify step of T rows costs VERIFY_A + VERIFY_B * T (the H200's
+# line at batch 128, session 26), a plain step PLAIN_STEP_SECONDS, dearer than any verify step.
+VERIFY_A, VERIFY_B = 0.0048, 0.0000258
+PLAIN_STEP_SECONDS = 1.0
+
+
+def _attach_drafts(core, draft_len: int, acceptance: float, vocab: int, scheduling: str) -> None:
+    """Every step from now a verify step of oracle drafts per request, as the speculative grid runs
+    it (its proposer and forced acceptance): ``draft_len`` each (fixed), or as many of them as the
+    confidence scheduler chooses."""
     from engine.spec.forced_acceptance import ForcedAcceptance
     from engine.spec.oracle import OracleProposer
-    from engine.spec.policy import SpeculationPolicy
+    from engine.spec.policy import MIN_STEPS_FOR_FIT, SpeculationPolicy
     from engine.spec.speculator import Speculator, verify_graph_sizes
 
-    policy = SpeculationPolicy(draft_len, "fixed")
+    if scheduling == "fixed":
+        policy = SpeculationPolicy(draft_len, "fixed")
+    else:
+        graph_sizes = verify_graph_sizes(core.runner) or (1, 2, 4, 8, 16)
+        verify, plain = _FixedStepTimes(), _FixedStepTimes()
+        for _ in range(MIN_STEPS_FOR_FIT):
+            plain.feed(1, PLAIN_STEP_SECONDS)
+        for rows in graph_sizes:
+            verify.feed(rows, VERIFY_A + VERIFY_B * rows)
+        policy = SpeculationPolicy(draft_len, "confidence", verify, plain, _FixedStepTimes())
     policy.use_graphs(verify_graph_sizes(core.runner))
     core.speculator = Speculator(
         OracleProposer(acceptance, vocab, 0), policy, core.config.max_num_batched_tokens
     )
     core.runner.acceptance_override = ForcedAcceptance(acceptance, 0)
+
+
+class _FixedStepTimes(StepTimeModel):
+    """A step-time model fed once and deaf afterwards: the steps here cost only their host work."""
+
+    def feed(self, num_tokens: int, seconds: float) -> None:
+        super().observe(num_tokens, seconds)
+
+    def observe(self, num_tokens: int, seconds: float) -> None:
+        pass
 
 
 def _has_async_flag() -> bool:
@@ -229,6 +272,12 @@ def main(argv: list[str] | None = None) -> int:
         default=0.8,
         help="--draft-len K > 0: the forced acceptance (default: %(default)s)",
     )
+    parser.add_argument(
+        "--scheduling",
+        choices=("fixed", "confidence"),
+        default="fixed",
+        help="--draft-len K > 0: K drafts at every step, or the confidence scheduler's choice of at most K",
+    )
     parser.add_argument("--profile", action="store_true", help="print a cProfile of the timed steps")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
@@ -258,12 +307,13 @@ def main(argv: list[str] | None = None) -> int:
                         args.profile,
                         draft_len,
                         args.acceptance,
+                        args.scheduling,
                     )
                 )
     names = sorted({k for r in results for k in r["phases_us"]}, key=_phase_order)
     print(
         f"host µs per decode step (prompt {args.prompt_len}, {args.steps} steps, outputs={args.outputs}, "
-        f"async={args.async_scheduling})"
+        f"async={args.async_scheduling}, scheduling={args.scheduling})"
     )
     print(f"{'batch':>6} {'drafts':>6} {'total':>9} {'µs/req':>9} " + " ".join(f"{n:>14}" for n in names))
     for r in results:

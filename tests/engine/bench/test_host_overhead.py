@@ -35,6 +35,17 @@ def test_with_a_draft_length_every_timed_step_verifies_drafts(tmp_path):
         assert sum(r["phases_us"].values()) == pytest.approx(r["us_per_step"], rel=1e-6)
 
 
+def test_the_confidence_scheduler_drafts_at_every_timed_step(tmp_path):
+    out = tmp_path / "host.json"
+    argv = ["--batch", "4", "--prompt-len", "40", "--steps", "6", "--vocab", "512", "--outputs", "final"]
+    argv += ["--draft-len", "3", "--scheduling", "confidence", "--json", str(out)]
+    assert host_overhead.main(argv) == 0
+    (result,) = json.loads(out.read_text())["results"]
+    assert result["scheduling"] == "confidence" and result["verify_steps"] == 6
+    assert result["phases_us"]["speculator"] > 0
+    assert sum(result["phases_us"].values()) == pytest.approx(result["us_per_step"], rel=1e-6)
+
+
 def test_bad_arguments_are_refused(capsys):
     with pytest.raises(SystemExit):
         host_overhead.main(["--batch", "0"])
