@@ -55,8 +55,9 @@ plan sorts every request's positions once and takes them best first, noting its 
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
+from operator import itemgetter
 
 from engine.spec.proposer import Draft
 
@@ -219,6 +220,7 @@ class StepTimeModel:
 
 
 _UNKNOWN = object()  # not yet asked since the last observe
+_GAIN = itemgetter(0)  # of a position (-gain, i, chain index, key)
 _FALLOFF = tuple(LOCAL_FALLOFF**distance for distance in range(LOCAL_SPAN + 1))
 
 
@@ -305,20 +307,50 @@ class _Estimate:
         return self
 
 
+def _positions(chains: dict) -> list[tuple]:
+    """Every chain's positions that may count, as (-gain, position, chain index, key), best first
+    (see ``SpeculationPolicy._plan``). Listed position by position, chain by chain, so that a
+    stable sort on the gain alone leaves ties in (position, chain) order, as sorting the tuples
+    would, at a fraction of the comparisons (drafts of like confidence are sorted already)."""
+    prefixes = []
+    most = 0
+    for key, gains in chains.items():
+        previous, counted = math.inf, 0
+        for gain in gains:
+            if gain < MIN_GAIN or gain > previous:
+                break
+            previous = gain
+            counted += 1
+        prefixes.append((key, gains, counted))
+        if counted > most:
+            most = counted
+    order = []
+    append = order.append
+    for i in range(most):
+        for index, (key, gains, counted) in enumerate(prefixes):
+            if counted > i:
+                append((-gains[i], i, index, key))
+    order.sort(key=_GAIN)
+    return order
+
+
 class _Prefix:
-    """The lengths of a plan's first ``count`` positions taken (``taken``: (key, length) in the
-    order taken), made into a dict only for the plan chosen: a plan crossing many graph sizes would
-    otherwise copy its lengths at every one."""
+    """The lengths of a plan's first ``count`` positions taken, made into a dict only for the plan
+    chosen: a plan crossing many graph sizes would otherwise copy its lengths at every one.
+    ``taken``: (key, length) in the order taken, or (``ordered``) a plan's sorted positions, of
+    which it took a prefix."""
 
-    __slots__ = ("taken", "count")
+    __slots__ = ("taken", "count", "ordered")
 
-    def __init__(self, taken: list, count: int) -> None:
-        self.taken, self.count = taken, count
+    def __init__(self, taken: list, count: int, ordered: bool = False) -> None:
+        self.taken, self.count, self.ordered = taken, count, ordered
 
     def __bool__(self) -> bool:
         return self.count > 0
 
     def lengths(self) -> dict:
+        if self.ordered:
+            return {key: i + 1 for _, i, _, key in self.taken[: self.count]}
         return dict(self.taken[: self.count])
 
 
@@ -403,7 +435,11 @@ class SpeculationPolicy:
         """A verified draft: ``num_accepted`` of its ``num_drafted`` tokens were kept."""
         if num_drafted <= 0:
             return
-        a = self._estimate(request_id, create=True)
+        a = self._estimates.get(request_id)
+        if a is None:
+            a = self._estimate(request_id, create=True)
+        elif a.clock < self._clock:
+            a.relax(self._clock)
         a.backoff = 0
         self._population.record(num_drafted, num_accepted, self._clock)
         d = ACCEPTANCE_DECAY**num_drafted
@@ -481,6 +517,7 @@ class SpeculationPolicy:
             return {rid: min(len(d.token_ids), self.max_draft_len) for rid, d in drafts.items()}
         chains = {}
         most = self.max_draft_len
+        estimates, clock = self._estimates, self._clock
         for rid, draft in drafts.items():
             confidence = draft.confidence
             if len(confidence) > most:
@@ -490,7 +527,12 @@ class SpeculationPolicy:
                 chains[rid] = [rate ** (i + 1) for i in range(len(confidence))]
                 continue
             if confidence:
-                self._estimate(rid, create=True).first = confidence[0]
+                estimate = estimates.get(rid)
+                if estimate is None:
+                    estimate = self._estimate(rid, create=True)
+                elif estimate.clock < clock:
+                    estimate.relax(clock)
+                estimate.first = confidence[0]
             chains[rid] = confidence
         self._plans += 1
         plan = self._best_plan(chains, batch_tokens, num_decodes, explore=self._plans % STALE_EXPLORE == 0)
@@ -607,33 +649,26 @@ class SpeculationPolicy:
         ones before it, and a chain ends at its first position below ``MIN_GAIN`` or above the one
         before it. Within that prefix a chain's gains do not increase, so every position sorts after
         its predecessor: one sort of all positions gives the order in which they may count."""
-        order = []
-        for index, (key, gains) in enumerate(chains.items()):
-            previous = math.inf
-            for i, gain in enumerate(gains):
-                if gain < MIN_GAIN or gain > previous:
-                    break
-                order.append((-gain, i, index, key))
-                previous = gain
-        order.sort()
+        order = _positions(chains)
         fit = self.step_time.fit(around=batch_tokens)
         a, b = fit or (0.0, 0.0)
         limit, rows = (math.inf, self._rows) if max_tokens is None else (max_tokens, ())
-        lengths, cuts, taken = {}, [], []
+        cuts = []
         expected, tokens = float(max(num_decodes, 1)), batch_tokens
         if counts is None:
-            tokens, expected = self._take_runs(order, fit, a, b, limit, rows, tokens, expected, lengths, cuts, taken)
+            tokens, expected, count = self._take_runs(order, fit, a, b, limit, rows, tokens, expected, cuts)
+            lengths = {key: i + 1 for _, i, _, key in order[:count]}
         else:
-            tokens, expected = self._take_each(
-                order, fit, a, b, limit, rows, tokens, expected, counts, lengths, cuts, taken
-            )
+            lengths = {}
+            tokens, expected = self._take_each(order, fit, a, b, limit, rows, tokens, expected, counts, lengths, cuts)
         if len(lengths) > 1:  # in the chains' order, as callers iterate them
             lengths = {key: lengths[key] for key in chains if key in lengths}
         return lengths, expected, tokens, cuts
 
     @staticmethod
-    def _take_each(order, fit, a, b, limit, rows, tokens, expected, counts, lengths, cuts, taken):
+    def _take_each(order, fit, a, b, limit, rows, tokens, expected, counts, lengths, cuts):
         """``_plan``'s positions one by one (``counts``: a position adds its chain's requests)."""
+        taken = []
         skipped = set()  # chains with a position that did not fit: their later ones cannot count
         for gain, i, _, key in order:
             gain = -gain
@@ -658,11 +693,12 @@ class SpeculationPolicy:
                 break  # every position adds a token at least: none fits any more
         return tokens, expected
 
-    def _take_runs(self, order, fit, a, b, limit, rows, tokens, expected, lengths, cuts, taken):
+    def _take_runs(self, order, fit, a, b, limit, rows, tokens, expected, cuts):
         """``_plan``'s positions a token each, a run of equal gains at a time: the marginal rule
         holds for all of a run or none of it (see ``_take_each``), and the run's cuts are the graph
         sizes it reaches, so a batch of like drafts costs a sort and a few steps, not a loop per
-        position."""
+        position. The positions taken are always a prefix of ``order``: the step's tokens, expected
+        tokens, and how many of ``order`` it took."""
         sizes = self.graph_sizes if rows else ()  # no cuts under a token limit
         start, end_of_order = 0, len(order)
         while start < end_of_order:
@@ -671,16 +707,13 @@ class SpeculationPolicy:
             if fit is not None and not gain * (a + b * tokens) > expected * b:
                 break
             end = start + 1
-            while end < end_of_order and order[end][0] == first:
-                end += 1
+            if end < end_of_order and order[end][0] == first:  # a run: its end by bisection
+                end = bisect_right(order, first, end + 1, end_of_order, key=_GAIN)
             if end - start == 1:  # a run of one (drafts of unlike confidence): as _take_each does
-                _, i, _, key = order[start]
                 if tokens + 1 > limit:
                     break
-                if taken and tokens < len(rows) and rows[tokens] == tokens:
-                    cuts.append((_Prefix(taken, len(taken)), expected, tokens))
-                lengths[key] = i + 1
-                taken.append((key, i + 1))
+                if start and tokens < len(rows) and rows[tokens] == tokens:
+                    cuts.append((_Prefix(order, start, ordered=True), expected, tokens))
                 expected += gain
                 tokens += 1
                 start = end
@@ -694,18 +727,15 @@ class SpeculationPolicy:
             while index < len(sizes) and sizes[index] < tokens + run:
                 size = sizes[index]
                 done = size - tokens
-                if taken or done:
-                    cuts.append((_Prefix(taken, len(taken) + done), expected + gain * done, size))
+                if start or done:
+                    cuts.append((_Prefix(order, start + done, ordered=True), expected + gain * done, size))
                 index += 1
-            for _, i, _, key in order[start : start + run]:
-                lengths[key] = i + 1
-                taken.append((key, i + 1))
             expected += gain * run
             tokens += run
+            start += run
             if tokens >= limit:
                 break  # every position adds a token: none fits any more
-            start = end
-        return tokens, expected
+        return tokens, expected, start
 
     def _probe_wait(self, expected: float, tokens: int, batch_tokens: int, num_decodes: int) -> int:
         """0 when a verify step of ``tokens`` emitting ``expected`` tokens beats a plain step of the
