@@ -17,8 +17,8 @@ of its last calibrated draft, else its running acceptance. A request without dra
 is assumed to be accepted like the recent drafts of all requests (``_Population``). So that a
 request once judged not worth drafting is not shut out for good, every decision relaxes its
 evidence toward the prior of 2/3 (``RELAX`` per decision), as it does the population's rate: after
-some tens of steps without drafts it is asked again. Until the first draft is verified the acceptance is a
-guess, so the first plan that does not pay is a probe at once. A yes that
+some tens of steps without drafts it is asked again. Until the first draft is verified the
+acceptance is a guess, so the first plan that does not pay is a probe at once. A yes that
 ``draft_lengths`` then answers with no drafts costs the step its overlap, so after one ``pays_at``
 leaves the requests drafted for out until the probe below is due, or, where no plan drafted at
 all, for ``REASK_WAIT`` decisions. The speculator asks ``pays_at`` once per step.
