@@ -17,24 +17,30 @@ REQUESTS, PROMPT_TOKENS, OUTPUT_TOKENS = 4, 128, 16
 
 
 def test_guidellm_synthetic_benchmark(client_gateway, client_replica, tiny_checkpoint, tmp_path):
-    before = engine_ttft(client_replica)
-    run_tool(
-        [
-            tool("guidellm"), "run",
-            "--backend", f"kind=openai_http,target={client_gateway},model={MODEL},api_key={API_KEY}",
-            "--profile", "kind=synchronous",
-            "--constraint", f"kind=max_requests,count={REQUESTS}",
-            "--data", f"kind=synthetic_text,prompt_tokens={PROMPT_TOKENS},output_tokens={OUTPUT_TOKENS}",
-            "--tokenizer", f"kind=huggingface_auto,model={tiny_checkpoint}",
-            "--output", f"kind=json,path={tmp_path / 'report.json'}",
-            "--disable-console",
-        ],
-        tmp_path,
-        HF_HUB_OFFLINE="1",
-    )  # fmt: skip
-    after = engine_ttft(client_replica)
+    # guidellm can finalize its run before the last request's completion reaches its scheduler (seen
+    # once on a loaded 2-core CI machine: its report said 3 processed, 1 still processing, of the 4
+    # the server answered). Only that race, which its own state reports, earns a second run.
+    for _ in range(2):
+        before = engine_ttft(client_replica)
+        run_tool(
+            [
+                tool("guidellm"), "run",
+                "--backend", f"kind=openai_http,target={client_gateway},model={MODEL},api_key={API_KEY}",
+                "--profile", "kind=synchronous",
+                "--constraint", f"kind=max_requests,count={REQUESTS}",
+                "--data", f"kind=synthetic_text,prompt_tokens={PROMPT_TOKENS},output_tokens={OUTPUT_TOKENS}",
+                "--tokenizer", f"kind=huggingface_auto,model={tiny_checkpoint}",
+                "--output", f"kind=json,path={tmp_path / 'report.json'}",
+                "--disable-console",
+            ],
+            tmp_path,
+            HF_HUB_OFFLINE="1",
+        )  # fmt: skip
+        after = engine_ttft(client_replica)
+        (benchmark,) = json.loads((tmp_path / "report.json").read_text())["benchmarks"]
+        if benchmark["scheduler_state"]["processing_requests"] == 0:
+            break
 
-    (benchmark,) = json.loads((tmp_path / "report.json").read_text())["benchmarks"]
     assert benchmark["metrics"]["request_totals"] == {
         "successful": REQUESTS, "errored": 0, "incomplete": 0, "total": REQUESTS,
     }  # fmt: skip
