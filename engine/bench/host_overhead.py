@@ -212,17 +212,17 @@ def _attach_drafts(core, draft_len: int, acceptance: float, vocab: int, scheduli
     from engine.spec.policy import MIN_STEPS_FOR_FIT, SpeculationPolicy
     from engine.spec.speculator import Speculator, verify_graph_sizes
 
+    graph_sizes = verify_graph_sizes(core.runner)
     if scheduling == "fixed":
         policy = SpeculationPolicy(draft_len, "fixed")
     else:
-        graph_sizes = verify_graph_sizes(core.runner) or (1, 2, 4, 8, 16)
         verify, plain = _FixedStepTimes(), _FixedStepTimes()
         for _ in range(MIN_STEPS_FOR_FIT):
             plain.feed(1, PLAIN_STEP_SECONDS)
-        for rows in graph_sizes:
+        for rows in graph_sizes or (1, 2, 4, 8, 16):
             verify.feed(rows, VERIFY_A + VERIFY_B * rows)
         policy = SpeculationPolicy(draft_len, "confidence", verify, plain, _FixedStepTimes())
-    policy.use_graphs(verify_graph_sizes(core.runner))
+    policy.use_graphs(graph_sizes)
     core.speculator = Speculator(
         OracleProposer(acceptance, vocab, 0), policy, core.config.max_num_batched_tokens
     )
