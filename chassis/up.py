@@ -139,6 +139,8 @@ def run(args: argparse.Namespace) -> int:
             flush=True,
         )
         subprocess.run(_manage("bootstrap_demo", "--model", args.demo_model), check=True)
+    # Before the children start: with SQLite their first writes would contend for the file's lock.
+    gateway_token = None if args.no_gateway else _gateway_token()
 
     group = ProcessGroup()
     stop_requested = False
@@ -153,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     base_url = f"http://{args.host}:{args.port}"
     node = None
     try:
-        node = _start_children(args, group, settings, log_dir, base_url)
+        node = _start_children(args, group, settings, log_dir, base_url, gateway_token)
         deadline = time.monotonic() + args.ready_timeout
         health = _wait_for_health(f"{base_url}/health", deadline)
         workers = _wait_for_worker(deadline)
@@ -210,10 +212,22 @@ def _fresh_metrics_dir(settings, name: str) -> dict[str, str]:
     return {"PROMETHEUS_MULTIPROC_DIR": str(path)}
 
 
-def _start_children(args, group, settings, log_dir: Path, base_url: str) -> str | None:
-    """Start every part as a child of ``group``; returns the agent's node name (None without an agent)."""
+def _gateway_token() -> str:
+    """The gateway reads deployments and ready replicas from the REST API as a viewer."""
     import subprocess
 
+    made = subprocess.run(
+        _manage("create_api_token", "chassis-gateway", "--role", "viewer"), capture_output=True, text=True
+    )
+    if made.returncode != 0:
+        raise SystemExit(f"chassis up: could not create the gateway's API token: {made.stderr.strip()}")
+    return made.stdout.strip()
+
+
+def _start_children(
+    args, group, settings, log_dir: Path, base_url: str, gateway_token: str | None
+) -> str | None:
+    """Start every part as a child of ``group``; returns the agent's node name (None without an agent)."""
     from chassis.processes import Child
 
     node = None
@@ -286,14 +300,7 @@ def _start_children(args, group, settings, log_dir: Path, base_url: str) -> str 
                 log_path=log_dir / "agent.log",
             )
         )
-    if not args.no_gateway:
-        # The gateway reads deployments and ready replicas from the REST API as a viewer.
-        token = subprocess.run(
-            _manage("create_api_token", "chassis-gateway", "--role", "viewer"),
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
+    if gateway_token is not None:
         group.start(
             Child(
                 "gateway",
@@ -311,7 +318,7 @@ def _start_children(args, group, settings, log_dir: Path, base_url: str) -> str 
                     "--log-level",
                     args.log_level,
                 ],
-                env={"CHASSIS_API_TOKEN": token},
+                env={"CHASSIS_API_TOKEN": gateway_token},
                 log_path=log_dir / "gateway.log",
             )
         )
