@@ -29,6 +29,7 @@ import ssl
 import subprocess
 import sys
 import uuid
+import warnings
 from pathlib import Path
 
 import httpx
@@ -167,8 +168,8 @@ def start_nginx(tmp: Path) -> subprocess.Popen:
     run.mkdir(exist_ok=True)
     conf = run / "nginx.conf"
     conf.write_text(
-        f"pid {run}/nginx.pid;\nerror_log {run}/error.log;\nworker_processes 1;\nevents {{}}\n"
-        f"http {{\n  access_log off;\n  client_body_temp_path {run}/body;\n  proxy_temp_path {run}/proxy;\n"
+        f"pid {run}/nginx.pid;\nerror_log {tmp}/logs/nginx-error.log info;\nworker_processes 1;\nevents {{}}\n"
+        f"http {{\n  access_log {tmp}/logs/nginx-access.log;\n  client_body_temp_path {run}/body;\n  proxy_temp_path {run}/proxy;\n"
         f"  fastcgi_temp_path {run}/fastcgi;\n  uwsgi_temp_path {run}/uwsgi;\n  scgi_temp_path {run}/scgi;\n"
         f"  include {tmp}/cp/etc/nginx/conf.d/chassis.conf;\n}}\n"
     )
@@ -230,8 +231,10 @@ def cluster(tmp_path_factory, tiny_checkpoint):
         )
 
 
-def logs_of(cluster) -> str:
-    return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted(cluster["logs"].glob("*.log")))
+def logs_of(cluster, *names: str) -> str:
+    """The last lines of the named logs (every log when none is named)."""
+    paths = [cluster["logs"] / f"{name}.log" for name in names] or sorted(cluster["logs"].glob("*.log"))
+    return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in paths if p.exists())
 
 
 def serves(url: str, tls: ssl.SSLContext) -> bool:
@@ -239,6 +242,19 @@ def serves(url: str, tls: ssl.SSLContext) -> bool:
         return httpx.get(url, verify=tls, timeout=10).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def browser_login(base: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["ip", "netns", "exec", NETNS, sys.executable, "-m", "tests.support.https_login", base, "admin", ADMIN_PASSWORD],
+        cwd=REPO, capture_output=True, text=True, timeout=400,
+    )  # fmt: skip
+
+
+def never_answered(login: subprocess.CompletedProcess, base: str) -> bool:
+    """The browser's navigation deadline passed before any answer to its first request of the
+    login page (tests.support.https_login traces each request on stderr)."""
+    return "Page.goto: Timeout" in login.stderr and f"response 200 {base}/login/" not in login.stderr
 
 
 def test_two_hosts_tls_login_replica_and_a_rerun_that_changes_nothing(cluster):
@@ -254,11 +270,20 @@ def test_two_hosts_tls_login_replica_and_a_rerun_that_changes_nothing(cluster):
                timeout=180, poll=1)  # fmt: skip
 
     # A browser on the node's address logs in over HTTPS with the admin the playbook made.
-    login = subprocess.run(
-        ["ip", "netns", "exec", NETNS, sys.executable, "-m", "tests.support.https_login", base, "admin", ADMIN_PASSWORD],
-        cwd=REPO, capture_output=True, text=True, timeout=400,
-    )  # fmt: skip
-    assert login.returncode == 0, login.stderr[-3000:] + "\n" + logs_of(cluster)
+    login = browser_login(base)
+    if login.returncode != 0 and never_answered(login, base):
+        # Twice in about twenty CI runs the browser's first request of the login page got no answer
+        # for its whole 90 s deadline, right after the same page answered four GETs through nginx.
+        # Not the control plane: nginx answers 504 after its 60 s proxy timeouts when the upstream
+        # hangs, and chromium gives up on a TLS handshake at 30 s. The request trace and nginx's logs
+        # of such a run go into the warning; the second attempt must pass, and any other failure
+        # (an error answer, a wrong page, a login refused) fails at once.
+        warnings.warn(f"the browser's login page got no answer; retried once\n{login.stderr[-3000:]}\n"
+                      f"{logs_of(cluster, 'nginx-access', 'nginx-error')}", stacklevel=1)  # fmt: skip
+        login = browser_login(base)
+    assert login.returncode == 0, (
+        login.stderr[-4000:] + "\n" + logs_of(cluster, "nginx-access", "nginx-error", "chassis-web")
+    )
     seen = json.loads(login.stdout.strip().splitlines()[-1])
     assert seen["url"] == f"{base}/"
     assert seen["secure_cookies"]["sessionid"] and seen["secure_cookies"]["csrftoken"]

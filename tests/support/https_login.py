@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
@@ -19,6 +20,7 @@ def main(base_url: str, username: str, password: str) -> dict:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
             page = browser.new_page(ignore_https_errors=True)
+            trace_requests(page)
             # Deadlines, not expectations: a loaded CI machine serves the page in well under a second
             # when idle, but the control plane's units may still be starting beside it.
             page.set_default_timeout(90_000)
@@ -33,6 +35,20 @@ def main(base_url: str, username: str, password: str) -> dict:
                     "body": page.inner_text("body")[:2000]}  # fmt: skip
         finally:
             browser.close()
+
+
+def trace_requests(page) -> None:
+    """Every request's start, answer, end or failure on stderr, so a deadline that passes says which
+    request the browser was still waiting for."""
+    started = time.monotonic()
+
+    def log(event: str, detail: str) -> None:
+        print(f"{time.monotonic() - started:8.3f}s {event} {detail}", file=sys.stderr, flush=True)
+
+    page.on("request", lambda request: log("request", f"{request.method} {request.url}"))
+    page.on("response", lambda response: log("response", f"{response.status} {response.url}"))
+    page.on("requestfinished", lambda request: log("finished", request.url))
+    page.on("requestfailed", lambda request: log("failed", f"{request.url} {request.failure}"))
 
 
 if __name__ == "__main__":
