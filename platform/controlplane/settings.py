@@ -11,10 +11,10 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
-import dj_database_url
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
+from controlplane.database import database_settings
 from controlplane.env import env_bool, env_int, env_list, env_url
 
 REPO_DIR = Path(__file__).resolve().parents[2]
@@ -143,19 +143,10 @@ TEMPLATES = [
 ]
 
 DATABASES = {
-    "default": dj_database_url.config(
-        env="DATABASE_URL",
-        default=f"sqlite:///{VAR_DIR / 'chassis.sqlite3'}",
-        conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 0),
+    "default": database_settings(
+        os.environ.get("DATABASE_URL"), VAR_DIR / "chassis.sqlite3", env_int("DATABASE_CONN_MAX_AGE", 0)
     )
 }
-# django-prometheus' wrappers of the same backends count queries, errors and their durations.
-DATABASES["default"]["ENGINE"] = DATABASES["default"]["ENGINE"].replace(
-    "django.db.backends.", "django_prometheus.db.backends."
-)
-if DATABASES["default"]["ENGINE"].endswith(".sqlite3"):
-    # Workers and the web process share the file: wait for locks instead of failing at once.
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
