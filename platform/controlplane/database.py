@@ -14,7 +14,7 @@ import dj_database_url
 SQLITE_OPTIONS = {
     "timeout": 20,
     "transaction_mode": "IMMEDIATE",
-    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+    "init_command": "PRAGMA journal_mode=WAL",
 }
 
 
