@@ -139,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
             flush=True,
         )
         subprocess.run(_manage("bootstrap_demo", "--model", args.demo_model), check=True)
-    # Before the children start: with SQLite their first writes would contend for the file's lock.
+    # Before the children start, so that a failure to make it stops here with its reason.
     gateway_token = None if args.no_gateway else _gateway_token()
 
     group = ProcessGroup()

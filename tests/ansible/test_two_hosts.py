@@ -37,6 +37,7 @@ import pytest
 import yaml
 
 from tests.ansible.test_site_playbook import HEAD_COMMIT, playbook, recap
+from tests.support.https_login import answered
 from tests.support.systemd_units import start_unit
 from tests.support.tcp_forward import TcpForward
 from tests.support.waiting import wait_until
@@ -254,7 +255,7 @@ def browser_login(base: str) -> subprocess.CompletedProcess:
 def never_answered(login: subprocess.CompletedProcess, base: str) -> bool:
     """The browser's navigation deadline passed before any answer to its first request of the
     login page (tests.support.https_login traces each request on stderr)."""
-    return "Page.goto: Timeout" in login.stderr and f"response 200 {base}/login/" not in login.stderr
+    return "Page.goto: Timeout" in login.stderr and not answered(login.stderr, f"{base}/login/")
 
 
 def test_two_hosts_tls_login_replica_and_a_rerun_that_changes_nothing(cluster):

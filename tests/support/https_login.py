@@ -51,5 +51,10 @@ def trace_requests(page) -> None:
     page.on("requestfailed", lambda request: log("failed", f"{request.url} {request.failure}"))
 
 
+def answered(trace: str, url: str) -> bool:
+    """Whether a trace of ``trace_requests`` shows an answer of 200 to ``url``."""
+    return f"response 200 {url}" in trace
+
+
 if __name__ == "__main__":
     print(json.dumps(main(*sys.argv[1:4])))

@@ -12,7 +12,7 @@ import sys
 import threading
 from pathlib import Path
 
-DEADLINE_S = 60
+from tests.support.waiting import DEADLINE_S
 
 
 def main() -> dict:
